@@ -301,4 +301,3 @@ func (v *Version) Validate() error {
 	}
 	return nil
 }
-
