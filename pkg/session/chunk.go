@@ -378,3 +378,23 @@ func canonicalObject(b []byte) ([]byte, error) {
 	}
 	return canonicalJSON(b)
 }
+
+// ChunkFromCanonical rebuilds a chunk from a payload already in canonical
+// form, as a store reads back what [NewChunk] produced. It checks the kind,
+// the size limit, UTF-8 and that the payload is a JSON object, but does not
+// re-encode it: stores load transcripts of thousands of chunks and recheck
+// content separately, by recomputing chunk hashes. Anything else should use
+// [NewChunk].
+func ChunkFromCanonical(kind Kind, payload []byte) (Chunk, error) {
+	switch {
+	case !kind.Valid():
+		return Chunk{}, fmt.Errorf("%w: unknown kind %q", ErrInvalidChunk, kind)
+	case len(payload) > MaxChunkBytes:
+		return Chunk{}, fmt.Errorf("%w: %s payload is %d bytes, limit %d", ErrTooLarge, kind, len(payload), MaxChunkBytes)
+	case len(payload) < 2 || payload[0] != '{' || payload[len(payload)-1] != '}':
+		return Chunk{}, fmt.Errorf("%w: %s payload must be a JSON object", ErrInvalidChunk, kind)
+	case !utf8.Valid(payload):
+		return Chunk{}, fmt.Errorf("%w: %s payload is not valid UTF-8", ErrInvalidChunk, kind)
+	}
+	return Chunk{kind: kind, payload: payload}, nil
+}
