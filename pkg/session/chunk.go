@@ -384,7 +384,7 @@ func canonicalObject(b []byte) ([]byte, error) {
 // the size limit, UTF-8 and that the payload is a JSON object, but does not
 // re-encode it: stores load transcripts of thousands of chunks and recheck
 // content separately, by recomputing chunk hashes. Anything else should use
-// [NewChunk].
+// [NewChunk]. The chunk keeps payload: the caller must not modify it.
 func ChunkFromCanonical(kind Kind, payload []byte) (Chunk, error) {
 	switch {
 	case !kind.Valid():
