@@ -1,0 +1,136 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Names of what [New] declares.
+const (
+	// JobsStream holds step jobs, one subject per queue.
+	JobsStream = "RATH_JOBS"
+	// JobsSubjects is the subject filter of JobsStream.
+	JobsSubjects = "rath.jobs.>"
+	// EventsStream holds run events.
+	EventsStream = "RATH_EVENTS"
+	// EventsSubjects is the subject filter of EventsStream.
+	EventsSubjects = "rath.events.>"
+	// WorkspacesBucket is the object store of workspace snapshots.
+	WorkspacesBucket = "rath-workspaces"
+)
+
+// Bus is Rath's view of JetStream: the job and event streams, the queue
+// consumers and the workspace object store. It is safe for concurrent use.
+// It does not own the *nats.Conn it was built on: closing the connection is
+// the caller's job (after [Bus.FlushEvents] if pending events matter).
+type Bus struct {
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	cfg        Config
+	workspaces jetstream.ObjectStore
+}
+
+// New declares the streams RATH_JOBS (subjects rath.jobs.>, work-queue
+// retention, duplicate window cfg.DedupeWindow) and RATH_EVENTS
+// (rath.events.>, limits retention, max age cfg.EventsMaxAge) and the object
+// store bucket rath-workspaces. Declaring is idempotent
+// (CreateOrUpdateStream), so every coordinator and worker calls New at
+// start; a changed Config updates the existing streams.
+func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Bus, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("%w: nil *nats.Conn", ErrInvalidConfig)
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	b := &Bus{nc: nc, cfg: cfg}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncErrHandler(b.asyncPublishFailed))
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", translate(ctx, err))
+	}
+	b.js = js
+
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        JobsStream,
+		Description: "Rath step jobs (rath.jobs.<queue>); acked jobs are deleted",
+		Subjects:    []string{JobsSubjects},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     cfg.Storage,
+		Replicas:    cfg.Replicas,
+		Duplicates:  cfg.DedupeWindow,
+		// The envelope limit plus room for headers (trace context).
+		MaxMsgSize: MaxJobSize + 64<<10,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("declare stream %s: %w", JobsStream, translate(ctx, err))
+	}
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        EventsStream,
+		Description: "Rath run events (rath.events.<run>.<type>); may be lost, Postgres is the truth",
+		Subjects:    []string{EventsSubjects},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     cfg.Storage,
+		Replicas:    cfg.Replicas,
+		MaxAge:      cfg.EventsMaxAge,
+		// The server refuses a duplicate window longer than MaxAge.
+		Duplicates: min(cfg.DedupeWindow, cfg.EventsMaxAge),
+		MaxMsgSize: MaxEventSize + 64<<10,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("declare stream %s: %w", EventsStream, translate(ctx, err))
+	}
+	b.workspaces, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket:      WorkspacesBucket,
+		Description: "Rath workspace snapshots, content addressed",
+		Storage:     cfg.Storage,
+		Replicas:    cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("declare object store %s: %w", WorkspacesBucket, translate(ctx, err))
+	}
+	return b, nil
+}
+
+// JetStream returns the JetStream context the bus uses, for what the bus
+// does not wrap (stream info, admin).
+func (b *Bus) JetStream() jetstream.JetStream { return b.js }
+
+// Workspaces returns the object store of workspace snapshots.
+func (b *Bus) Workspaces() jetstream.ObjectStore { return b.workspaces }
+
+// Config returns the effective configuration (defaults applied).
+func (b *Bus) Config() Config { return b.cfg }
+
+func (b *Bus) asyncPublishFailed(_ jetstream.JetStream, msg *nats.Msg, err error) {
+	// Events are best effort by contract; a lost event is worth a debug
+	// line, not an error path.
+	b.cfg.Logger.Debug("bus: async publish failed",
+		"subject", msg.Subject, "error", err.Error())
+}
+
+// FlushEvents waits until every event published so far with
+// [Bus.PublishEvent] has been acknowledged by the server (or has failed), or
+// until ctx ends. Call it before closing the connection when the last
+// events matter, and in tests.
+func (b *Bus) FlushEvents(ctx context.Context) error {
+	select {
+	case <-b.js.PublishAsyncComplete():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// isContextErr reports whether err is a context cancellation or deadline.
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// now is the bus clock.
+func (b *Bus) now() time.Time { return b.cfg.NowFunc() }

@@ -1,0 +1,123 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ConsumerName returns the durable consumer name of a queue: jobs-<queue>.
+func ConsumerName(queue string) string { return "jobs-" + queue }
+
+// Consumer is the durable pull consumer of one queue. Every worker of the
+// queue shares it (a work-queue stream refuses overlapping consumers), so
+// each job goes to one worker at a time. It is safe for concurrent use:
+// several goroutines may Fetch at once.
+type Consumer struct {
+	b     *Bus
+	queue string
+	cons  jetstream.Consumer
+}
+
+// Consumer declares (CreateOrUpdateConsumer, so idempotent) and returns the
+// durable pull consumer jobs-<queue>: filter rath.jobs.<queue>, explicit
+// acks, and AckWait, MaxDeliver, Backoff and MaxAckPending from the bus
+// Config. When workers run with different Configs, the last declaration
+// wins. An empty queue means DefaultQueue.
+func (b *Bus) Consumer(ctx context.Context, queue string) (*Consumer, error) {
+	if queue == "" {
+		queue = DefaultQueue
+	}
+	if err := ValidQueue(queue); err != nil {
+		return nil, err
+	}
+	cons, err := b.js.CreateOrUpdateConsumer(ctx, JobsStream, jetstream.ConsumerConfig{
+		Durable:       ConsumerName(queue),
+		Description:   "Rath workers of queue " + queue,
+		FilterSubject: JobSubject(queue),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       b.cfg.AckWait,
+		MaxDeliver:    b.cfg.MaxDeliver,
+		BackOff:       b.cfg.Backoff,
+		MaxAckPending: b.cfg.MaxAckPending,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("declare consumer %s: %w", ConsumerName(queue), translate(ctx, err))
+	}
+	return &Consumer{b: b, queue: queue, cons: cons}, nil
+}
+
+// Queue returns the queue name.
+func (c *Consumer) Queue() string { return c.queue }
+
+// Fetch waits up to maxWait for up to n jobs (1 <= n <= MaxAckPending) and
+// returns what arrived: fewer than n, possibly none with a nil error, when
+// maxWait passes first. maxWait below 1ms returns only the jobs available
+// right now.
+//
+// A message that cannot be decoded is still returned, as a Delivery whose
+// Err wraps ErrMalformedJob; Term it.
+//
+// When ctx ends first, Fetch returns ctx's error; jobs received but not
+// returned are Nak'ed so another worker gets them at once (that counts as a
+// delivery toward MaxDeliver). Server trouble is reported as ErrUnavailable;
+// callers should back off and retry.
+func (c *Consumer) Fetch(ctx context.Context, n int, maxWait time.Duration) ([]*Delivery, error) {
+	if n < 1 || n > c.b.cfg.MaxAckPending {
+		return nil, fmt.Errorf("%w: fetch n = %d, want 1..MaxAckPending (%d)", ErrInvalidConfig, n, c.b.cfg.MaxAckPending)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var (
+		batch jetstream.MessageBatch
+		err   error
+	)
+	if maxWait < time.Millisecond {
+		batch, err = c.cons.FetchNoWait(n)
+	} else {
+		// FetchContext makes the pull request expire on the server slightly
+		// before fctx does, so a timeout normally ends with the server's
+		// 408 rather than with fctx's deadline.
+		fctx, cancel := context.WithTimeout(ctx, maxWait)
+		defer cancel()
+		batch, err = c.cons.Fetch(n, jetstream.FetchContext(fctx))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s: %w", ConsumerName(c.queue), translate(ctx, err))
+	}
+	var out []*Delivery
+	for m := range batch.Messages() {
+		out = append(out, c.newDelivery(m))
+	}
+	if ctx.Err() != nil {
+		for _, d := range out {
+			_ = d.msg.Nak()
+		}
+		return nil, ctx.Err()
+	}
+	if err := batch.Error(); err != nil && !isContextErr(err) && !errors.Is(err, jetstream.ErrNoMessages) {
+		if len(out) > 0 {
+			// The batch was cut short; hand over what arrived, the next
+			// Fetch will report the trouble again if it persists.
+			c.b.cfg.Logger.DebugContext(ctx, "bus: fetch cut short", "consumer", ConsumerName(c.queue), "received", len(out), "error", err.Error())
+			return out, nil
+		}
+		return nil, fmt.Errorf("fetch %s: %w", ConsumerName(c.queue), translate(ctx, err))
+	}
+	return out, nil
+}
+
+// Pending returns the consumer's lag: jobs waiting to be delivered and jobs
+// delivered but not yet acknowledged. It is what an autoscaler watches.
+func (c *Consumer) Pending(ctx context.Context) (waiting, unacked uint64, err error) {
+	info, err := c.cons.Info(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("consumer info %s: %w", ConsumerName(c.queue), translate(ctx, err))
+	}
+	return info.NumPending, uint64(info.NumAckPending), nil
+}

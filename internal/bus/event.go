@@ -1,0 +1,174 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Event types the runtime emits. The list is open: any type matching
+// [a-z._]+ (dot-separated, non-empty parts) may be published.
+const (
+	EventStepStarted   = "step.started"
+	EventStepToken     = "step.token"
+	EventStepToolCall  = "step.tool_call"
+	EventStepCommitted = "step.committed"
+	EventStepFailed    = "step.failed"
+	EventRunCompleted  = "run.completed"
+	EventRunFailed     = "run.failed"
+	EventRunCanceled   = "run.canceled"
+)
+
+// Limits of events.
+const (
+	// MaxEventSize is the largest encoded Event PublishEvent accepts.
+	MaxEventSize = 1 << 20
+	// MaxEventTypeLen is the longest event type.
+	MaxEventTypeLen = 64
+)
+
+// Event is one thing that happened in a run, published on
+// rath.events.<run>.<type>. Events are for watching a run live; they may be
+// lost or repeated, and Postgres remains the record.
+type Event struct {
+	RunID  string          `json:"run_id"`
+	StepID string          `json:"step_id,omitempty"`
+	Type   string          `json:"type"`
+	Time   time.Time       `json:"time"`
+	Data   json.RawMessage `json:"data,omitempty"`
+}
+
+// EventSubject returns the subject of an event: rath.events.<run>.<type>.
+func EventSubject(runID, typ string) string { return "rath.events." + runID + "." + typ }
+
+func validEventType(typ string) error {
+	if typ == "" || len(typ) > MaxEventTypeLen {
+		return fmt.Errorf("type %q: want 1..%d bytes of [a-z._]", typ, MaxEventTypeLen)
+	}
+	prev := byte('.')
+	for i := range len(typ) {
+		c := typ[i]
+		if !(c >= 'a' && c <= 'z' || c == '_' || c == '.') {
+			return fmt.Errorf("type %q: byte %d (%q) is not in [a-z._]", typ, i, c)
+		}
+		if c == '.' && prev == '.' {
+			return fmt.Errorf("type %q: empty part at byte %d", typ, i)
+		}
+		prev = c
+	}
+	if prev == '.' {
+		return fmt.Errorf("type %q: ends with '.'", typ)
+	}
+	return nil
+}
+
+// PublishEvent publishes e on rath.events.<run>.<type> without waiting for
+// the server (events are best effort; failures are logged at debug level).
+// A zero Time is set to now. It returns ErrInvalidEvent (naming the field),
+// ErrTooLarge, or an error when the client's buffer of unacknowledged
+// publishes stays full. [Bus.FlushEvents] waits for outstanding events.
+func (b *Bus) PublishEvent(ctx context.Context, e Event) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validRunID(e.RunID); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+	}
+	if err := validEventType(e.Type); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+	}
+	if len(e.Data) > 0 && !json.Valid(e.Data) {
+		return fmt.Errorf("%w: data is not valid JSON", ErrInvalidEvent)
+	}
+	if e.Time.IsZero() {
+		e.Time = b.now().UTC()
+	}
+	data, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("%w: encode: %w", ErrInvalidEvent, err)
+	}
+	if len(data) > MaxEventSize {
+		return fmt.Errorf("%w: event %s is %d bytes encoded, limit %d", ErrTooLarge, e.Type, len(data), MaxEventSize)
+	}
+	if _, err := b.js.PublishAsync(EventSubject(e.RunID, e.Type), data); err != nil {
+		return fmt.Errorf("publish event %s/%s: %w", e.RunID, e.Type, translate(ctx, err))
+	}
+	return nil
+}
+
+// WatchRun streams the events of one run from the beginning of the stream
+// (an ordered consumer over rath.events.<run>.>, DeliverAll), in the order
+// they were stored, and then live until ctx ends. The channel is closed when
+// ctx ends or the watch fails; after it closes, the returned function
+// reports the failure (nil when ctx ended it). Events whose payload cannot
+// be decoded are skipped (logged at debug level).
+func (b *Bus) WatchRun(ctx context.Context, runID string) (<-chan Event, func() error, error) {
+	if err := validRunID(runID); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+	}
+	return b.watch(ctx, "rath.events."+runID+".>", jetstream.DeliverAllPolicy)
+}
+
+// WatchAll streams every event stored from now on (DeliverNew) until ctx
+// ends, with the same channel contract as [Bus.WatchRun].
+func (b *Bus) WatchAll(ctx context.Context) (<-chan Event, func() error, error) {
+	return b.watch(ctx, EventsSubjects, jetstream.DeliverNewPolicy)
+}
+
+func (b *Bus) watch(ctx context.Context, filter string, policy jetstream.DeliverPolicy) (<-chan Event, func() error, error) {
+	cons, err := b.js.OrderedConsumer(ctx, EventsStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter},
+		DeliverPolicy:  policy,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("watch %s: %w", filter, translate(ctx, err))
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, nil, fmt.Errorf("watch %s: %w", filter, translate(ctx, err))
+	}
+	ch := make(chan Event, 64)
+	var (
+		mu      sync.Mutex
+		failure error // guarded by mu; set before ch is closed
+	)
+	go func() {
+		defer close(ch)
+		defer it.Stop()
+		for {
+			m, err := it.Next(jetstream.NextContext(ctx))
+			if err != nil {
+				if ctx.Err() != nil && isContextErr(err) {
+					return
+				}
+				if errors.Is(err, jetstream.ErrMsgIteratorClosed) && ctx.Err() != nil {
+					return
+				}
+				mu.Lock()
+				failure = fmt.Errorf("watch %s: %w", filter, translate(ctx, err))
+				mu.Unlock()
+				return
+			}
+			var e Event
+			if err := json.Unmarshal(m.Data(), &e); err != nil {
+				b.cfg.Logger.DebugContext(ctx, "bus: undecodable event skipped", "subject", m.Subject(), "error", err.Error())
+				continue
+			}
+			select {
+			case ch <- e:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return failure
+	}, nil
+}
