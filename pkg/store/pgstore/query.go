@@ -1,0 +1,213 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store"
+	"github.com/rath-run/rath/pkg/store/internal/graphrow"
+)
+
+func depthLimit(maxDepth int) int {
+	if maxDepth <= 0 || maxDepth > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return maxDepth
+}
+
+// The walks use UNION, so a (version, depth) pair is expanded once; the
+// outer query keeps each version's shortest distance.
+const ancestorsSQL = `
+WITH RECURSIVE walk(id, depth) AS (
+	SELECT parent_id, 1 FROM lineage WHERE child_id = $1
+	UNION
+	SELECT l.parent_id, walk.depth + 1 FROM walk JOIN lineage l ON l.child_id = walk.id WHERE walk.depth < $2
+)
+SELECT v.id, m.depth, v.op, v.len, v.created_at, v.created_nanos
+FROM (SELECT id, min(depth) AS depth FROM walk GROUP BY id) m JOIN versions v ON v.id = m.id
+ORDER BY m.depth, v.seq DESC`
+
+const descendantsSQL = `
+WITH RECURSIVE walk(id, depth) AS (
+	SELECT child_id, 1 FROM lineage WHERE parent_id = $1
+	UNION
+	SELECT l.child_id, walk.depth + 1 FROM walk JOIN lineage l ON l.parent_id = walk.id WHERE walk.depth < $2
+)
+SELECT v.id, m.depth, v.op, v.len, v.created_at, v.created_nanos
+FROM (SELECT id, min(depth) AS depth FROM walk GROUP BY id) m JOIN versions v ON v.id = m.id
+ORDER BY m.depth, v.seq`
+
+// Ancestors implements [store.Store].
+func (d *db) Ancestors(ctx context.Context, id session.ID, maxDepth int) ([]store.Relative, error) {
+	return d.relatives(ctx, "ancestors", ancestorsSQL, id, maxDepth)
+}
+
+// Descendants implements [store.Store].
+func (d *db) Descendants(ctx context.Context, id session.ID, maxDepth int) ([]store.Relative, error) {
+	return d.relatives(ctx, "descendants", descendantsSQL, id, maxDepth)
+}
+
+func (d *db) relatives(ctx context.Context, op, query string, id session.ID, maxDepth int) ([]store.Relative, error) {
+	if _, err := d.Get(ctx, id); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	rows, err := d.q.Query(ctx, query, id, depthLimit(maxDepth))
+	if err != nil {
+		return nil, translate(op, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Relative, error) {
+		var r store.Relative
+		var created time.Time
+		var nanos int16
+		err := row.Scan(&r.ID, &r.Depth, &r.Op, &r.Len, &created, &nanos)
+		r.CreatedAt = created.UTC().Add(time.Duration(nanos))
+		return r, err
+	})
+	if err != nil {
+		return nil, translate(op, err)
+	}
+	return out, nil
+}
+
+// Children implements [store.Store].
+func (d *db) Children(ctx context.Context, id session.ID) ([]store.Info, error) {
+	if _, err := d.Get(ctx, id); err != nil {
+		return nil, fmt.Errorf("children: %w", err)
+	}
+	rows, err := d.q.Query(ctx, `SELECT `+versionCols+` FROM lineage e JOIN versions v ON v.id = e.child_id
+		WHERE e.parent_id = $1 ORDER BY v.seq`, id)
+	if err != nil {
+		return nil, translate("children", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Info, error) {
+		v, own, err := scanVersion(row)
+		if err != nil {
+			return store.Info{}, err
+		}
+		return infoOf(v, own), nil
+	})
+	return out, translate("children", err)
+}
+
+// List implements [store.Store].
+func (d *db) List(ctx context.Context, p store.ListParams) (store.Page, error) {
+	after, err := p.Normalize()
+	if err != nil {
+		return store.Page{}, err
+	}
+	rows, err := d.q.Query(ctx, `SELECT `+versionCols+`, v.seq FROM versions v
+		WHERE v.seq > $1 AND (NOT $2 OR v.parent_count = 0) AND ($3 = '' OR v.run = $3)
+		ORDER BY v.seq LIMIT $4`, after, p.RootsOnly, p.Run, p.Limit+1)
+	if err != nil {
+		return store.Page{}, translate("list", err)
+	}
+	defer rows.Close()
+	var page store.Page
+	var last int64
+	for rows.Next() {
+		if len(page.Versions) == p.Limit {
+			page.Next = store.EncodeCursor(last)
+			break
+		}
+		v, own, err := scanVersion(seqRow{rows, &last})
+		if err != nil {
+			return store.Page{}, translate("list", err)
+		}
+		page.Versions = append(page.Versions, infoOf(v, own))
+	}
+	if err := rows.Err(); err != nil {
+		return store.Page{}, translate("list", err)
+	}
+	return page, nil
+}
+
+// seqRow scans versionCols followed by seq.
+type seqRow struct {
+	rows pgx.Rows
+	seq  *int64
+}
+
+func (r seqRow) Scan(dest ...any) error { return r.rows.Scan(append(dest, r.seq)...) }
+
+// Verify implements [store.Store]: it streams every version with its chunk
+// rows in commit order and recomputes every hash.
+func (s *Store) Verify(ctx context.Context) (store.VerifyReport, error) {
+	parents := make(map[session.ID][]session.ID)
+	rows, err := s.pool.Query(ctx, `SELECT child_id, parent_id FROM lineage ORDER BY child_id, ordinal`)
+	if err != nil {
+		return store.VerifyReport{}, translate("verify", err)
+	}
+	for rows.Next() {
+		var c, p session.ID
+		if err := rows.Scan(&c, &p); err != nil {
+			rows.Close()
+			return store.VerifyReport{}, translate("verify", err)
+		}
+		parents[c] = append(parents[c], p)
+	}
+	if err := rows.Err(); err != nil {
+		return store.VerifyReport{}, translate("verify", err)
+	}
+	check := graphrow.NewChecker(store.MaxProblems)
+	rows, err = s.pool.Query(ctx, `SELECT v.id, v.base_id, v.op, v.len, v.own_count, v.placement::text, v.prompt_tokens,
+	v.completion_tokens, v.total_tokens, v.run, v.step, v.agent, v.model, v.worker, v.trace_id,
+	v.extras::text, v.key, v.created_at, v.created_nanos, v.hash, c.ord, c.kind, c.payload, c.hash
+	FROM versions v LEFT JOIN chunks c ON c.version_id = v.id ORDER BY v.seq, c.ord`)
+	if err != nil {
+		return store.VerifyReport{}, translate("verify", err)
+	}
+	defer rows.Close()
+	var cur *session.Version
+	var curChunks []graphrow.StoredChunk
+	flush := func() {
+		if cur != nil {
+			cur.Parents = parents[cur.ID]
+			check.Add(cur, curChunks)
+		}
+	}
+	for rows.Next() {
+		var ord *int32
+		var kind, payload, hash *string
+		var noParents []session.ID
+		v, _, err := scanVersion(verifyRow{rows, []any{&ord, &kind, &payload, &hash}, &noParents})
+		if err != nil {
+			return store.VerifyReport{}, translate("verify", err)
+		}
+		if cur == nil || cur.ID != v.ID {
+			flush()
+			cur, curChunks = v, nil
+		}
+		if ord != nil {
+			curChunks = append(curChunks, graphrow.StoredChunk{Ord: int(*ord), Kind: *kind, Payload: []byte(*payload), Hash: *hash})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return store.VerifyReport{}, translate("verify", err)
+	}
+	flush()
+	rep := store.VerifyReport{Versions: check.Versions, Chunks: check.Chunks, Edges: check.Edges, Problems: check.Problems}
+	return rep, check.Err()
+}
+
+// verifyRow adapts a Verify row (version columns without parents, then chunk
+// columns) to scanVersion.
+type verifyRow struct {
+	rows    pgx.Rows
+	extra   []any
+	parents *[]session.ID
+}
+
+func (r verifyRow) Scan(dest ...any) error {
+	// dest ends with the parents array, which this query does not select.
+	*r.parents = nil
+	n := len(dest) - 1
+	if err := r.rows.Scan(append(dest[:n:n], r.extra...)...); err != nil {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,629 @@
+package pgstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/rath-run/rath/migrations"
+	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store"
+	"github.com/rath-run/rath/pkg/store/internal/graphrow"
+)
+
+// CopyThreshold is the number of chunks above which a version's chunks are
+// written with COPY instead of one INSERT … SELECT FROM unnest(…).
+const CopyThreshold = 512
+
+// Options configures [Open]. The zero value is usable.
+type Options struct {
+	// Migrate applies the embedded migrations on open (under goose's
+	// Postgres session lock). Default false.
+	Migrate bool
+	// CachedVersions bounds the version cache, in entries: 0 means
+	// graphrow.DefaultCachedVersions (4096), negative disables it.
+	CachedVersions int
+	// CachedTranscripts bounds the transcript cache, in entries: 0 means
+	// 256, negative disables it.
+	CachedTranscripts int
+	// MaxConns bounds the pool; 0 keeps pgx's default (max(4, CPUs)).
+	MaxConns int32
+}
+
+// Store is the Postgres [store.Store].
+type Store struct {
+	pool  *pgxpool.Pool
+	cache *graphrow.Cache
+	db    // reads and writes outside a transaction
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database named by url (a postgres:// URL or a
+// key=value DSN) and checks that it answers. A server that cannot be reached
+// is [session.ErrUnavailable].
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgx's parse errors can quote the URL, password included: keep them out.
+		return nil, errors.New("open postgres store: the database URL does not parse")
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, translate("open postgres store", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, translate("open postgres store", err)
+	}
+	s := &Store{pool: pool, cache: graphrow.NewCache(opts.CachedVersions, opts.CachedTranscripts)}
+	s.db = db{q: pool, cache: s.cache}
+	if opts.Migrate {
+		if err := s.Migrate(ctx); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Pool returns the underlying pool, for tests and tools that run their own
+// SQL (the graph tables refuse UPDATE and DELETE whatever the caller).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close implements [store.Store].
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// Migrate implements [store.Store]: it applies the embedded Postgres
+// migrations under goose's session-level advisory lock, so processes
+// migrating at once take turns and each sees the schema complete.
+func (s *Store) Migrate(ctx context.Context) error {
+	return Migrate(ctx, s.pool)
+}
+
+// Migrate applies the embedded Postgres migrations through pool.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	defer sqlDB.Close()
+	return migrateDB(ctx, sqlDB)
+}
+
+func migrateDB(ctx context.Context, sqlDB *sql.DB) error {
+	// Poll every second for up to 5 minutes while another process holds the lock.
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.Postgres(),
+		goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return translate("migrate", err)
+	}
+	return nil
+}
+
+// Tx implements [store.Store]. Versions put inside fn are cached only once
+// the transaction commits.
+func (s *Store) Tx(ctx context.Context, fn func(ctx context.Context, tx store.TxStore) error) error {
+	var pending []*session.Version
+	var fnErr error
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		fnErr = fn(ctx, &txStore{db: db{q: tx, cache: s.cache, inTx: true, pending: &pending}})
+		return fnErr
+	})
+	if fnErr != nil {
+		return fnErr // the caller's own error, as it returned it
+	}
+	if err != nil {
+		return translate("tx", err)
+	}
+	for _, v := range pending {
+		s.cache.AddVersion(v)
+	}
+	return nil
+}
+
+type txStore struct{ db }
+
+// querier is what both the pool and a transaction offer.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error)
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// db runs the graph operations against a pool or a transaction.
+type db struct {
+	q     querier
+	cache *graphrow.Cache
+	// inTx: q is a transaction; pending collects versions to cache on commit.
+	inTx    bool
+	pending *[]*session.Version
+}
+
+func (d *db) remember(v *session.Version) {
+	if d.inTx {
+		*d.pending = append(*d.pending, v)
+		return
+	}
+	d.cache.AddVersion(v)
+}
+
+const versionCols = `v.id, v.base_id, v.op, v.len, v.own_count, v.placement::text, v.prompt_tokens,
+	v.completion_tokens, v.total_tokens, v.run, v.step, v.agent, v.model, v.worker, v.trace_id,
+	v.extras::text, v.key, v.created_at, v.created_nanos, v.hash,
+	ARRAY(SELECT l.parent_id FROM lineage l WHERE l.child_id = v.id ORDER BY l.ordinal)`
+
+// scanVersion reads versionCols into a Version (without chunks) and its
+// own-chunk count.
+func scanVersion(row pgx.Row) (*session.Version, int, error) {
+	var (
+		v                                   session.Version
+		base                                *session.ID
+		own                                 int
+		placement, extras                   string
+		run, step, agent, model, worker, tr *string
+		key                                 *string
+		created                             time.Time
+		nanos                               int16
+		parents                             []session.ID
+	)
+	err := row.Scan(&v.ID, &base, &v.Op, &v.Len, &own, &placement, &v.Usage.PromptTokens,
+		&v.Usage.CompletionTokens, &v.Usage.TotalTokens, &run, &step, &agent, &model, &worker, &tr,
+		&extras, &key, &created, &nanos, &v.Hash, &parents)
+	if err != nil {
+		return nil, 0, err
+	}
+	v.Base = base
+	if len(parents) > 0 {
+		v.Parents = parents
+	}
+	if v.Placement, err = graphrow.ParsePlacement(placement); err != nil {
+		return nil, 0, err
+	}
+	if v.Extras, err = graphrow.ParseExtras(extras); err != nil {
+		return nil, 0, err
+	}
+	v.Producer = session.Producer{Run: graphrow.FromNull(run), Step: graphrow.FromNull(step),
+		Agent: graphrow.FromNull(agent), Model: graphrow.FromNull(model), Worker: graphrow.FromNull(worker),
+		TraceID: graphrow.FromNull(tr)}
+	v.Key = graphrow.FromNull(key)
+	v.CreatedAt = created.UTC().Add(time.Duration(nanos))
+	return &v, own, nil
+}
+
+func infoOf(v *session.Version, own int) store.Info {
+	in := store.InfoOf(v)
+	in.OwnChunks = own
+	return in
+}
+
+func scanChunks(rows pgx.Rows) ([]session.Chunk, error) {
+	defer rows.Close()
+	var out []session.Chunk
+	for rows.Next() {
+		var kind string
+		var payload []byte
+		if err := rows.Scan(&kind, &payload); err != nil {
+			return nil, err
+		}
+		c, err := session.ChunkFromCanonical(session.Kind(kind), payload)
+		if err != nil {
+			return nil, fmt.Errorf("%w: stored chunk: %w", session.ErrHashMismatch, err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Get implements [session.Graph].
+func (d *db) Get(ctx context.Context, id session.ID) (*session.Version, error) {
+	if v, ok := d.cache.Version(id); ok {
+		return v, nil
+	}
+	v, err := d.load(ctx, `WHERE v.id = $1`, id)
+	if err != nil {
+		return nil, translate(fmt.Sprintf("get %s", id), err)
+	}
+	return v, nil
+}
+
+// GetByKey implements [store.Store].
+func (d *db) GetByKey(ctx context.Context, key string) (*session.Version, error) {
+	if key == "" {
+		return nil, fmt.Errorf("get by key: %w: empty key", session.ErrNotFound)
+	}
+	v, err := d.load(ctx, `WHERE v.key = $1`, key)
+	if err != nil {
+		return nil, translate(fmt.Sprintf("get by key %q", key), err)
+	}
+	return v, nil
+}
+
+// load reads one version and its own chunks in one pipelined round trip.
+func (d *db) load(ctx context.Context, where string, arg any) (*session.Version, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT `+versionCols+` FROM versions v `+where, arg)
+	b.Queue(`SELECT c.kind, c.payload FROM versions v JOIN chunks c ON c.version_id = v.id `+where+` ORDER BY c.ord`, arg)
+	br := d.q.SendBatch(ctx, b)
+	defer br.Close()
+	v, own, err := scanVersion(br.QueryRow())
+	if err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	if v.Chunks, err = scanChunks(rows); err != nil {
+		return nil, err
+	}
+	if len(v.Chunks) != own {
+		return nil, fmt.Errorf("%w: version %s has %d chunk rows, want %d", session.ErrHashMismatch, v.ID, len(v.Chunks), own)
+	}
+	if err := br.Close(); err != nil {
+		return nil, err
+	}
+	d.cache.AddVersion(v)
+	return v, nil
+}
+
+const transcriptSQL = `
+WITH RECURSIVE chain(id, base_id) AS (
+	SELECT id, base_id FROM versions WHERE id = $1
+	UNION ALL
+	SELECT v.id, v.base_id FROM versions v JOIN chain ON v.id = chain.base_id
+)
+SELECT c.kind, c.payload FROM chunks c WHERE c.version_id IN (SELECT id FROM chain) ORDER BY c.ord`
+
+// Transcript implements [session.Graph]: one recursive query, then cached.
+func (d *db) Transcript(ctx context.Context, id session.ID) ([]session.Chunk, error) {
+	if t, ok := d.cache.Transcript(id); ok {
+		return t, nil
+	}
+	v, err := d.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("transcript: %w", err)
+	}
+	if t, ok := d.cache.Transcript(id); ok {
+		return t, nil
+	}
+	if v.Base == nil {
+		d.cache.AddTranscript(id, v.Chunks)
+		return v.Chunks, nil
+	}
+	t, err := d.loadTranscript(ctx, id)
+	if err != nil {
+		return nil, translate(fmt.Sprintf("transcript %s", id), err)
+	}
+	if len(t) != v.Len {
+		return nil, fmt.Errorf("transcript %s: %w: %d chunks stored, len %d", id, session.ErrHashMismatch, len(t), v.Len)
+	}
+	d.cache.AddTranscript(id, t)
+	return t, nil
+}
+
+func (d *db) loadTranscript(ctx context.Context, id session.ID) ([]session.Chunk, error) {
+	rows, err := d.q.Query(ctx, transcriptSQL, id)
+	if err != nil {
+		return nil, err
+	}
+	return scanChunks(rows)
+}
+
+// LoadTranscriptUncached loads a transcript with the recursive query,
+// bypassing the cache (benchmarks measure the cold path with it).
+func (s *Store) LoadTranscriptUncached(ctx context.Context, id session.ID) ([]session.Chunk, error) {
+	t, err := s.loadTranscript(ctx, id)
+	return t, translate("transcript", err)
+}
+
+// CommonBase implements [session.Graph].
+func (d *db) CommonBase(ctx context.Context, a, b session.ID) (session.ID, bool, error) {
+	for _, id := range []session.ID{a, b} {
+		if _, err := d.Get(ctx, id); err != nil {
+			return session.ID{}, false, fmt.Errorf("common base: %w", err)
+		}
+	}
+	var id session.ID
+	err := d.q.QueryRow(ctx, `
+WITH RECURSIVE
+a(id, base_id) AS (
+	SELECT id, base_id FROM versions WHERE id = $1
+	UNION ALL
+	SELECT v.id, v.base_id FROM versions v JOIN a ON v.id = a.base_id
+),
+b(id, base_id, d) AS (
+	SELECT id, base_id, 0 FROM versions WHERE id = $2
+	UNION ALL
+	SELECT v.id, v.base_id, b.d + 1 FROM versions v JOIN b ON v.id = b.base_id
+)
+SELECT b.id FROM b WHERE b.id IN (SELECT id FROM a) ORDER BY b.d LIMIT 1`, a, b).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return session.ID{}, false, nil
+	}
+	if err != nil {
+		return session.ID{}, false, translate("common base", err)
+	}
+	return id, true, nil
+}
+
+// headers returns the id, hash and len of the given stored versions (those
+// missing are absent from the map), from the cache or one query.
+func (d *db) headers(ctx context.Context, ids []session.ID) (map[session.ID]graphrow.Header, error) {
+	out := make(map[session.ID]graphrow.Header, len(ids))
+	var missing []session.ID
+	for _, id := range ids {
+		if v, ok := d.cache.Version(id); ok {
+			out[id] = graphrow.Header{ID: v.ID, Hash: v.Hash, Len: v.Len}
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	rows, err := d.q.Query(ctx, `SELECT id, hash, len FROM versions WHERE id = ANY($1)`, missing)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var h graphrow.Header
+		if err := rows.Scan(&h.ID, &h.Hash, &h.Len); err != nil {
+			return nil, err
+		}
+		out[h.ID] = h
+	}
+	return out, rows.Err()
+}
+
+// Put implements [session.Graph].
+func (d *db) Put(ctx context.Context, v *session.Version) (*session.Version, error) {
+	if v == nil {
+		return nil, fmt.Errorf("put: %w: nil version", session.ErrInvalidVersion)
+	}
+	if got, ok := d.cache.Version(v.ID); ok && (v.Key == "" || got.Key == v.Key) {
+		return sameOrConflict(got, v)
+	}
+	headers, err := d.headers(ctx, graphrow.LinkIDs(v))
+	if err != nil {
+		return nil, translate(fmt.Sprintf("put %s", v.ID), err)
+	}
+	if err := graphrow.VerifyAgainst(v, headers); err != nil {
+		if v.Key != "" && errors.Is(err, session.ErrNotFound) {
+			// A replayed commit whose links are gone cannot happen (rows are
+			// never deleted), but a keyed replay still answers with the commit.
+			if got, kerr := d.GetByKey(ctx, v.Key); kerr == nil {
+				return got, nil
+			}
+		}
+		return nil, fmt.Errorf("put %s: %w", v.ID, err)
+	}
+	err = d.insertOne(ctx, v)
+	if err == nil {
+		d.remember(v)
+		return v, nil
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+		return nil, translate(fmt.Sprintf("put %s", v.ID), err)
+	}
+	// A unique key or id is taken: a replayed commit, or an id reused.
+	if v.Key != "" {
+		if got, kerr := d.GetByKey(ctx, v.Key); kerr == nil {
+			return got, nil
+		}
+	}
+	got, gerr := d.Get(ctx, v.ID)
+	if gerr != nil {
+		return nil, translate(fmt.Sprintf("put %s", v.ID), err)
+	}
+	return sameOrConflict(got, v)
+}
+
+func sameOrConflict(got, v *session.Version) (*session.Version, error) {
+	if got.Hash == v.Hash {
+		return got, nil
+	}
+	return nil, fmt.Errorf("put %s: %w: id already holds a different version", v.ID, session.ErrConflict)
+}
+
+type versionArgs []any
+
+func argsOf(v *session.Version) (versionArgs, error) {
+	placement, err := graphrow.Placement(v.Placement)
+	if err != nil {
+		return nil, err
+	}
+	extras, err := graphrow.Extras(v.Extras)
+	if err != nil {
+		return nil, err
+	}
+	created := v.CreatedAt.UTC()
+	micro := created.Truncate(time.Microsecond)
+	return versionArgs{v.ID, v.Base, string(v.Op), v.Len, len(v.Chunks), len(v.Parents), placement,
+		v.Usage.PromptTokens, v.Usage.CompletionTokens, v.Usage.TotalTokens,
+		graphrow.NullString(v.Producer.Run), graphrow.NullString(v.Producer.Step),
+		graphrow.NullString(v.Producer.Agent), graphrow.NullString(v.Producer.Model),
+		graphrow.NullString(v.Producer.Worker), graphrow.NullString(v.Producer.TraceID),
+		extras, graphrow.NullString(v.Key), micro, int16(created.Sub(micro)), v.Hash}, nil
+}
+
+var insertCols = []string{"id", "base_id", "op", "len", "own_count", "parent_count", "placement",
+	"prompt_tokens", "completion_tokens", "total_tokens", "run", "step", "agent", "model", "worker",
+	"trace_id", "extras", "key", "created_at", "created_nanos", "hash"}
+
+const insertVersionSQL = `INSERT INTO versions (id, base_id, op, len, own_count, parent_count, placement,
+	prompt_tokens, completion_tokens, total_tokens, run, step, agent, model, worker, trace_id, extras, key,
+	created_at, created_nanos, hash)
+VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::json, $18, $19, $20, $21)`
+
+const insertChunksSQL = `INSERT INTO chunks (version_id, ord, kind, payload, hash)
+SELECT $1, t.ord, t.kind, t.payload, t.hash
+FROM unnest($2::integer[], $3::text[], $4::text[], $5::text[]) AS t(ord, kind, payload, hash)`
+
+const insertEdgesSQL = `INSERT INTO lineage (child_id, parent_id, ordinal, op)
+SELECT $1, t.parent_id, t.n - 1, $3 FROM unnest($2::uuid[]) WITH ORDINALITY AS t(parent_id, n)`
+
+func chunkColumns(v *session.Version) (ords []int32, kinds, payloads, hashes []string) {
+	start := v.Len - len(v.Chunks)
+	ords = make([]int32, len(v.Chunks))
+	kinds = make([]string, len(v.Chunks))
+	payloads = make([]string, len(v.Chunks))
+	hashes = make([]string, len(v.Chunks))
+	for i, c := range v.Chunks {
+		ords[i] = int32(start + i)
+		kinds[i] = string(c.Kind())
+		payloads[i] = string(c.Payload())
+		hashes[i] = c.Hash()
+	}
+	return ords, kinds, payloads, hashes
+}
+
+// insertOne writes v's version row, chunks and edges atomically.
+func (d *db) insertOne(ctx context.Context, v *session.Version) error {
+	args, err := argsOf(v)
+	if err != nil {
+		return err
+	}
+	if len(v.Chunks) > CopyThreshold || d.inTx {
+		// COPY needs a transaction; inside a caller's Tx a savepoint lets a
+		// unique violation be resolved without aborting the caller's work.
+		return pgx.BeginFunc(ctx, d.q, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, insertVersionSQL, args...); err != nil {
+				return err
+			}
+			if len(v.Chunks) > CopyThreshold {
+				if _, err := tx.CopyFrom(ctx, pgx.Identifier{"chunks"}, []string{"version_id", "ord", "kind", "payload", "hash"},
+					chunkSource(v)); err != nil {
+					return err
+				}
+			} else if len(v.Chunks) > 0 {
+				ords, kinds, payloads, hashes := chunkColumns(v)
+				if _, err := tx.Exec(ctx, insertChunksSQL, v.ID, ords, kinds, payloads, hashes); err != nil {
+					return err
+				}
+			}
+			if len(v.Parents) > 0 {
+				if _, err := tx.Exec(ctx, insertEdgesSQL, v.ID, v.Parents, string(v.Op)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	// One pipelined batch: Postgres runs it as one implicit transaction.
+	b := &pgx.Batch{}
+	b.Queue(insertVersionSQL, args...)
+	if len(v.Chunks) > 0 {
+		ords, kinds, payloads, hashes := chunkColumns(v)
+		b.Queue(insertChunksSQL, v.ID, ords, kinds, payloads, hashes)
+	}
+	if len(v.Parents) > 0 {
+		b.Queue(insertEdgesSQL, v.ID, v.Parents, string(v.Op))
+	}
+	return d.q.SendBatch(ctx, b).Close()
+}
+
+func chunkSource(v *session.Version) pgx.CopyFromSource {
+	start := v.Len - len(v.Chunks)
+	return pgx.CopyFromSlice(len(v.Chunks), func(i int) ([]any, error) {
+		c := v.Chunks[i]
+		return []any{v.ID, int32(start + i), string(c.Kind()), string(c.Payload()), c.Hash()}, nil
+	})
+}
+
+// PutMany implements [store.Store] with COPY for all three tables.
+func (d *db) PutMany(ctx context.Context, vs []*session.Version) error {
+	if len(vs) == 0 {
+		return nil
+	}
+	ext := graphrow.External(vs)
+	stored, err := d.headers(ctx, ext)
+	if err != nil {
+		return translate("put many", err)
+	}
+	// Ids or keys already stored are conflicts: look them up in one query.
+	ids := make([]session.ID, 0, len(vs))
+	var keys []string
+	for _, v := range vs {
+		if v == nil {
+			continue
+		}
+		ids = append(ids, v.ID)
+		if v.Key != "" {
+			keys = append(keys, v.Key)
+		}
+	}
+	var taken int
+	if err := d.q.QueryRow(ctx, `SELECT count(*) FROM versions WHERE id = ANY($1) OR key = ANY($2)`, ids, keys).Scan(&taken); err != nil {
+		return translate("put many", err)
+	}
+	if taken > 0 {
+		return fmt.Errorf("put many: %w: %d of the versions (by id or key) are already stored", session.ErrConflict, taken)
+	}
+	if err := graphrow.CheckBatch(vs, stored); err != nil {
+		return fmt.Errorf("put many: %w", err)
+	}
+	rows := make([][]any, len(vs))
+	for i, v := range vs {
+		if rows[i], err = argsOf(v); err != nil {
+			return fmt.Errorf("put many: versions[%d]: %w", i, err)
+		}
+	}
+	err = pgx.BeginFunc(ctx, d.q, func(tx pgx.Tx) error {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"versions"}, insertCols, pgx.CopyFromRows(rows)); err != nil {
+			return err
+		}
+		var chunkRows, edgeRows [][]any
+		for _, v := range vs {
+			start := v.Len - len(v.Chunks)
+			for i, c := range v.Chunks {
+				chunkRows = append(chunkRows, []any{v.ID, int32(start + i), string(c.Kind()), string(c.Payload()), c.Hash()})
+			}
+			for i, p := range v.Parents {
+				edgeRows = append(edgeRows, []any{v.ID, p, int16(i), string(v.Op)})
+			}
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"chunks"}, []string{"version_id", "ord", "kind", "payload", "hash"}, pgx.CopyFromRows(chunkRows)); err != nil {
+			return err
+		}
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"lineage"}, []string{"child_id", "parent_id", "ordinal", "op"}, pgx.CopyFromRows(edgeRows))
+		return err
+	})
+	if err != nil {
+		return translate("put many", err)
+	}
+	for _, v := range vs {
+		d.remember(v)
+	}
+	return nil
+}
+
+// GetUncached reads a version from the database, bypassing the cache.
+func (s *Store) GetUncached(ctx context.Context, id session.ID) (*session.Version, error) {
+	v, err := s.load(ctx, `WHERE v.id = $1`, id)
+	return v, translate(fmt.Sprintf("get %s", id), err)
+}

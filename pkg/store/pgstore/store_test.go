@@ -1,0 +1,14 @@
+package pgstore_test
+
+import (
+	"testing"
+
+	"github.com/rath-run/rath/pkg/store"
+	"github.com/rath-run/rath/pkg/store/pgstore"
+	"github.com/rath-run/rath/pkg/store/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) store.Store { return openStore(t, pgstore.Options{}) })
+}
