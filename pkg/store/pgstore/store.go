@@ -285,7 +285,7 @@ func (d *db) load(ctx context.Context, where string, arg any) (*session.Version,
 	if err := br.Close(); err != nil {
 		return nil, err
 	}
-	d.cache.AddVersion(v)
+	d.remember(v)
 	return v, nil
 }
 
@@ -310,7 +310,7 @@ func (d *db) Transcript(ctx context.Context, id session.ID) ([]session.Chunk, er
 		return t, nil
 	}
 	if v.Base == nil {
-		d.cache.AddTranscript(id, v.Chunks)
+		d.addTranscript(id, v.Chunks)
 		return v.Chunks, nil
 	}
 	t, err := d.loadTranscript(ctx, id)
@@ -320,8 +320,16 @@ func (d *db) Transcript(ctx context.Context, id session.ID) ([]session.Chunk, er
 	if len(t) != v.Len {
 		return nil, fmt.Errorf("transcript %s: %w: %d chunks stored, len %d", id, session.ErrHashMismatch, len(t), v.Len)
 	}
-	d.cache.AddTranscript(id, t)
+	d.addTranscript(id, t)
 	return t, nil
+}
+
+// addTranscript caches a transcript, unless it was read inside a
+// transaction that may yet roll back.
+func (d *db) addTranscript(id session.ID, t []session.Chunk) {
+	if !d.inTx {
+		d.cache.AddTranscript(id, t)
+	}
 }
 
 func (d *db) loadTranscript(ctx context.Context, id session.ID) ([]session.Chunk, error) {

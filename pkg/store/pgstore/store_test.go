@@ -12,3 +12,8 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) store.Store { return openStore(t, pgstore.Options{}) })
 }
+
+func TestProperties(t *testing.T) {
+	t.Parallel()
+	storetest.RunProperties(t, func(t *testing.T) store.Store { return openStore(t, pgstore.Options{}) })
+}

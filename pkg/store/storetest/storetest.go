@@ -50,7 +50,7 @@ func wantErr(t testing.TB, err, target error, what string) {
 }
 
 // sameVersion fails unless a and b agree on every field the hash covers.
-func sameVersion(t testing.TB, got, want *session.Version) {
+func sameVersion(t fataler, got, want *session.Version) {
 	t.Helper()
 	if got.ID != want.ID || got.Hash != want.Hash || got.Op != want.Op || got.Len != want.Len ||
 		!slices.Equal(got.Parents, want.Parents) || (got.Base == nil) != (want.Base == nil) ||
@@ -67,7 +67,7 @@ func sameVersion(t testing.TB, got, want *session.Version) {
 	}
 }
 
-func sameChunks(t testing.TB, what string, got, want []session.Chunk) {
+func sameChunks(t fataler, what string, got, want []session.Chunk) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d chunks, want %d", what, len(got), len(want))
@@ -258,6 +258,12 @@ func RunGraph(t *testing.T, open func(t *testing.T) session.Graph) {
 			}
 		}
 	})
+}
+
+// fataler is what the comparison helpers need of a *testing.T or *rapid.T.
+type fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
 }
 
 func idp(id session.ID) *session.ID { return &id }

@@ -1,0 +1,14 @@
+package storetest_test
+
+import (
+	"testing"
+
+	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store/storetest"
+)
+
+// The in-memory graph is the model, and passes the Graph part of the suite.
+func TestMemoryGraphConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunGraph(t, func(t *testing.T) session.Graph { return session.NewMemoryGraph() })
+}
