@@ -1,0 +1,269 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rath-run/rath/internal/bus"
+	"github.com/rath-run/rath/internal/bus/bustest"
+)
+
+const testAckWait = 300 * time.Millisecond
+
+func shortAckBus(t *testing.T, maxDeliver int) *bus.Bus {
+	t.Helper()
+	b, _, _ := bustest.NewWith(t, bustest.Options{Config: bus.Config{AckWait: testAckWait, MaxDeliver: maxDeliver}})
+	return b
+}
+
+// A job not acked within AckWait is redelivered with NumDelivered = 2.
+// (This is also the negative control of TestKeepAlivePreventsRedelivery.)
+func TestAckWaitRedelivery(t *testing.T) {
+	t.Parallel()
+	b := shortAckBus(t, 5)
+	ctx := testCtx(t)
+	c, err := b.Consumer(ctx, "redeliver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPublish(t, ctx, b, testJob("redeliver", "slow-1"))
+	d1 := fetchOne(t, ctx, c, 5*time.Second)
+	got := time.Now()
+	if d1.NumDelivered() != 1 {
+		t.Fatalf("first NumDelivered = %d", d1.NumDelivered())
+	}
+	// Hold it without keepalive for > 3× AckWait: it must come back.
+	d2 := fetchOne(t, ctx, c, 4*testAckWait)
+	if el := time.Since(got); el < testAckWait*9/10 {
+		t.Fatalf("redelivered after %s, before AckWait %s", el, testAckWait)
+	}
+	if d2.Job.StepID != "slow-1" || d2.NumDelivered() != 2 || d2.StreamSeq() != d1.StreamSeq() {
+		t.Fatalf("redelivery: step %s NumDelivered %d seq %d/%d", d2.Job.StepID, d2.NumDelivered(), d2.StreamSeq(), d1.StreamSeq())
+	}
+	if err := d2.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fetchNone(t, ctx, c, 2*testAckWait)
+}
+
+// KeepAlive prevents redelivery for well over 3× AckWait.
+func TestKeepAlivePreventsRedelivery(t *testing.T) {
+	t.Parallel()
+	b := shortAckBus(t, 5)
+	ctx := testCtx(t)
+	c, err := b.Consumer(ctx, "keepalive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPublish(t, ctx, b, testJob("keepalive", "long-1"))
+	d := fetchOne(t, ctx, c, 5*time.Second)
+	stop := d.KeepAlive(ctx, 0) // default: AckWait/3
+	// While the step "runs", nothing is redelivered for 4× AckWait.
+	fetchNone(t, ctx, c, 4*testAckWait)
+	if err := d.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	stop() // idempotent
+	fetchNone(t, ctx, c, 2*testAckWait)
+	if info := consumerInfo(t, ctx, b, "keepalive"); info.NumRedelivered != 0 || info.NumAckPending != 0 {
+		t.Fatalf("consumer: redelivered %d, ack pending %d", info.NumRedelivered, info.NumAckPending)
+	}
+}
+
+// KeepAlive ends when its context ends, and stop still returns.
+func TestKeepAliveStopsWithContext(t *testing.T) {
+	t.Parallel()
+	b := shortAckBus(t, 5)
+	ctx := testCtx(t)
+	c, err := b.Consumer(ctx, "kactx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPublish(t, ctx, b, testJob("kactx", "ka-ctx"))
+	d := fetchOne(t, ctx, c, 5*time.Second)
+	kctx, cancel := context.WithCancel(ctx)
+	stop := d.KeepAlive(kctx, 50*time.Millisecond)
+	cancel()
+	stop()
+	// With keepalive gone, the job is redelivered.
+	d2 := fetchOne(t, ctx, c, 4*testAckWait)
+	if d2.NumDelivered() != 2 {
+		t.Fatalf("NumDelivered = %d", d2.NumDelivered())
+	}
+	if err := d2.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Nak(delay) redelivers after the delay, not before; Nak(0) at once.
+func TestNak(t *testing.T) {
+	t.Parallel()
+	b, _, _ := bustest.New(t) // AckWait 30s: any redelivery here is the Nak's
+	ctx := testCtx(t)
+	c, err := b.Consumer(ctx, "nak")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPublish(t, ctx, b, testJob("nak", "nak-1"))
+	d := fetchOne(t, ctx, c, 5*time.Second)
+	const delay = 600 * time.Millisecond
+	naked := time.Now()
+	if err := d.Nak(delay); err != nil {
+		t.Fatal(err)
+	}
+	fetchNone(t, ctx, c, delay/3)
+	d = fetchOne(t, ctx, c, 5*time.Second)
+	if el := time.Since(naked); el < delay*9/10 {
+		t.Fatalf("redelivered %s after Nak(%s)", el, delay)
+	}
+	if d.NumDelivered() != 2 {
+		t.Fatalf("NumDelivered = %d, want 2", d.NumDelivered())
+	}
+	naked = time.Now()
+	if err := d.Nak(0); err != nil {
+		t.Fatal(err)
+	}
+	d = fetchOne(t, ctx, c, 5*time.Second)
+	if d.NumDelivered() != 3 {
+		t.Fatalf("NumDelivered = %d, want 3", d.NumDelivered())
+	}
+	if el := time.Since(naked); el > 5*time.Second {
+		t.Fatalf("Nak(0) redelivered after %s", el)
+	}
+	if err := d.Nak(-time.Second); !errors.Is(err, bus.ErrInvalidConfig) {
+		t.Fatalf("Nak(negative): %v", err)
+	}
+	if err := d.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Settling twice is reported, not silently accepted.
+	if err := d.Ack(ctx); err == nil {
+		t.Fatal("second Ack succeeded")
+	}
+}
+
+// Term stops redelivery and removes the job from the work queue.
+func TestTerm(t *testing.T) {
+	t.Parallel()
+	b := shortAckBus(t, 5)
+	ctx := testCtx(t)
+	c, err := b.Consumer(ctx, "term")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPublish(t, ctx, b, testJob("term", "term-1"))
+	d := fetchOne(t, ctx, c, 5*time.Second)
+	if err := d.Term("permanent: model refused"); err != nil {
+		t.Fatal(err)
+	}
+	fetchNone(t, ctx, c, 4*testAckWait)
+	eventually(t, 5*time.Second, "terminated job to leave the work queue", func() bool {
+		return streamMsgs(t, ctx, b, bus.JobsStream) == 0
+	})
+}
+
+// After MaxDeliver deliveries a job is not delivered again.
+func TestMaxDeliverExhaustion(t *testing.T) {
+	t.Parallel()
+	b := shortAckBus(t, 3)
+	ctx := testCtx(t)
+	c, err := b.Consumer(ctx, "maxdel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPublish(t, ctx, b, testJob("maxdel", "poison"))
+	for want := uint64(1); want <= 3; want++ {
+		d := fetchOne(t, ctx, c, 5*time.Second)
+		if d.NumDelivered() != want {
+			t.Fatalf("delivery %d: NumDelivered = %d", want, d.NumDelivered())
+		}
+		if want < 3 {
+			if err := d.Nak(0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The last delivery is neither acked nor naked: it times out.
+	}
+	fetchNone(t, ctx, c, 4*testAckWait)
+	// A fresh job on the same queue still flows.
+	mustPublish(t, ctx, b, testJob("maxdel", "healthy"))
+	d := fetchOne(t, ctx, c, 5*time.Second)
+	if d.Job.StepID != "healthy" {
+		t.Fatalf("got %s after exhaustion, want healthy", d.Job.StepID)
+	}
+	if err := d.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Undecodable payloads arrive as Delivery.Err, never as a Fetch failure,
+// and can be terminated.
+func TestMalformedPayload(t *testing.T) {
+	t.Parallel()
+	b := shortAckBus(t, 5)
+	ctx := testCtx(t)
+	c, err := b.Consumer(ctx, "garbage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := b.JetStream()
+	subj := bus.JobSubject("garbage")
+	raw := func(id string, data string, version string) {
+		m := nats.NewMsg(subj)
+		m.Data = []byte(data)
+		m.Header.Set(nats.MsgIdHdr, id)
+		if version != "" {
+			m.Header.Set(bus.HeaderJobVersion, version)
+		}
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good := testJob("garbage", "ok")
+	raw("g1", "not json at all", "")
+	raw("g2", `{"v":2,"step_id":"future","run_id":"r","queue":"garbage","input":"`+good.Input+`","target":{},"created_at":"2030-01-01T00:00:00Z"}`, "")
+	raw("g3", `{"v":1,"step_id":"x"}`, "")
+	raw("g4", `{}`, "9")
+	mustPublish(t, ctx, b, good)
+
+	wantErr := map[string]string{"g1": "decode", "g2": "v = 2", "g3": "run_id", "g4": "Rath-Job-Version"}
+	got := 0
+	for got < 5 {
+		ds, err := c.Fetch(ctx, 5, 5*time.Second)
+		if err != nil {
+			t.Fatalf("Fetch must not fail on garbage: %v", err)
+		}
+		if len(ds) == 0 {
+			t.Fatalf("only %d of 5 messages delivered", got)
+		}
+		for _, d := range ds {
+			got++
+			id := d.Header.Get(nats.MsgIdHdr)
+			if id == "ok" {
+				if d.Err != nil {
+					t.Fatalf("valid job reported %v", d.Err)
+				}
+				if err := d.Ack(ctx); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			if !errors.Is(d.Err, bus.ErrMalformedJob) || !strings.Contains(d.Err.Error(), wantErr[id]) {
+				t.Fatalf("%s: Err = %v, want ErrMalformedJob naming %q", id, d.Err, wantErr[id])
+			}
+			if id == "g2" && d.Job.StepID != "future" {
+				t.Fatalf("partially decoded job lost: %+v", d.Job)
+			}
+			if err := d.Term(d.Err.Error()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	fetchNone(t, ctx, c, 4*testAckWait)
+}

@@ -1,0 +1,149 @@
+package bus_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rath-run/rath/internal/bus"
+	"github.com/rath-run/rath/internal/bus/bustest"
+)
+
+func recv(t *testing.T, ch <-chan bus.Event, timeout time.Duration) bus.Event {
+	t.Helper()
+	select {
+	case e, ok := <-ch:
+		if !ok {
+			t.Fatal("event channel closed early")
+		}
+		return e
+	case <-time.After(timeout):
+		t.Fatalf("no event within %s", timeout)
+	}
+	return bus.Event{}
+}
+
+// WatchRun replays a run's events in order from the start, only that run's,
+// then follows it live; cancel closes the channel with a nil Err.
+func TestWatchRun(t *testing.T) {
+	t.Parallel()
+	b, _, _ := bustest.New(t)
+	ctx := testCtx(t)
+	types := []string{bus.EventStepStarted, bus.EventStepToken, bus.EventStepToolCall, bus.EventStepCommitted}
+	const n = 40
+	for i := range n {
+		e := bus.Event{RunID: "run-a", StepID: fmt.Sprintf("s%d", i/4), Type: types[i%4], Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}
+		if err := b.PublishEvent(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.PublishEvent(ctx, bus.Event{RunID: "run-b", Type: bus.EventStepToken, Data: json.RawMessage(`{"other":true}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.FlushEvents(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	ch, errf, err := b.WatchRun(wctx, "run-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		e := recv(t, ch, 5*time.Second)
+		var d struct{ I int }
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		if e.RunID != "run-a" || d.I != i || e.Type != types[i%4] || e.Time.IsZero() {
+			t.Fatalf("event %d: got %+v (data %s)", i, e, e.Data)
+		}
+	}
+	// Live: an event published after the replay arrives too.
+	if err := b.PublishEvent(ctx, bus.Event{RunID: "run-a", Type: bus.EventRunCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	if e := recv(t, ch, 5*time.Second); e.Type != bus.EventRunCompleted {
+		t.Fatalf("live event: %+v", e)
+	}
+	cancel()
+	for range ch { // drains and ends: the channel closes
+	}
+	if err := errf(); err != nil {
+		t.Fatalf("Err after cancel = %v, want nil", err)
+	}
+}
+
+// WatchAll delivers only new events, of every run.
+func TestWatchAll(t *testing.T) {
+	t.Parallel()
+	b, _, _ := bustest.New(t)
+	ctx := testCtx(t)
+	if err := b.PublishEvent(ctx, bus.Event{RunID: "old", Type: bus.EventStepStarted}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.FlushEvents(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, errf, err := b.WatchAll(wctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []string{"r1", "r2", "r3"} {
+		if err := b.PublishEvent(ctx, bus.Event{RunID: run, StepID: "s", Type: bus.EventStepCommitted}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, run := range []string{"r1", "r2", "r3"} {
+		e := recv(t, ch, 5*time.Second)
+		if e.RunID != run || e.StepID != "s" || e.Type != bus.EventStepCommitted {
+			t.Fatalf("got %+v, want %s step.committed (old events must not replay)", e, run)
+		}
+	}
+	cancel()
+	for range ch {
+	}
+	if err := errf(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEventValidation(t *testing.T) {
+	t.Parallel()
+	b, _, _ := bustest.New(t)
+	ctx := testCtx(t)
+	tests := []struct {
+		name  string
+		e     bus.Event
+		want  error
+		field string
+	}{
+		{"empty run", bus.Event{Type: "step.started"}, bus.ErrInvalidEvent, "run_id"},
+		{"run with dot", bus.Event{RunID: "a.b", Type: "step.started"}, bus.ErrInvalidEvent, "run_id"},
+		{"empty type", bus.Event{RunID: "r"}, bus.ErrInvalidEvent, "type"},
+		{"type uppercase", bus.Event{RunID: "r", Type: "Step"}, bus.ErrInvalidEvent, "type"},
+		{"type wildcard", bus.Event{RunID: "r", Type: "step.>"}, bus.ErrInvalidEvent, "type"},
+		{"type empty part", bus.Event{RunID: "r", Type: "step..x"}, bus.ErrInvalidEvent, "empty part"},
+		{"type trailing dot", bus.Event{RunID: "r", Type: "step."}, bus.ErrInvalidEvent, "ends with"},
+		{"type leading dot", bus.Event{RunID: "r", Type: ".step"}, bus.ErrInvalidEvent, "empty part"},
+		{"bad data", bus.Event{RunID: "r", Type: "x", Data: json.RawMessage(`{`)}, bus.ErrInvalidEvent, "data"},
+		{"oversize", bus.Event{RunID: "r", Type: "x", Data: json.RawMessage(`"` + strings.Repeat("x", bus.MaxEventSize) + `"`)}, bus.ErrTooLarge, "limit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := b.PublishEvent(ctx, tt.e)
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("PublishEvent: err = %v, want %v naming %q", err, tt.want, tt.field)
+			}
+		})
+	}
+	if _, _, err := b.WatchRun(ctx, "a.>"); !errors.Is(err, bus.ErrInvalidEvent) {
+		t.Fatalf("WatchRun(bad id): %v", err)
+	}
+}
