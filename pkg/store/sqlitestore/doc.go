@@ -1,0 +1,11 @@
+// Package sqlitestore is the embedded Session Graph store: a [store.Store]
+// over SQLite through modernc.org/sqlite (pure Go, no cgo), for
+// `rathctl dev` and tests that need no server.
+//
+// A file database runs in WAL mode with a busy timeout and foreign keys on.
+// All writes go through one connection (SQLite has one writer; serializing
+// them in process avoids SQLITE_BUSY between our own connections), each
+// write transaction taking the lock up front (BEGIN IMMEDIATE); reads use a
+// small pool of read-only connections and never block on the writer. An
+// in-memory database (":memory:") uses a single connection for both.
+package sqlitestore

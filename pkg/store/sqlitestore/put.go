@@ -1,0 +1,212 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store/internal/graphrow"
+)
+
+// chunkRowsPerInsert bounds a multi-row INSERT (5 parameters a row, well
+// under SQLite's 32766-parameter limit).
+const chunkRowsPerInsert = 500
+
+// headers returns the id, hash and len of the given stored versions.
+func (d *db) headers(ctx context.Context, q querier, ids []session.ID) (map[session.ID]graphrow.Header, error) {
+	out := make(map[session.ID]graphrow.Header, len(ids))
+	var missing []any
+	for _, id := range ids {
+		if v, ok := d.cache.Version(id); ok {
+			out[id] = graphrow.Header{ID: v.ID, Hash: v.Hash, Len: v.Len}
+		} else {
+			missing = append(missing, id.String())
+		}
+	}
+	for len(missing) > 0 {
+		n := min(len(missing), 500)
+		part := missing[:n]
+		missing = missing[n:]
+		rows, err := q.QueryContext(ctx, `SELECT id, hash, len FROM versions WHERE id IN (?`+strings.Repeat(",?", n-1)+`)`, part...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var h graphrow.Header
+			if err := rows.Scan(&h.ID, &h.Hash, &h.Len); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[h.ID] = h
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Put implements [session.Graph].
+func (d *db) Put(ctx context.Context, v *session.Version) (*session.Version, error) {
+	if v == nil {
+		return nil, fmt.Errorf("put: %w: nil version", session.ErrInvalidVersion)
+	}
+	if got, ok := d.cache.Version(v.ID); ok && (v.Key == "" || got.Key == v.Key) {
+		return sameOrConflict(got, v)
+	}
+	headers, err := d.headers(ctx, d.r, graphrow.LinkIDs(v))
+	if err != nil {
+		return nil, translate(fmt.Sprintf("put %s", v.ID), err)
+	}
+	if err := graphrow.VerifyAgainst(v, headers); err != nil {
+		return nil, fmt.Errorf("put %s: %w", v.ID, err)
+	}
+	err = d.write(ctx, func(q querier) error { return insert(ctx, q, v) })
+	if err == nil {
+		d.remember(v)
+		return v, nil
+	}
+	if !isUnique(err) {
+		return nil, translate(fmt.Sprintf("put %s", v.ID), err)
+	}
+	if v.Key != "" {
+		if got, kerr := d.GetByKey(ctx, v.Key); kerr == nil {
+			return got, nil
+		}
+	}
+	got, gerr := d.Get(ctx, v.ID)
+	if gerr != nil {
+		return nil, translate(fmt.Sprintf("put %s", v.ID), err)
+	}
+	return sameOrConflict(got, v)
+}
+
+func isUnique(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
+}
+
+func sameOrConflict(got, v *session.Version) (*session.Version, error) {
+	if got.Hash == v.Hash {
+		return got, nil
+	}
+	return nil, fmt.Errorf("put %s: %w: id already holds a different version", v.ID, session.ErrConflict)
+}
+
+// write runs fn atomically: in its own transaction on the writer, or inside
+// the caller's transaction under a savepoint, so a failed write leaves the
+// caller's transaction usable.
+func (d *db) write(ctx context.Context, fn func(q querier) error) error {
+	if d.inTx {
+		if _, err := d.w.ExecContext(ctx, `SAVEPOINT rath_put`); err != nil {
+			return err
+		}
+		if err := fn(d.w); err != nil {
+			_, _ = d.w.ExecContext(ctx, `ROLLBACK TO rath_put`)
+			_, _ = d.w.ExecContext(ctx, `RELEASE rath_put`)
+			return err
+		}
+		_, err := d.w.ExecContext(ctx, `RELEASE rath_put`)
+		return err
+	}
+	tx, err := d.w.(*sql.DB).BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+const insertVersionSQL = `INSERT INTO versions (id, base_id, op, len, own_count, parent_count, placement,
+	prompt_tokens, completion_tokens, total_tokens, run, step, agent, model, worker, trace_id, extras, key,
+	created_at, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+func insert(ctx context.Context, q querier, v *session.Version) error {
+	placement, err := graphrow.Placement(v.Placement)
+	if err != nil {
+		return err
+	}
+	extras, err := graphrow.Extras(v.Extras)
+	if err != nil {
+		return err
+	}
+	var base *string
+	if v.Base != nil {
+		s := v.Base.String()
+		base = &s
+	}
+	if _, err := q.ExecContext(ctx, insertVersionSQL, v.ID.String(), base, string(v.Op), v.Len, len(v.Chunks),
+		len(v.Parents), placement, v.Usage.PromptTokens, v.Usage.CompletionTokens, v.Usage.TotalTokens,
+		graphrow.NullString(v.Producer.Run), graphrow.NullString(v.Producer.Step),
+		graphrow.NullString(v.Producer.Agent), graphrow.NullString(v.Producer.Model),
+		graphrow.NullString(v.Producer.Worker), graphrow.NullString(v.Producer.TraceID),
+		extras, graphrow.NullString(v.Key), v.CreatedAt.UTC().Format(timeLayout), v.Hash); err != nil {
+		return err
+	}
+	start := v.Len - len(v.Chunks)
+	id := v.ID.String()
+	for lo := 0; lo < len(v.Chunks); lo += chunkRowsPerInsert {
+		hi := min(lo+chunkRowsPerInsert, len(v.Chunks))
+		args := make([]any, 0, 5*(hi-lo))
+		for i := lo; i < hi; i++ {
+			c := v.Chunks[i]
+			args = append(args, id, start+i, string(c.Kind()), string(c.Payload()), c.Hash())
+		}
+		if _, err := q.ExecContext(ctx, `INSERT INTO chunks (version_id, ord, kind, payload, hash) VALUES (?,?,?,?,?)`+
+			strings.Repeat(",(?,?,?,?,?)", hi-lo-1), args...); err != nil {
+			return err
+		}
+	}
+	if len(v.Parents) > 0 {
+		args := make([]any, 0, 4*len(v.Parents))
+		for i, p := range v.Parents {
+			args = append(args, id, p.String(), i, string(v.Op))
+		}
+		if _, err := q.ExecContext(ctx, `INSERT INTO lineage (child_id, parent_id, ordinal, op) VALUES (?,?,?,?)`+
+			strings.Repeat(",(?,?,?,?)", len(v.Parents)-1), args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PutMany implements [store.Store] in one write transaction.
+func (d *db) PutMany(ctx context.Context, vs []*session.Version) error {
+	if len(vs) == 0 {
+		return nil
+	}
+	err := d.write(ctx, func(q querier) error {
+		stored, err := d.headers(ctx, q, graphrow.External(vs))
+		if err != nil {
+			return err
+		}
+		if err := graphrow.CheckBatch(vs, stored); err != nil {
+			return err
+		}
+		for i, v := range vs {
+			if err := insert(ctx, q, v); err != nil {
+				if isUnique(err) {
+					return fmt.Errorf("%w: versions[%d] (%s): id or key already stored", session.ErrConflict, i, v.ID)
+				}
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return translate("put many", err)
+	}
+	for _, v := range vs {
+		d.remember(v)
+	}
+	return nil
+}

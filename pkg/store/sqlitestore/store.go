@@ -1,0 +1,408 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/rath-run/rath/migrations"
+	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store"
+	"github.com/rath-run/rath/pkg/store/internal/graphrow"
+)
+
+// Memory is the path of a private in-memory database.
+const Memory = ":memory:"
+
+// BusyTimeout is how long a write waits for another process's lock.
+const BusyTimeout = 10 * time.Second
+
+// Options configures [Open]. The zero value is usable.
+type Options struct {
+	// Migrate applies the embedded migrations on open. Default false.
+	Migrate bool
+	// CachedVersions and CachedTranscripts bound the caches, in entries:
+	// 0 picks the defaults (4096 and 256), negative disables a cache.
+	CachedVersions    int
+	CachedTranscripts int
+	// Readers bounds the read-only connections of a file database; 0 means 4.
+	Readers int
+}
+
+// Store is the embedded [store.Store].
+type Store struct {
+	writer  *sql.DB
+	readers *sql.DB
+	cache   *graphrow.Cache
+	migMu   sync.Mutex // serializes Migrate within the process
+	db
+}
+
+var _ store.Store = (*Store)(nil)
+
+const timeLayout = "2006-01-02T15:04:05.000000000Z"
+
+func dsn(path string, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	if path != Memory {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(NORMAL)")
+	}
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + path + "?" + q.Encode()
+}
+
+// Open opens (creating if needed) the database at path, or a private
+// in-memory database for [Memory]. The file's directory is created too.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("open sqlite store: empty path")
+	}
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("open sqlite store: path %q must not contain '?' or '#'", path)
+	}
+	if path != Memory {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, fmt.Errorf("open sqlite store: %w: %v", session.ErrUnavailable, err)
+		}
+	}
+	w, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		return nil, translate("open sqlite store", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		return nil, translate("open sqlite store "+path, err)
+	}
+	r := w
+	if path != Memory {
+		if r, err = sql.Open("sqlite", dsn(path, true)); err != nil {
+			w.Close()
+			return nil, translate("open sqlite store", err)
+		}
+		n := opts.Readers
+		if n <= 0 {
+			n = 4
+		}
+		r.SetMaxOpenConns(n)
+		r.SetMaxIdleConns(n)
+	}
+	s := &Store{writer: w, readers: r, cache: graphrow.NewCache(opts.CachedVersions, opts.CachedTranscripts)}
+	s.db = db{r: r, w: w, cache: s.cache}
+	if opts.Migrate {
+		if err := s.Migrate(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// DB returns the writer connection, for tests and tools that run their own
+// SQL (the graph tables refuse UPDATE and DELETE whatever the caller).
+func (s *Store) DB() *sql.DB { return s.writer }
+
+// Close implements [store.Store].
+func (s *Store) Close() error {
+	err := s.writer.Close()
+	if s.readers != s.writer {
+		err = errors.Join(err, s.readers.Close())
+	}
+	return err
+}
+
+// Migrate implements [store.Store]. Within a process migrations are
+// serialized; another process migrating the same file at once is resolved
+// by SQLite's write lock and a retry, which then finds nothing to apply.
+func (s *Store) Migrate(ctx context.Context) error {
+	s.migMu.Lock()
+	defer s.migMu.Unlock()
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.writer, migrations.SQLite(), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for attempt := 0; ; attempt++ {
+		_, err = p.Up(ctx)
+		if err == nil || attempt == 2 || ctx.Err() != nil {
+			break
+		}
+	}
+	return translate("migrate", err)
+}
+
+// Tx implements [store.Store]: fn runs on the writer connection inside
+// BEGIN IMMEDIATE, so its reads see its own writes.
+func (s *Store) Tx(ctx context.Context, fn func(ctx context.Context, tx store.TxStore) error) error {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return translate("tx", err)
+	}
+	var pending []*session.Version
+	if err := fn(ctx, &txStore{db{r: tx, w: tx, cache: s.cache, inTx: true, pending: &pending}}); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return translate("tx commit", err)
+	}
+	for _, v := range pending {
+		s.cache.AddVersion(v)
+	}
+	return nil
+}
+
+type txStore struct{ db }
+
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// db runs graph operations: reads on r, writes on w (the writer
+// connection, or the caller's transaction when inTx).
+type db struct {
+	r, w    querier
+	cache   *graphrow.Cache
+	inTx    bool
+	pending *[]*session.Version
+}
+
+func (d *db) remember(v *session.Version) {
+	if d.inTx {
+		*d.pending = append(*d.pending, v)
+		return
+	}
+	d.cache.AddVersion(v)
+}
+
+func (d *db) addTranscript(id session.ID, t []session.Chunk) {
+	if !d.inTx {
+		d.cache.AddTranscript(id, t)
+	}
+}
+
+const versionCols = `v.id, v.base_id, v.op, v.len, v.own_count, v.placement, v.prompt_tokens,
+	v.completion_tokens, v.total_tokens, v.run, v.step, v.agent, v.model, v.worker, v.trace_id,
+	v.extras, v.key, v.created_at, v.hash,
+	(SELECT group_concat(l.parent_id, ',' ORDER BY l.ordinal) FROM lineage l WHERE l.child_id = v.id)`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanVersion(row scanner, extra ...any) (*session.Version, int, error) {
+	var (
+		v                                   session.Version
+		base, parents                       sql.NullString
+		own                                 int
+		placement, extras, created          string
+		run, step, agent, model, worker, tr *string
+		key                                 *string
+	)
+	dest := []any{&v.ID, &base, &v.Op, &v.Len, &own, &placement, &v.Usage.PromptTokens,
+		&v.Usage.CompletionTokens, &v.Usage.TotalTokens, &run, &step, &agent, &model, &worker, &tr,
+		&extras, &key, &created, &v.Hash, &parents}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
+		return nil, 0, err
+	}
+	var err error
+	if base.Valid {
+		id, err := session.ParseID(base.String)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%w: stored base: %w", session.ErrHashMismatch, err)
+		}
+		v.Base = &id
+	}
+	if parents.Valid && parents.String != "" {
+		for _, p := range strings.Split(parents.String, ",") {
+			id, err := session.ParseID(p)
+			if err != nil {
+				return nil, 0, fmt.Errorf("%w: stored parent: %w", session.ErrHashMismatch, err)
+			}
+			v.Parents = append(v.Parents, id)
+		}
+	}
+	if v.Placement, err = graphrow.ParsePlacement(placement); err != nil {
+		return nil, 0, err
+	}
+	if v.Extras, err = graphrow.ParseExtras(extras); err != nil {
+		return nil, 0, err
+	}
+	v.Producer = session.Producer{Run: graphrow.FromNull(run), Step: graphrow.FromNull(step),
+		Agent: graphrow.FromNull(agent), Model: graphrow.FromNull(model), Worker: graphrow.FromNull(worker),
+		TraceID: graphrow.FromNull(tr)}
+	v.Key = graphrow.FromNull(key)
+	if v.CreatedAt, err = time.Parse(timeLayout, created); err != nil {
+		return nil, 0, fmt.Errorf("%w: stored created_at %q", session.ErrHashMismatch, created)
+	}
+	return &v, own, nil
+}
+
+func infoOf(v *session.Version, own int) store.Info {
+	in := store.InfoOf(v)
+	in.OwnChunks = own
+	return in
+}
+
+func scanChunks(rows *sql.Rows) ([]session.Chunk, error) {
+	defer rows.Close()
+	var out []session.Chunk
+	for rows.Next() {
+		var kind string
+		var payload []byte
+		if err := rows.Scan(&kind, &payload); err != nil {
+			return nil, err
+		}
+		c, err := session.ChunkFromCanonical(session.Kind(kind), payload)
+		if err != nil {
+			return nil, fmt.Errorf("%w: stored chunk: %w", session.ErrHashMismatch, err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Get implements [session.Graph].
+func (d *db) Get(ctx context.Context, id session.ID) (*session.Version, error) {
+	if v, ok := d.cache.Version(id); ok {
+		return v, nil
+	}
+	v, err := d.load(ctx, `v.id = ?`, id.String())
+	return v, translate(fmt.Sprintf("get %s", id), err)
+}
+
+// GetUncached reads a version from the database, bypassing the cache.
+func (s *Store) GetUncached(ctx context.Context, id session.ID) (*session.Version, error) {
+	v, err := s.load(ctx, `v.id = ?`, id.String())
+	return v, translate(fmt.Sprintf("get %s", id), err)
+}
+
+// GetByKey implements [store.Store].
+func (d *db) GetByKey(ctx context.Context, key string) (*session.Version, error) {
+	if key == "" {
+		return nil, fmt.Errorf("get by key: %w: empty key", session.ErrNotFound)
+	}
+	v, err := d.load(ctx, `v.key = ?`, key)
+	return v, translate(fmt.Sprintf("get by key %q", key), err)
+}
+
+func (d *db) load(ctx context.Context, where string, arg any) (*session.Version, error) {
+	v, own, err := scanVersion(d.r.QueryRowContext(ctx, `SELECT `+versionCols+` FROM versions v WHERE `+where, arg))
+	if err != nil {
+		return nil, err
+	}
+	if own > 0 {
+		rows, err := d.r.QueryContext(ctx, `SELECT kind, payload FROM chunks WHERE version_id = ? ORDER BY ord`, v.ID.String())
+		if err != nil {
+			return nil, err
+		}
+		if v.Chunks, err = scanChunks(rows); err != nil {
+			return nil, err
+		}
+	}
+	if len(v.Chunks) != own {
+		return nil, fmt.Errorf("%w: version %s has %d chunk rows, want %d", session.ErrHashMismatch, v.ID, len(v.Chunks), own)
+	}
+	d.remember(v)
+	return v, nil
+}
+
+const transcriptSQL = `
+WITH RECURSIVE chain(id, base_id) AS (
+	SELECT id, base_id FROM versions WHERE id = ?
+	UNION ALL
+	SELECT v.id, v.base_id FROM versions v JOIN chain ON v.id = chain.base_id
+)
+SELECT c.kind, c.payload FROM chunks c WHERE c.version_id IN (SELECT id FROM chain) ORDER BY c.ord`
+
+// Transcript implements [session.Graph]: one recursive query, then cached.
+func (d *db) Transcript(ctx context.Context, id session.ID) ([]session.Chunk, error) {
+	if t, ok := d.cache.Transcript(id); ok {
+		return t, nil
+	}
+	v, err := d.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("transcript: %w", err)
+	}
+	if t, ok := d.cache.Transcript(id); ok {
+		return t, nil
+	}
+	if v.Base == nil {
+		d.addTranscript(id, v.Chunks)
+		return v.Chunks, nil
+	}
+	t, err := d.loadTranscript(ctx, id)
+	if err != nil {
+		return nil, translate(fmt.Sprintf("transcript %s", id), err)
+	}
+	if len(t) != v.Len {
+		return nil, fmt.Errorf("transcript %s: %w: %d chunks stored, len %d", id, session.ErrHashMismatch, len(t), v.Len)
+	}
+	d.addTranscript(id, t)
+	return t, nil
+}
+
+func (d *db) loadTranscript(ctx context.Context, id session.ID) ([]session.Chunk, error) {
+	rows, err := d.r.QueryContext(ctx, transcriptSQL, id.String())
+	if err != nil {
+		return nil, err
+	}
+	return scanChunks(rows)
+}
+
+// LoadTranscriptUncached loads a transcript with the recursive query,
+// bypassing the cache.
+func (s *Store) LoadTranscriptUncached(ctx context.Context, id session.ID) ([]session.Chunk, error) {
+	t, err := s.loadTranscript(ctx, id)
+	return t, translate("transcript", err)
+}
+
+// CommonBase implements [session.Graph].
+func (d *db) CommonBase(ctx context.Context, a, b session.ID) (session.ID, bool, error) {
+	for _, id := range []session.ID{a, b} {
+		if _, err := d.Get(ctx, id); err != nil {
+			return session.ID{}, false, fmt.Errorf("common base: %w", err)
+		}
+	}
+	var s string
+	err := d.r.QueryRowContext(ctx, `
+WITH RECURSIVE
+a(id, base_id) AS (
+	SELECT id, base_id FROM versions WHERE id = ?1
+	UNION ALL
+	SELECT v.id, v.base_id FROM versions v JOIN a ON v.id = a.base_id
+),
+b(id, base_id, d) AS (
+	SELECT id, base_id, 0 FROM versions WHERE id = ?2
+	UNION ALL
+	SELECT v.id, v.base_id, b.d + 1 FROM versions v JOIN b ON v.id = b.base_id
+)
+SELECT b.id FROM b WHERE b.id IN (SELECT id FROM a) ORDER BY b.d LIMIT 1`, a.String(), b.String()).Scan(&s)
+	if errors.Is(err, sql.ErrNoRows) {
+		return session.ID{}, false, nil
+	}
+	if err != nil {
+		return session.ID{}, false, translate("common base", err)
+	}
+	id, err := session.ParseID(s)
+	return id, err == nil, err
+}
