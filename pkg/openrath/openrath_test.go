@@ -108,7 +108,7 @@ func TestWriterProtocol(t *testing.T) {
 	h := openrath.Header{
 		ID: "7d3f2a10-1111-4222-8333-444455556666", ParentSessionIDs: []string{"3d6c15ef-af16-4699-b2d2-3c17e2519c90"},
 		LineageOperator: "Session.fork", LineageKind: "op_fork",
-		LineageExtras: []openrath.Extra{{Key: "note", Value: json.RawMessage(`{"z": 1, "a": "ü\n"}`)}},
+		LineageExtras:  []openrath.Extra{{Key: "note", Value: json.RawMessage(`{"z": 1, "a": "ü\n"}`)}},
 		SandboxBackend: &backend, SandboxSpec: &openrath.SandboxSpec{WorkingDir: &wd, Env: map[string]string{"B": "2", "A": "1"}},
 	}
 	w, err := openrath.Create(dir, h)
