@@ -59,6 +59,6 @@ func newRoot(env *Env) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: 2, err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
-	root.AddCommand(newDemoCmd(env))
+	root.AddCommand(newDemoCmd(env), newDevCmd(env), newRunCmd(env), newRunsCmd(env))
 	return root
 }

@@ -2,28 +2,134 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store"
 )
 
+// demoAgent is the demo's agent: the scripted model, so the demo needs no
+// API key and prints the same transcript every time.
+const demoAgent = `name: planner
+instructions: You plan short trips.
+model: scripted
+script:
+  - content: "Day 1: Fushimi Inari at dawn, then Nishiki market. Day 2: Arashiyama bamboo grove. Day 3: Kiyomizu-dera and Gion at dusk."
+`
+
 func newDemoCmd(env *Env) *cobra.Command {
-	return &cobra.Command{
+	var graphOnly bool
+	c := &cobra.Command{
 		Use:   "demo",
-		Short: "build a small session graph in memory and print it as a tree",
+		Short: "start the dev stack, run a scripted agent, print the result and the session graph",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			g := session.NewMemoryGraph()
-			if err := sessionDemo(cmd.Context(), g); err != nil {
-				return err
+			ctx := cmd.Context()
+			if graphOnly {
+				g := session.NewMemoryGraph()
+				if err := sessionDemo(ctx, g); err != nil {
+					return err
+				}
+				return printTree(env.Out, g.Versions())
 			}
-			return printTree(env.Out, g.Versions())
+			return runDemo(ctx, env)
 		},
 	}
+	c.Flags().BoolVar(&graphOnly, "graph-only", false, "only build a session graph in memory (no stack)")
+	return c
+}
+
+// runDemo starts the dev stack in a temporary directory, runs the demo
+// agent through the API, then builds branches on the result and prints the
+// session graph.
+func runDemo(ctx context.Context, env *Env) error {
+	dir, err := os.MkdirTemp("", "rath-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: 2})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	fmt.Fprintf(env.Out, "dev stack up: coordinator %s, embedded NATS + SQLite in %s\n", d.URL, dir)
+	cl, err := client.New(d.URL, "")
+	if err != nil {
+		return err
+	}
+	spec, err := agent.ParseSpec([]byte(demoAgent))
+	if err != nil {
+		return err
+	}
+	specJSON, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	var r runs.Run
+	if err := cl.Do(ctx, "POST", "/v1/runs", map[string]any{"agent": json.RawMessage(specJSON), "message": "Plan a three-day trip to Kyoto."}, &r); err != nil {
+		return err
+	}
+	if err := watchRun(ctx, env, cl, "text", r.ID); err != nil {
+		return err
+	}
+	if err := cl.Do(ctx, "GET", "/v1/runs/"+r.ID, nil, &r); err != nil {
+		return err
+	}
+	out, err := session.Open(ctx, d.Backend.Store, *r.Output)
+	if err != nil {
+		return err
+	}
+	chunks, err := out.Chunks(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(env.Out, "\ntranscript:")
+	for i, c := range chunks {
+		fmt.Fprintf(env.Out, "  [%d] %s\n", i, c)
+	}
+	// Branch the result, as a user exploring alternatives would.
+	a, err := out.Fork(ctx)
+	if err != nil {
+		return err
+	}
+	if a, err = a.Append(ctx, session.User("Swap day 2 for Nara.")); err != nil {
+		return err
+	}
+	b, err := out.Fork(ctx)
+	if err != nil {
+		return err
+	}
+	if b, err = b.Append(ctx, session.User("Add a tea ceremony.")); err != nil {
+		return err
+	}
+	if _, err := a.Merge(ctx, b); err != nil {
+		return err
+	}
+	page, err := d.Backend.Store.List(ctx, store.ListParams{Limit: store.MaxListLimit})
+	if err != nil {
+		return err
+	}
+	vs := make([]*session.Version, 0, len(page.Versions))
+	for _, info := range page.Versions {
+		v, err := d.Backend.Store.Get(ctx, info.ID)
+		if err != nil {
+			return err
+		}
+		vs = append(vs, v)
+	}
+	fmt.Fprintln(env.Out, "\nsession graph:")
+	return printTree(env.Out, vs)
 }
 
 // sessionDemo builds a root, forks three branches, appends to them, merges
@@ -71,6 +177,9 @@ func printTree(w io.Writer, vs []*session.Version) error {
 	var walk func(v *session.Version, depth int) error
 	walk = func(v *session.Version, depth int) error {
 		line := fmt.Sprintf("%s%s  %-7s chunks=%d", strings.Repeat("  ", depth), v.ID, v.Op, v.Len)
+		if v.Producer.Agent != "" {
+			line += fmt.Sprintf("  agent=%s worker=%s tokens=%d", v.Producer.Agent, v.Producer.Worker, v.Usage.TotalTokens)
+		}
 		if len(v.Parents) > 1 {
 			line += fmt.Sprintf("  +parent %s", v.Parents[1])
 		}

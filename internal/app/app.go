@@ -1,0 +1,154 @@
+// Package app assembles Rath's processes from their parts: the coordinator
+// and worker binaries, and the single-process `rathctl dev` stack. Only
+// cmd/ and the CLI call it; it reads no environment itself (callers pass
+// Getenv).
+package app
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rath-run/rath/internal/bus"
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/worker"
+	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/llm"
+	"github.com/rath-run/rath/pkg/store"
+	"github.com/rath-run/rath/pkg/store/storeurl"
+)
+
+// Backend is an opened store, run store and bus: what both processes need.
+type Backend struct {
+	Store store.Store
+	Runs  *runs.Store
+	Bus   *bus.Bus
+	NC    *nats.Conn
+
+	runsDB *sql.DB
+}
+
+// Close releases the backend's connections (not an embedded NATS server).
+func (b *Backend) Close() error {
+	var errs []error
+	if b.NC != nil {
+		errs = append(errs, b.NC.Drain())
+	}
+	if b.runsDB != nil {
+		errs = append(errs, b.runsDB.Close())
+	}
+	if b.Store != nil {
+		errs = append(errs, b.Store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// BackendConfig says where the backend lives.
+type BackendConfig struct {
+	// StoreURL is postgres://… or sqlite:PATH.
+	StoreURL string
+	// Connect opens the NATS connection.
+	Connect func() (*nats.Conn, error)
+	Bus     bus.Config
+	// Migrate applies migrations on open (the coordinator and dev do; workers
+	// wait for them).
+	Migrate bool
+	Logger  *slog.Logger
+}
+
+// OpenBackend opens the store (migrating it when asked), the run store and
+// the bus. Opening retries for up to a minute while Postgres or NATS are
+// still starting.
+func OpenBackend(ctx context.Context, cfg BackendConfig) (*Backend, error) {
+	log := cmp.Or(cfg.Logger, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	b := &Backend{}
+	err := retry(ctx, log, "open store", func() error {
+		st, err := storeurl.Open(ctx, cfg.StoreURL, storeurl.Options{})
+		if err != nil {
+			return err
+		}
+		b.Store = st
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Migrate {
+		if err := b.Store.Migrate(ctx); err != nil {
+			_ = b.Close()
+			return nil, fmt.Errorf("migrate: %w", err)
+		}
+	}
+	if b.Runs, b.runsDB, err = runs.Open(ctx, cfg.StoreURL); err != nil {
+		_ = b.Close()
+		return nil, err
+	}
+	err = retry(ctx, log, "connect to NATS", func() error {
+		nc, err := cfg.Connect()
+		if err != nil {
+			return err
+		}
+		b.NC = nc
+		return nil
+	})
+	if err != nil {
+		_ = b.Close()
+		return nil, err
+	}
+	if b.Bus, err = bus.New(ctx, b.NC, cfg.Bus); err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("declare streams: %w", err)
+	}
+	return b, nil
+}
+
+func retry(ctx context.Context, log *slog.Logger, what string, fn func() error) error {
+	deadline := time.Now().Add(time.Minute)
+	delay := 100 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		log.WarnContext(ctx, what+" failed; retrying", slog.Any("error", err), slog.Duration("in", delay))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+// Resolver returns the worker's model resolver: "scripted" builds the
+// scripted model from the spec's replies; other models resolve through
+// llm.Resolve with getenv.
+func Resolver(getenv func(string) string) worker.ResolveFunc {
+	return func(spec agent.Spec) (llm.Provider, string, error) {
+		if spec.Model == "scripted" {
+			return &llm.Scripted{Replies: spec.Script}, "scripted", nil
+		}
+		return llm.Resolve(llm.ProviderSpec{Name: spec.Provider}, spec.Model, getenv)
+	}
+}
+
+// NewWorker builds a worker on a backend.
+func NewWorker(ctx context.Context, b *Backend, getenv func(string) string, cfg worker.Config) (*worker.Worker, error) {
+	cfg = cfg.WithDefaults()
+	cons, err := b.Bus.Consumer(ctx, cfg.Queue)
+	if err != nil {
+		return nil, fmt.Errorf("consumer for queue %s: %w", cfg.Queue, err)
+	}
+	cfg.MaxDeliver = b.Bus.Config().MaxDeliver
+	return worker.New(b.Store, b.Runs, cons, b.Bus, Resolver(getenv), cfg)
+}

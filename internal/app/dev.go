@@ -1,0 +1,148 @@
+package app
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rath-run/rath/internal/bus"
+	"github.com/rath-run/rath/internal/bus/embedded"
+	"github.com/rath-run/rath/internal/coordinator"
+	"github.com/rath-run/rath/internal/worker"
+)
+
+// DevConfig configures the single-process stack.
+type DevConfig struct {
+	// Dir holds the state: rath.db (the embedded store) and nats/ (JetStream).
+	// Default ".rath".
+	Dir string
+	// Addr is the coordinator API's listen address; default 127.0.0.1:7420.
+	// Port 0 picks a free port.
+	Addr string
+	// StoreURL overrides the embedded store (e.g. a postgres:// URL).
+	StoreURL string
+	// Workers is the number of in-process workers; 0 means 2, negative none.
+	Workers int
+	// Slots per worker; default 4.
+	Slots int
+	// Bus overrides stream and consumer settings.
+	Bus    bus.Config
+	Getenv func(string) string
+	Logger *slog.Logger
+}
+
+// Dev is a running single-process stack.
+type Dev struct {
+	// URL is the coordinator API's base URL.
+	URL         string
+	Backend     *Backend
+	Coordinator *coordinator.Coordinator
+
+	nats   *embedded.Server
+	srv    *http.Server
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	log    *slog.Logger
+}
+
+// StartDev starts embedded NATS with JetStream, the store, the coordinator
+// API and in-process workers. Stop it with [Dev.Close].
+func StartDev(ctx context.Context, cfg DevConfig) (*Dev, error) {
+	cfg.Dir = cmp.Or(cfg.Dir, ".rath")
+	cfg.Addr = cmp.Or(cfg.Addr, "127.0.0.1:7420")
+	cfg.Workers = cmp.Or(cfg.Workers, 2)
+	if cfg.Getenv == nil {
+		cfg.Getenv = func(string) string { return "" }
+	}
+	log := cmp.Or(cfg.Logger, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	storeURL := cmp.Or(cfg.StoreURL, "sqlite:"+filepath.Join(cfg.Dir, "rath.db"))
+
+	ns, err := embedded.Start(ctx, embedded.Options{StoreDir: filepath.Join(cfg.Dir, "nats"), Port: -1, InProcess: true})
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS: %w", err)
+	}
+	d := &Dev{nats: ns, log: log}
+	d.Backend, err = OpenBackend(ctx, BackendConfig{
+		StoreURL: storeURL,
+		Connect:  func() (*nats.Conn, error) { return ns.Connect(nats.Name("rath-dev")) },
+		Bus:      cfg.Bus,
+		Migrate:  true,
+		Logger:   log,
+	})
+	if err != nil {
+		ns.Shutdown()
+		return nil, err
+	}
+	d.Coordinator, err = coordinator.New(d.Backend.Store, d.Backend.Runs, d.Backend.Bus, coordinator.Config{Logger: log})
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	d.URL = "http://" + ln.Addr().String()
+	d.srv = &http.Server{Handler: d.Coordinator.Handler(), ReadHeaderTimeout: 10 * time.Second}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d.cancel = cancel
+	d.goRun(func() {
+		if err := d.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("coordinator API stopped", slog.Any("error", err))
+		}
+	})
+	d.goRun(func() { _ = d.Coordinator.RunReconciler(runCtx) })
+	for i := range max(cfg.Workers, 0) {
+		w, err := NewWorker(runCtx, d.Backend, cfg.Getenv, worker.Config{
+			Name: fmt.Sprintf("dev-worker-%d", i+1), Slots: cfg.Slots, Logger: log, ShutdownTimeout: 10 * time.Second,
+		})
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		d.goRun(func() { _ = w.Run(runCtx) })
+	}
+	return d, nil
+}
+
+func (d *Dev) goRun(fn func()) {
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		fn()
+	}()
+}
+
+// Close stops the API, lets workers finish their steps, and shuts the
+// embedded NATS server down.
+func (d *Dev) Close() {
+	if d.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = d.srv.Shutdown(ctx)
+		cancel()
+	}
+	if d.cancel != nil {
+		d.cancel()
+	}
+	d.wg.Wait()
+	if d.Backend != nil {
+		_ = d.Backend.Close()
+	}
+	d.nats.Shutdown()
+}

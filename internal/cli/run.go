@@ -1,0 +1,296 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/client"
+	"github.com/rath-run/rath/pkg/llm"
+)
+
+// serverFlags are the flags of commands that talk to a coordinator.
+type serverFlags struct {
+	server string
+	token  string
+	output string
+}
+
+func (f *serverFlags) register(c *cobra.Command) {
+	c.Flags().StringVar(&f.server, "server", "", "coordinator URL (env RATH_SERVER; default http://127.0.0.1:7420)")
+	c.Flags().StringVar(&f.token, "token", "", "API bearer token (env RATH_TOKEN)")
+	c.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+}
+
+func (f *serverFlags) client() (*client.Client, error) {
+	if f.output != "text" && f.output != "json" {
+		return nil, &exitError{code: 2, err: fmt.Errorf("--output: %q is not text or json", f.output)}
+	}
+	return client.New(cmp.Or(f.server, os.Getenv("RATH_SERVER"), "http://127.0.0.1:7420"), cmp.Or(f.token, os.Getenv("RATH_TOKEN")))
+}
+
+// LoadAgentSpec reads an agent spec file and inlines its script_file
+// (resolved relative to the spec) so the spec can travel to any worker.
+func LoadAgentSpec(path string) (agent.Spec, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return agent.Spec{}, fmt.Errorf("agent file: %w", err)
+	}
+	spec, err := agent.ParseSpec(raw)
+	if err != nil {
+		return agent.Spec{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if spec.ScriptFile != "" {
+		p := spec.ScriptFile
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(filepath.Dir(path), p)
+		}
+		if spec.Script, err = llm.LoadScript(p); err != nil {
+			return agent.Spec{}, fmt.Errorf("%s: script_file: %w", path, err)
+		}
+		spec.ScriptFile = ""
+	}
+	return spec, nil
+}
+
+func newRunCmd(env *Env) *cobra.Command {
+	var f serverFlags
+	var agentFile, message, sessionID, queue string
+	var watch bool
+	c := &cobra.Command{
+		Use:   "run --agent FILE (--message TEXT | --session ID) [--watch]",
+		Short: "submit a run: forward a session through an agent",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if agentFile == "" {
+				return &exitError{code: 2, err: fmt.Errorf("--agent is required")}
+			}
+			if (message == "") == (sessionID == "") {
+				return &exitError{code: 2, err: fmt.Errorf("give exactly one of --message and --session")}
+			}
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			spec, err := LoadAgentSpec(agentFile)
+			if err != nil {
+				return err
+			}
+			specJSON, err := json.Marshal(spec)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			var r runs.Run
+			err = cl.Do(ctx, "POST", "/v1/runs", map[string]any{
+				"agent": json.RawMessage(specJSON), "message": message, "session": sessionID, "queue": queue,
+			}, &r)
+			if err != nil {
+				return err
+			}
+			if !watch {
+				return printRun(env.Out, f.output, r)
+			}
+			return watchRun(ctx, env, cl, f.output, r.ID)
+		},
+	}
+	f.register(c)
+	c.Flags().StringVarP(&agentFile, "agent", "a", "", "agent spec file (YAML or JSON)")
+	c.Flags().StringVarP(&message, "message", "m", "", "start a new session with this user message")
+	c.Flags().StringVar(&sessionID, "session", "", "forward this existing session version")
+	c.Flags().StringVar(&queue, "queue", "", "job queue (default: the coordinator's)")
+	c.Flags().BoolVarP(&watch, "watch", "w", false, "stream the run live until it ends")
+	return c
+}
+
+// watchRun streams a run's events, then prints its final state. It returns
+// an error (exit 1) when the run did not succeed.
+func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID string) error {
+	if output == "text" {
+		fmt.Fprintf(env.Out, "run %s\n", runID)
+	}
+	midLine := false
+	err := cl.Watch(ctx, runID, func(e client.Event) error {
+		if output == "json" {
+			b, _ := json.Marshal(e)
+			fmt.Fprintln(env.Out, string(b))
+			return nil
+		}
+		switch e.Type {
+		case "step.token":
+			var d struct{ Text string }
+			_ = json.Unmarshal(e.Data, &d)
+			fmt.Fprint(env.Out, d.Text)
+			midLine = true
+		default:
+			if midLine {
+				fmt.Fprintln(env.Out)
+				midLine = false
+			}
+			fmt.Fprintf(env.Out, "  %s %-15s %s\n", e.Time.Local().Format("15:04:05.000"), e.Type, strings.TrimSpace(string(e.Data)))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Events may be lost; the stored run is the truth. Wait for it to end.
+	var r runs.Run
+	for {
+		if err := cl.Do(ctx, "GET", "/v1/runs/"+runID, nil, &r); err != nil {
+			return err
+		}
+		if r.Status.Terminal() {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if output == "text" {
+		if err := printRunSummary(ctx, env.Out, cl, r); err != nil {
+			return err
+		}
+	}
+	if r.Status != runs.RunSucceeded {
+		return fmt.Errorf("run %s %s: %s", r.ID, r.Status, r.Error)
+	}
+	return nil
+}
+
+func printRunSummary(ctx context.Context, w io.Writer, cl *client.Client, r runs.Run) error {
+	fmt.Fprintf(w, "run %s %s\n", r.ID, r.Status)
+	if r.Output == nil {
+		return nil
+	}
+	var v struct {
+		ID    string `json:"id"`
+		Len   int    `json:"len"`
+		Usage struct {
+			Prompt     int64 `json:"prompt_tokens"`
+			Completion int64 `json:"completion_tokens"`
+			Total      int64 `json:"total_tokens"`
+		} `json:"usage"`
+	}
+	if err := cl.Do(ctx, "GET", "/v1/sessions/"+r.Output.String(), nil, &v); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "output version %s (%d chunks), usage prompt=%d completion=%d total=%d\n",
+		v.ID, v.Len, v.Usage.Prompt, v.Usage.Completion, v.Usage.Total)
+	return nil
+}
+
+func printRun(w io.Writer, output string, r runs.Run) error {
+	if output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	fmt.Fprintf(w, "run     %s\nstatus  %s\nqueue   %s\ninput   %s\n", r.ID, r.Status, r.Queue, r.Input)
+	if r.Output != nil {
+		fmt.Fprintf(w, "output  %s\n", r.Output)
+	}
+	if r.Error != "" {
+		fmt.Fprintf(w, "error   %s\n", r.Error)
+	}
+	if len(r.Steps) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "STEP\tSTATUS\tATTEMPTS\tWORKER\tOUTPUT\tERROR")
+		for _, s := range r.Steps {
+			out := ""
+			if s.Output != nil {
+				out = s.Output.String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.ID, s.Status, s.Attempts, s.Worker, out, s.Error)
+		}
+		return tw.Flush()
+	}
+	return nil
+}
+
+func newRunsCmd(env *Env) *cobra.Command {
+	c := &cobra.Command{Use: "runs", Short: "list, show and cancel runs"}
+	var lf serverFlags
+	var limit int
+	var status string
+	list := &cobra.Command{
+		Use: "list", Short: "list runs, newest first", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := lf.client()
+			if err != nil {
+				return err
+			}
+			var res struct {
+				Runs []runs.Run `json:"runs"`
+			}
+			if err := cl.Do(cmd.Context(), "GET", fmt.Sprintf("/v1/runs?limit=%d&status=%s", limit, status), nil, &res); err != nil {
+				return err
+			}
+			if lf.output == "json" {
+				return json.NewEncoder(env.Out).Encode(res.Runs)
+			}
+			tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "RUN\tSTATUS\tCREATED\tINPUT\tOUTPUT")
+			for _, r := range res.Runs {
+				out := ""
+				if r.Output != nil {
+					out = r.Output.String()
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Status, r.CreatedAt.Local().Format(time.DateTime), r.Input, out)
+			}
+			return tw.Flush()
+		},
+	}
+	lf.register(list)
+	list.Flags().IntVar(&limit, "limit", 50, "how many runs")
+	list.Flags().StringVar(&status, "status", "", "only runs in this status")
+
+	var sf serverFlags
+	show := &cobra.Command{
+		Use: "show RUN", Short: "show a run and its steps", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := sf.client()
+			if err != nil {
+				return err
+			}
+			var r runs.Run
+			if err := cl.Do(cmd.Context(), "GET", "/v1/runs/"+args[0], nil, &r); err != nil {
+				return err
+			}
+			return printRun(env.Out, sf.output, r)
+		},
+	}
+	sf.register(show)
+
+	var cf serverFlags
+	cancel := &cobra.Command{
+		Use: "cancel RUN", Short: "cancel a run", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var r runs.Run
+			if err := cl.Do(cmd.Context(), "POST", "/v1/runs/"+args[0]+"/cancel", nil, &r); err != nil {
+				return err
+			}
+			return printRun(env.Out, cf.output, r)
+		},
+	}
+	cf.register(cancel)
+	c.AddCommand(list, show, cancel)
+	return c
+}

@@ -1,0 +1,439 @@
+package coordinator
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/rath-run/rath/internal/bus"
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store"
+)
+
+// Handler returns the HTTP API (docs/api.md). Health endpoints are
+// /healthz (the process serves) and /readyz (the store answers).
+func (c *Coordinator) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, map[string]string{"status": "ok"}) })
+	mux.HandleFunc("GET /readyz", c.ready)
+
+	api := http.NewServeMux()
+	api.HandleFunc("POST /v1/runs", c.submit)
+	api.HandleFunc("GET /v1/runs", c.listRuns)
+	api.HandleFunc("GET /v1/runs/{id}", c.getRun)
+	api.HandleFunc("POST /v1/runs/{id}/cancel", c.cancelRun)
+	api.HandleFunc("GET /v1/runs/{id}/events", c.runEvents)
+
+	api.HandleFunc("POST /v1/sessions", c.createSession)
+	api.HandleFunc("GET /v1/sessions", c.listSessions)
+	api.HandleFunc("GET /v1/sessions/{id}", c.getSession)
+	api.HandleFunc("GET /v1/sessions/{id}/transcript", c.transcript)
+	api.HandleFunc("GET /v1/sessions/{id}/ancestors", c.relatives(true))
+	api.HandleFunc("GET /v1/sessions/{id}/descendants", c.relatives(false))
+	api.HandleFunc("POST /v1/sessions/{id}/append", c.appendSession)
+	api.HandleFunc("POST /v1/sessions/{id}/fork", c.forkSession)
+	api.HandleFunc("POST /v1/sessions/{id}/detach", c.detachSession)
+	api.HandleFunc("POST /v1/sessions/{id}/merge", c.mergeSession)
+	mux.Handle("/v1/", c.auth(api))
+	return mux
+}
+
+func (c *Coordinator) auth(next http.Handler) http.Handler {
+	if c.cfg.Token == "" {
+		return next
+	}
+	want := []byte("Bearer " + c.cfg.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (c *Coordinator) ready(w http.ResponseWriter, r *http.Request) {
+	if _, err := c.graph.List(r.Context(), store.ListParams{Limit: 1}); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "store: "+err.Error())
+		return
+	}
+	if _, err := c.runs.List(r.Context(), runs.ListParams{Limit: 1}); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "run store: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (c *Coordinator) submit(w http.ResponseWriter, r *http.Request) {
+	var req SubmitRequest
+	if !c.decode(w, r, &req) {
+		return
+	}
+	run, err := c.Submit(r.Context(), req)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, run)
+}
+
+func (c *Coordinator) listRuns(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, err := intParam(q.Get("limit"), "limit")
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	list, err := c.runs.List(r.Context(), runs.ListParams{Limit: limit, Before: q.Get("before"), Status: runs.RunStatus(q.Get("status"))})
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"runs": nonNil(list)})
+}
+
+func (c *Coordinator) getRun(w http.ResponseWriter, r *http.Request) {
+	run, err := c.runs.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
+
+func (c *Coordinator) cancelRun(w http.ResponseWriter, r *http.Request) {
+	run, err := c.Cancel(r.Context(), r.PathValue("id"))
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
+
+// runEvents streams a run's events as server-sent events. The stream ends
+// after the run's terminal event. Events may be lost in transit (Postgres is
+// the truth), so when the run has already ended the stream ends with a
+// terminal event made from the stored run.
+func (c *Coordinator) runEvents(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	run, err := c.runs.Get(ctx, id)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "internal", "streaming unsupported")
+		return
+	}
+	events, _, err := c.bus.WatchRun(ctx, id)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	send := func(e bus.Event) bool {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return false
+		}
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Type, b); err != nil {
+			return false
+		}
+		flusher.Flush()
+		return true
+	}
+	if run.Status.Terminal() {
+		send(runEndEvent(run))
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-events:
+			if !ok {
+				return
+			}
+			if !send(e) {
+				return
+			}
+			if strings.HasPrefix(e.Type, "run.") && e.Type != "run.submitted" {
+				return
+			}
+		}
+	}
+}
+
+// sessionRequest is the body of POST /v1/sessions and …/append.
+type sessionRequest struct {
+	User      string          `json:"user,omitempty"`
+	System    string          `json:"system,omitempty"`
+	Assistant string          `json:"assistant,omitempty"`
+	Chunks    []session.Chunk `json:"chunks,omitempty"`
+}
+
+func (b sessionRequest) chunks() ([]session.Chunk, error) {
+	var cs []session.Chunk
+	if b.System != "" {
+		cs = append(cs, session.System(b.System))
+	}
+	if b.User != "" {
+		cs = append(cs, session.User(b.User))
+	}
+	if b.Assistant != "" {
+		cs = append(cs, session.Assistant(b.Assistant))
+	}
+	cs = append(cs, b.Chunks...)
+	if len(cs) == 0 {
+		return nil, badRequest("give user, system, assistant or chunks")
+	}
+	return cs, nil
+}
+
+// versionView is a version as the API returns it.
+type versionView struct {
+	store.Info
+	Chunks []session.Chunk `json:"chunks"`
+}
+
+func view(s session.Session) versionView {
+	v := s.Version()
+	return versionView{Info: store.InfoOf(v), Chunks: nonNil(v.Chunks)}
+}
+
+func (c *Coordinator) createSession(w http.ResponseWriter, r *http.Request) {
+	var req sessionRequest
+	if !c.decode(w, r, &req) {
+		return
+	}
+	cs, err := req.chunks()
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	s, err := session.New(r.Context(), c.graph, cs...)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, view(s))
+}
+
+func (c *Coordinator) listSessions(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, err := intParam(q.Get("limit"), "limit")
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	page, err := c.graph.List(r.Context(), store.ListParams{Limit: limit, After: q.Get("after"), RootsOnly: q.Get("roots") == "true", Run: q.Get("run")})
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	page.Versions = nonNil(page.Versions)
+	writeJSON(w, http.StatusOK, page)
+}
+
+func (c *Coordinator) open(w http.ResponseWriter, r *http.Request) (session.Session, bool) {
+	id, err := session.ParseID(r.PathValue("id"))
+	if err != nil {
+		c.fail(w, r, err)
+		return session.Session{}, false
+	}
+	s, err := session.Open(r.Context(), c.graph, id)
+	if err != nil {
+		c.fail(w, r, err)
+		return session.Session{}, false
+	}
+	return s, true
+}
+
+func (c *Coordinator) getSession(w http.ResponseWriter, r *http.Request) {
+	if s, ok := c.open(w, r); ok {
+		writeJSON(w, http.StatusOK, view(s))
+	}
+}
+
+func (c *Coordinator) transcript(w http.ResponseWriter, r *http.Request) {
+	s, ok := c.open(w, r)
+	if !ok {
+		return
+	}
+	cs, err := s.Chunks(r.Context())
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": s.ID(), "chunks": nonNil(cs)})
+}
+
+func (c *Coordinator) relatives(up bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s, ok := c.open(w, r)
+		if !ok {
+			return
+		}
+		depth, err := intParam(r.URL.Query().Get("depth"), "depth")
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		var rel []store.Relative
+		if up {
+			rel, err = c.graph.Ancestors(r.Context(), s.ID(), depth)
+		} else {
+			rel, err = c.graph.Descendants(r.Context(), s.ID(), depth)
+		}
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"id": s.ID(), "versions": nonNil(rel)})
+	}
+}
+
+func (c *Coordinator) appendSession(w http.ResponseWriter, r *http.Request) {
+	s, ok := c.open(w, r)
+	if !ok {
+		return
+	}
+	var req sessionRequest
+	if !c.decode(w, r, &req) {
+		return
+	}
+	cs, err := req.chunks()
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	out, err := s.Append(r.Context(), cs...)
+	c.respond(w, r, out, err)
+}
+
+func (c *Coordinator) forkSession(w http.ResponseWriter, r *http.Request) {
+	if s, ok := c.open(w, r); ok {
+		out, err := s.Fork(r.Context())
+		c.respond(w, r, out, err)
+	}
+}
+
+func (c *Coordinator) detachSession(w http.ResponseWriter, r *http.Request) {
+	if s, ok := c.open(w, r); ok {
+		out, err := s.Detach(r.Context())
+		c.respond(w, r, out, err)
+	}
+}
+
+func (c *Coordinator) mergeSession(w http.ResponseWriter, r *http.Request) {
+	s, ok := c.open(w, r)
+	if !ok {
+		return
+	}
+	var req struct {
+		Other string `json:"other"`
+	}
+	if !c.decode(w, r, &req) {
+		return
+	}
+	id, err := session.ParseID(req.Other)
+	if err != nil {
+		c.fail(w, r, fmt.Errorf("%w: other: %w", ErrBadRequest, err))
+		return
+	}
+	other, err := session.Open(r.Context(), c.graph, id)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	out, err := s.Merge(r.Context(), other)
+	c.respond(w, r, out, err)
+}
+
+func (c *Coordinator) respond(w http.ResponseWriter, r *http.Request, s session.Session, err error) {
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, view(s))
+}
+
+// decode reads a JSON body strictly, within MaxBodyBytes.
+func (c *Coordinator) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, c.cfg.MaxBodyBytes)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body exceeds %d bytes", c.cfg.MaxBodyBytes))
+			return false
+		}
+		writeError(w, http.StatusBadRequest, "bad_request", "request body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// fail translates an error into an HTTP status and a JSON error body.
+func (c *Coordinator) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := http.StatusInternalServerError, "internal"
+	switch {
+	case errors.Is(err, ErrBadRequest), errors.Is(err, session.ErrInvalidID), errors.Is(err, session.ErrInvalidChunk),
+		errors.Is(err, session.ErrInvalidVersion):
+		status, code = http.StatusBadRequest, "bad_request"
+	case errors.Is(err, session.ErrNotFound), errors.Is(err, runs.ErrNotFound):
+		status, code = http.StatusNotFound, "not_found"
+	case errors.Is(err, session.ErrIncompatiblePlacement), errors.Is(err, session.ErrConflict), errors.Is(err, runs.ErrTerminal):
+		status, code = http.StatusConflict, "conflict"
+	case errors.Is(err, session.ErrTooLarge), errors.Is(err, bus.ErrTooLarge):
+		status, code = http.StatusRequestEntityTooLarge, "too_large"
+	case errors.Is(err, session.ErrUnavailable), errors.Is(err, bus.ErrUnavailable):
+		status, code = http.StatusServiceUnavailable, "unavailable"
+	}
+	if status >= 500 {
+		c.log.ErrorContext(r.Context(), "request failed", slog.String("path", r.URL.Path), slog.Any("error", err))
+	}
+	writeError(w, status, code, err.Error())
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func intParam(s, name string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, badRequest("%s: %q is not a non-negative integer", name, s)
+	}
+	return n, nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,0 +1,47 @@
+package runs
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
+)
+
+// Open opens the run store at a store URL: postgres://… (or postgresql://…)
+// or sqlite:PATH. The schema must already be migrated (store.Store.Migrate).
+// The caller closes the returned *sql.DB after the Store is no longer used.
+func Open(ctx context.Context, url string) (*Store, *sql.DB, error) {
+	var db *sql.DB
+	var err error
+	switch {
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		db, err = sql.Open("pgx", url)
+		if err == nil {
+			db.SetMaxOpenConns(16)
+		}
+	case strings.HasPrefix(url, "sqlite:"):
+		path := strings.TrimPrefix(url, "sqlite:")
+		if path == "" || strings.Contains(path, "?") {
+			return nil, nil, fmt.Errorf("run store: sqlite URL %q: want sqlite:PATH", url)
+		}
+		dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+		db, err = sql.Open("sqlite", dsn)
+		if err == nil {
+			// SQLite has one writer; one connection avoids self-contention.
+			db.SetMaxOpenConns(1)
+		}
+	default:
+		return nil, nil, fmt.Errorf("run store: unsupported URL %q (want postgres://… or sqlite:PATH)", url)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("run store: open: %w", err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, nil, fmt.Errorf("run store: connect: %w", err)
+	}
+	return NewStore(db, nil), db, nil
+}

@@ -1,0 +1,119 @@
+// Package runs records runs and their steps: what was submitted, which steps
+// it spawned, and how each ended. The Session Graph holds the results; this
+// package holds the bookkeeping that drives and reports execution.
+//
+// # States
+//
+// A run is pending until its first step starts, then running, and ends
+// succeeded, failed or canceled. A step is pending until a worker starts it,
+// running while it executes, and ends committed (its version is in the
+// graph), failed (with a recorded reason) or canceled.
+//
+//	pending ──► running ──► committed | failed
+//	   └───────────┴──────► canceled
+//
+// Step ids are deterministic ("<run>/<ordinal>"), so a driver that re-runs a
+// run's code finds the steps it already made. A step's version is committed
+// with the step id as its idempotency key: that, not this package, is what
+// makes a step commit exactly once.
+//
+// The store works on Postgres (pgx's database/sql driver) and on the
+// embedded SQLite store with the same SQL.
+package runs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rath-run/rath/pkg/session"
+)
+
+// RunStatus is a run's state.
+type RunStatus string
+
+// Run states.
+const (
+	RunPending   RunStatus = "pending"
+	RunRunning   RunStatus = "running"
+	RunSucceeded RunStatus = "succeeded"
+	RunFailed    RunStatus = "failed"
+	RunCanceled  RunStatus = "canceled"
+)
+
+// RunStatuses lists every run state.
+func RunStatuses() []RunStatus {
+	return []RunStatus{RunPending, RunRunning, RunSucceeded, RunFailed, RunCanceled}
+}
+
+// Terminal reports whether the run has ended.
+func (s RunStatus) Terminal() bool { return s == RunSucceeded || s == RunFailed || s == RunCanceled }
+
+// StepStatus is a step's state.
+type StepStatus string
+
+// Step states.
+const (
+	StepPending   StepStatus = "pending"
+	StepRunning   StepStatus = "running"
+	StepCommitted StepStatus = "committed"
+	StepFailed    StepStatus = "failed"
+	StepCanceled  StepStatus = "canceled"
+)
+
+// StepStatuses lists every step state.
+func StepStatuses() []StepStatus {
+	return []StepStatus{StepPending, StepRunning, StepCommitted, StepFailed, StepCanceled}
+}
+
+// Terminal reports whether the step has ended.
+func (s StepStatus) Terminal() bool {
+	return s == StepCommitted || s == StepFailed || s == StepCanceled
+}
+
+// Sentinel errors.
+var (
+	ErrNotFound = errors.New("rath: run or step not found")
+	// ErrTerminal: the run or step has already ended.
+	ErrTerminal = errors.New("rath: run already ended")
+)
+
+// Run is one submission.
+type Run struct {
+	ID     string    `json:"id"`
+	Status RunStatus `json:"status"`
+	Queue  string    `json:"queue"`
+	// Target is what the run forwards its input through (an agent spec).
+	Target json.RawMessage `json:"target"`
+	Input  session.ID      `json:"input"`
+	// Output is the version the run produced, once it succeeded.
+	Output    *session.ID `json:"output,omitempty"`
+	Error     string      `json:"error,omitempty"`
+	CreatedAt time.Time   `json:"created_at"`
+	UpdatedAt time.Time   `json:"updated_at"`
+	Steps     []Step      `json:"steps,omitempty"`
+}
+
+// Step is one unit of work: forward Input through the run's target.
+type Step struct {
+	ID         string      `json:"id"`
+	RunID      string      `json:"run_id"`
+	Ordinal    int         `json:"ordinal"`
+	Status     StepStatus  `json:"status"`
+	Input      session.ID  `json:"input"`
+	Output     *session.ID `json:"output,omitempty"`
+	Attempts   int         `json:"attempts"`
+	Worker     string      `json:"worker,omitempty"`
+	Error      string      `json:"error,omitempty"`
+	CreatedAt  time.Time   `json:"created_at"`
+	UpdatedAt  time.Time   `json:"updated_at"`
+	StartedAt  *time.Time  `json:"started_at,omitempty"`
+	FinishedAt *time.Time  `json:"finished_at,omitempty"`
+}
+
+// StepID returns the deterministic id of a run's step at ordinal.
+func StepID(runID string, ordinal int) string { return fmt.Sprintf("%s/%d", runID, ordinal) }
+
+// NewRunID returns a fresh, time-ordered run id.
+func NewRunID() string { return "run_" + session.NewID().String() }

@@ -1,0 +1,443 @@
+package runs
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rath-run/rath/pkg/session"
+)
+
+// Store records runs and steps in a database/sql database whose schema the
+// migrations created (tables runs, steps, leases). It is safe for concurrent
+// use.
+type Store struct {
+	db  *sql.DB
+	now func() time.Time
+}
+
+// NewStore returns a Store over db. now is the clock (time.Now when nil).
+func NewStore(db *sql.DB, now func() time.Time) *Store {
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{db: db, now: now}
+}
+
+func (s *Store) ts() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+
+// Create records a run and its first steps atomically. Runs are created
+// pending; steps pending.
+func (s *Store) Create(ctx context.Context, r *Run, steps []Step) error {
+	now := s.ts()
+	r.Status, r.CreatedAt, r.UpdatedAt = RunPending, now, now
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO runs (id, status, queue, target, input_id, error, created_at, updated_at)
+			 VALUES ($1, $2, $3, $4, $5, '', $6, $6)`,
+			r.ID, r.Status, r.Queue, string(r.Target), r.Input.String(), now); err != nil {
+			return fmt.Errorf("insert run %s: %w", r.ID, err)
+		}
+		for i := range steps {
+			st := &steps[i]
+			st.RunID, st.Status, st.CreatedAt, st.UpdatedAt = r.ID, StepPending, now, now
+			if st.ID == "" {
+				st.ID = StepID(r.ID, st.Ordinal)
+			}
+			if err := insertStep(ctx, tx, st); err != nil {
+				return err
+			}
+		}
+		r.Steps = steps
+		return nil
+	})
+}
+
+// AddStep records a further step of a running run (workflows add steps as
+// they go). Adding a step whose id exists is a no-op returning the stored
+// step, so a re-executed driver finds its steps.
+func (s *Store) AddStep(ctx context.Context, st Step) (Step, error) {
+	now := s.ts()
+	if st.ID == "" {
+		st.ID = StepID(st.RunID, st.Ordinal)
+	}
+	st.Status, st.CreatedAt, st.UpdatedAt = StepPending, now, now
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		existing, err := getStep(ctx, tx, st.ID)
+		if err == nil {
+			st = existing
+			return nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		return insertStep(ctx, tx, &st)
+	})
+	return st, err
+}
+
+func insertStep(ctx context.Context, tx *sql.Tx, st *Step) error {
+	_, err := tx.ExecContext(ctx,
+		`INSERT INTO steps (id, run_id, ordinal, status, input_id, attempts, worker, error, created_at, updated_at)
+		 VALUES ($1, $2, $3, $4, $5, 0, '', '', $6, $6)`,
+		st.ID, st.RunID, st.Ordinal, st.Status, st.Input.String(), st.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("insert step %s: %w", st.ID, err)
+	}
+	return nil
+}
+
+// Get returns a run with its steps in ordinal order.
+func (s *Store) Get(ctx context.Context, id string) (Run, error) {
+	r, err := getRun(ctx, s.db, id)
+	if err != nil {
+		return Run{}, err
+	}
+	r.Steps, err = s.steps(ctx, id)
+	return r, err
+}
+
+// ListParams filter and page [Store.List].
+type ListParams struct {
+	// Limit caps the result; default 50, at most 1000.
+	Limit int
+	// Before pages backwards: only runs created before this run id.
+	Before string
+	Status RunStatus
+}
+
+// List returns runs newest first, without their steps.
+func (s *Store) List(ctx context.Context, p ListParams) ([]Run, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	limit = min(limit, 1000)
+	q := `SELECT ` + runCols + ` FROM runs WHERE ($1 = '' OR status = $1) AND ($2 = '' OR id < $2) ORDER BY id DESC LIMIT $3`
+	rows, err := s.db.QueryContext(ctx, q, string(p.Status), p.Before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// GetStep returns one step.
+func (s *Store) GetStep(ctx context.Context, id string) (Step, error) {
+	return getStep(ctx, s.db, id)
+}
+
+// StartStep marks a step running on worker and counts the attempt; a
+// pending run becomes running. A step or run that has ended returns
+// ErrTerminal with the stored step, so the worker can settle the delivery.
+func (s *Store) StartStep(ctx context.Context, stepID, worker string) (Step, error) {
+	var st Step
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if st, err = getStep(ctx, tx, stepID); err != nil {
+			return err
+		}
+		r, err := getRun(ctx, tx, st.RunID)
+		if err != nil {
+			return err
+		}
+		if st.Status.Terminal() || r.Status.Terminal() {
+			return fmt.Errorf("step %s is %s (run %s): %w", stepID, st.Status, r.Status, ErrTerminal)
+		}
+		now := s.ts()
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE steps SET status = 'running', attempts = attempts + 1, worker = $2,
+			 started_at = COALESCE(started_at, $3), updated_at = $3 WHERE id = $1`,
+			stepID, worker, now); err != nil {
+			return fmt.Errorf("start step %s: %w", stepID, err)
+		}
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE runs SET status = 'running', updated_at = $2 WHERE id = $1 AND status = 'pending'`,
+			st.RunID, now); err != nil {
+			return fmt.Errorf("start run %s: %w", st.RunID, err)
+		}
+		st, err = getStep(ctx, tx, stepID)
+		return err
+	})
+	return st, err
+}
+
+// CommitStep records that the step's version was committed. When no step of
+// the run is left unfinished, the run succeeds with the output of its last
+// step. Committing a committed step again is a no-op.
+func (s *Store) CommitStep(ctx context.Context, stepID string, output session.ID) (Run, error) {
+	var runID string
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		st, err := getStep(ctx, tx, stepID)
+		if err != nil {
+			return err
+		}
+		runID = st.RunID
+		if st.Status == StepCommitted {
+			return nil
+		}
+		now := s.ts()
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE steps SET status = 'committed', output_id = $2, error = '', finished_at = $3, updated_at = $3 WHERE id = $1`,
+			stepID, output.String(), now); err != nil {
+			return fmt.Errorf("commit step %s: %w", stepID, err)
+		}
+		return s.settleRun(ctx, tx, st.RunID, now)
+	})
+	if err != nil {
+		return Run{}, err
+	}
+	return s.Get(ctx, runID)
+}
+
+// settleRun ends a run whose steps have all ended: succeeded with the last
+// step's output when they all committed.
+func (s *Store) settleRun(ctx context.Context, tx *sql.Tx, runID string, now time.Time) error {
+	var open, failed int
+	if err := tx.QueryRowContext(ctx,
+		`SELECT
+		   COALESCE(SUM(CASE WHEN status IN ('pending','running') THEN 1 ELSE 0 END), 0),
+		   COALESCE(SUM(CASE WHEN status = 'failed' THEN 1 ELSE 0 END), 0)
+		 FROM steps WHERE run_id = $1`, runID).Scan(&open, &failed); err != nil {
+		return fmt.Errorf("count steps of %s: %w", runID, err)
+	}
+	if open > 0 || failed > 0 {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx,
+		`UPDATE runs SET status = 'succeeded', updated_at = $2,
+		   output_id = (SELECT output_id FROM steps WHERE run_id = $1 ORDER BY ordinal DESC LIMIT 1)
+		 WHERE id = $1 AND status IN ('pending','running')`, runID, now)
+	if err != nil {
+		return fmt.Errorf("settle run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// FailStep records a step's terminal failure and fails its run with reason.
+func (s *Store) FailStep(ctx context.Context, stepID, reason string) (Run, error) {
+	var runID string
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		st, err := getStep(ctx, tx, stepID)
+		if err != nil {
+			return err
+		}
+		runID = st.RunID
+		if st.Status.Terminal() {
+			return nil
+		}
+		now := s.ts()
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE steps SET status = 'failed', error = $2, finished_at = $3, updated_at = $3 WHERE id = $1`,
+			stepID, reason, now); err != nil {
+			return fmt.Errorf("fail step %s: %w", stepID, err)
+		}
+		_, err = tx.ExecContext(ctx,
+			`UPDATE runs SET status = 'failed', error = $2, updated_at = $3 WHERE id = $1 AND status IN ('pending','running')`,
+			st.RunID, fmt.Sprintf("step %s: %s", stepID, reason), now)
+		return err
+	})
+	if err != nil {
+		return Run{}, err
+	}
+	return s.Get(ctx, runID)
+}
+
+// Cancel ends a run and its unfinished steps. Canceling an ended run returns
+// ErrTerminal.
+func (s *Store) Cancel(ctx context.Context, runID string) (Run, error) {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		r, err := getRun(ctx, tx, runID)
+		if err != nil {
+			return err
+		}
+		if r.Status.Terminal() {
+			return fmt.Errorf("cancel run %s: it is %s: %w", runID, r.Status, ErrTerminal)
+		}
+		now := s.ts()
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE runs SET status = 'canceled', updated_at = $2 WHERE id = $1`, runID, now); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx,
+			`UPDATE steps SET status = 'canceled', finished_at = $2, updated_at = $2
+			 WHERE run_id = $1 AND status IN ('pending','running')`, runID, now)
+		return err
+	})
+	if err != nil {
+		return Run{}, err
+	}
+	return s.Get(ctx, runID)
+}
+
+// Stale returns unfinished steps not updated since before, oldest first:
+// candidates for republishing by the reconciler.
+func (s *Store) Stale(ctx context.Context, before time.Time, limit int) ([]Step, error) {
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT `+stepCols+` FROM steps WHERE status IN ('pending','running') AND updated_at < $1
+		 ORDER BY updated_at LIMIT $2`, before.UTC(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("stale steps: %w", err)
+	}
+	defer rows.Close()
+	var out []Step
+	for rows.Next() {
+		st, err := scanStep(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, rows.Err()
+}
+
+// Touch marks a step as just handled (republished), so the reconciler does
+// not pick it again before its interval.
+func (s *Store) Touch(ctx context.Context, stepID string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE steps SET updated_at = $2 WHERE id = $1`, stepID, s.ts())
+	return err
+}
+
+// AcquireLease takes or renews the named lease for holder until now+ttl. It
+// returns true when holder holds the lease afterwards. A lease whose holder
+// stopped renewing it passes to the next caller after it expires.
+func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+	now := s.ts()
+	res, err := s.db.ExecContext(ctx,
+		`INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, $3)
+		 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+		 WHERE leases.holder = excluded.holder OR leases.expires_at < $4`,
+		name, holder, now.Add(ttl), now)
+	if err != nil {
+		return false, fmt.Errorf("acquire lease %s: %w", name, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, err
+	}
+	return n == 1, nil
+}
+
+func (s *Store) steps(ctx context.Context, runID string) ([]Step, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+stepCols+` FROM steps WHERE run_id = $1 ORDER BY ordinal`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("steps of %s: %w", runID, err)
+	}
+	defer rows.Close()
+	var out []Step
+	for rows.Next() {
+		st, err := scanStep(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+type queryer interface {
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+const runCols = `id, status, queue, target, input_id, output_id, error, created_at, updated_at`
+
+func getRun(ctx context.Context, q queryer, id string) (Run, error) {
+	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs WHERE id = $1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Run{}, fmt.Errorf("run %q: %w", id, ErrNotFound)
+	}
+	return r, err
+}
+
+func scanRun(sc scanner) (Run, error) {
+	var r Run
+	var target, input string
+	var output sql.NullString
+	if err := sc.Scan(&r.ID, &r.Status, &r.Queue, &target, &input, &output, &r.Error, &r.CreatedAt, &r.UpdatedAt); err != nil {
+		return Run{}, err
+	}
+	r.Target = []byte(target)
+	var err error
+	if r.Input, err = session.ParseID(input); err != nil {
+		return Run{}, err
+	}
+	if r.Output, err = parseNullID(output); err != nil {
+		return Run{}, err
+	}
+	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
+	return r, nil
+}
+
+const stepCols = `id, run_id, ordinal, status, input_id, output_id, attempts, worker, error, created_at, updated_at, started_at, finished_at`
+
+func getStep(ctx context.Context, q queryer, id string) (Step, error) {
+	st, err := scanStep(q.QueryRowContext(ctx, `SELECT `+stepCols+` FROM steps WHERE id = $1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Step{}, fmt.Errorf("step %q: %w", id, ErrNotFound)
+	}
+	return st, err
+}
+
+func scanStep(sc scanner) (Step, error) {
+	var st Step
+	var input string
+	var output sql.NullString
+	var started, finished sql.NullTime
+	if err := sc.Scan(&st.ID, &st.RunID, &st.Ordinal, &st.Status, &input, &output, &st.Attempts, &st.Worker,
+		&st.Error, &st.CreatedAt, &st.UpdatedAt, &started, &finished); err != nil {
+		return Step{}, err
+	}
+	var err error
+	if st.Input, err = session.ParseID(input); err != nil {
+		return Step{}, err
+	}
+	if st.Output, err = parseNullID(output); err != nil {
+		return Step{}, err
+	}
+	st.CreatedAt, st.UpdatedAt = st.CreatedAt.UTC(), st.UpdatedAt.UTC()
+	if started.Valid {
+		t := started.Time.UTC()
+		st.StartedAt = &t
+	}
+	if finished.Valid {
+		t := finished.Time.UTC()
+		st.FinishedAt = &t
+	}
+	return st, nil
+}
+
+func parseNullID(s sql.NullString) (*session.ID, error) {
+	if !s.Valid || strings.TrimSpace(s.String) == "" {
+		return nil, nil
+	}
+	id, err := session.ParseID(s.String)
+	if err != nil {
+		return nil, err
+	}
+	return &id, nil
+}

@@ -1,0 +1,61 @@
+// Package testdb gives tests their own Postgres database on the private
+// cluster that `make test` starts (RATH_TEST_DATABASE_URL). Without that
+// variable tests skip, unless RATH_REQUIRE_POSTGRES=1 (CI), where they fail.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Postgres creates an empty database for t, dropped when t ends, and returns
+// its URL.
+func Postgres(t testing.TB) string {
+	t.Helper()
+	admin := os.Getenv("RATH_TEST_DATABASE_URL")
+	if admin == "" {
+		if os.Getenv("RATH_REQUIRE_POSTGRES") == "1" {
+			t.Fatal("RATH_TEST_DATABASE_URL is unset but RATH_REQUIRE_POSTGRES=1: start Postgres with scripts/testpg.sh")
+		}
+		t.Skip("RATH_TEST_DATABASE_URL unset: run through `make test` for the Postgres tests")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatalf("connect to test Postgres: %v", err)
+	}
+	defer conn.Close(ctx)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "rath_t_" + hex.EncodeToString(b)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			t.Logf("drop test database %s: %v", name, err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("drop test database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatalf("RATH_TEST_DATABASE_URL: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}

@@ -1,0 +1,415 @@
+// Package worker runs step jobs: it pulls "forward version V through agent
+// A" jobs from JetStream, runs the agent, commits the new version and acks.
+//
+// # Delivery contract
+//
+// A worker holds no state that matters after a crash. For each delivery it:
+//
+//  1. marks the step running (a step that already ended is acked and
+//     dropped: a redelivery after a commit, or a canceled run);
+//  2. extends the ack deadline with InProgress heartbeats while it works;
+//  3. runs the agent and commits the result with the step id as the
+//     version's idempotency key, so a redelivered job that already committed
+//     gets the same version back instead of a duplicate;
+//  4. records the commit on the step, then acks.
+//
+// Transient failures (a model's 429/5xx/timeouts, an unreachable store) NAK
+// the job with a growing delay; after the last allowed delivery, or on a
+// permanent failure, the step is recorded as failed with its reason, an
+// error event is published, and the message is terminated.
+//
+// # Shutdown
+//
+// Canceling Run's context stops pulling at once. Steps in flight get
+// Config.ShutdownTimeout to finish; then their contexts are canceled and
+// their jobs handed back with an immediate NAK for another worker.
+package worker
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/rath-run/rath/internal/bus"
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/llm"
+	"github.com/rath-run/rath/pkg/session"
+)
+
+// Config configures a Worker. Zero values take the documented defaults.
+type Config struct {
+	// Name identifies the worker in lineage and logs; default host-pid.
+	Name string
+	// Queue is the job queue to pull from; default "default".
+	Queue string
+	// Slots is how many steps run at once; default 4.
+	Slots int
+	// Heartbeat is the InProgress interval; default 5s. Keep it well under
+	// the bus's AckWait.
+	Heartbeat time.Duration
+	// FetchWait bounds one pull request; default 1s.
+	FetchWait time.Duration
+	// StepTimeout bounds one step unless its spec sets a shorter one;
+	// default 10m.
+	StepTimeout time.Duration
+	// MaxDeliver must equal the bus's MaxDeliver: the delivery on which a
+	// transient failure becomes terminal. Default 5.
+	MaxDeliver int
+	// RetryDelay is the first NAK delay; it doubles per delivery up to 1m.
+	// Default 1s.
+	RetryDelay time.Duration
+	// ShutdownTimeout is how long steps in flight may finish after Run's
+	// context ends; default 30s.
+	ShutdownTimeout time.Duration
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Name == "" {
+		host, _ := os.Hostname()
+		c.Name = fmt.Sprintf("%s-%d", cmp.Or(host, "worker"), os.Getpid())
+	}
+	c.Queue = cmp.Or(c.Queue, "default")
+	c.Slots = cmp.Or(c.Slots, 4)
+	c.Heartbeat = cmp.Or(c.Heartbeat, 5*time.Second)
+	c.FetchWait = cmp.Or(c.FetchWait, time.Second)
+	c.StepTimeout = cmp.Or(c.StepTimeout, 10*time.Minute)
+	c.MaxDeliver = cmp.Or(c.MaxDeliver, 5)
+	c.RetryDelay = cmp.Or(c.RetryDelay, time.Second)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 30*time.Second)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Slots < 1:
+		return fmt.Errorf("worker: Slots must be at least 1, got %d", c.Slots)
+	case c.MaxDeliver < 1:
+		return fmt.Errorf("worker: MaxDeliver must be at least 1, got %d", c.MaxDeliver)
+	}
+	return nil
+}
+
+// Steps is the part of the run store a worker uses.
+type Steps interface {
+	StartStep(ctx context.Context, stepID, worker string) (runs.Step, error)
+	CommitStep(ctx context.Context, stepID string, output session.ID) (runs.Run, error)
+	FailStep(ctx context.Context, stepID, reason string) (runs.Run, error)
+	// Touch records that a running step is alive, so the coordinator's
+	// reconciler does not republish it.
+	Touch(ctx context.Context, stepID string) error
+}
+
+// Jobs is where a worker pulls deliveries from.
+type Jobs interface {
+	Fetch(ctx context.Context, n int, maxWait time.Duration) ([]*bus.Delivery, error)
+}
+
+// Events is where a worker reports progress.
+type Events interface {
+	PublishEvent(ctx context.Context, e bus.Event) error
+}
+
+// ResolveFunc builds the provider for an agent spec and returns the model
+// name to call.
+type ResolveFunc func(spec agent.Spec) (llm.Provider, string, error)
+
+// Worker pulls and runs step jobs. Create it with [New]; run it with
+// [Worker.Run].
+type Worker struct {
+	cfg     Config
+	graph   session.Graph
+	steps   Steps
+	jobs    Jobs
+	events  Events
+	resolve ResolveFunc
+	log     *slog.Logger
+}
+
+// New returns a worker. All dependencies are required.
+func New(graph session.Graph, steps Steps, jobs Jobs, events Events, resolve ResolveFunc, cfg Config) (*Worker, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if graph == nil || steps == nil || jobs == nil || events == nil || resolve == nil {
+		return nil, errors.New("worker: graph, steps, jobs, events and resolve are required")
+	}
+	return &Worker{
+		cfg: cfg, graph: graph, steps: steps, jobs: jobs, events: events, resolve: resolve,
+		log: cfg.Logger.With(slog.String("worker", cfg.Name), slog.String("queue", cfg.Queue)),
+	}, nil
+}
+
+// Name returns the worker's name.
+func (w *Worker) Name() string { return w.cfg.Name }
+
+// Run pulls and runs jobs until ctx ends, then shuts down gracefully (see the
+// package documentation). It returns nil after a graceful shutdown.
+func (w *Worker) Run(ctx context.Context) error {
+	// Steps run under work, which outlives ctx by ShutdownTimeout.
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+
+	slots := make(chan struct{}, w.cfg.Slots)
+	var wg sync.WaitGroup
+	w.log.InfoContext(ctx, "worker started", slog.Int("slots", w.cfg.Slots))
+	for ctx.Err() == nil {
+		// Wait for a free slot, then pull one job. A pull of one returns as
+		// soon as a job arrives, so a step never waits for a batch to fill.
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			continue
+		}
+		ds, err := w.jobs.Fetch(ctx, 1, w.cfg.FetchWait)
+		if err != nil && ctx.Err() == nil {
+			w.log.WarnContext(ctx, "fetch failed", slog.Any("error", err))
+			select {
+			case <-time.After(w.cfg.FetchWait):
+			case <-ctx.Done():
+			}
+		}
+		if len(ds) == 0 {
+			<-slots
+			continue
+		}
+		for i, d := range ds {
+			if i > 0 {
+				slots <- struct{}{}
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				w.handle(work, d)
+			}()
+		}
+	}
+
+	w.log.Info("worker stopping: no new jobs; waiting for steps in flight", slog.Duration("timeout", w.cfg.ShutdownTimeout))
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(w.cfg.ShutdownTimeout):
+		w.log.Warn("shutdown timeout: canceling steps in flight and handing their jobs back")
+		cancelWork()
+		<-done
+	}
+	w.log.Info("worker stopped")
+	return nil
+}
+
+// handle runs one delivery to its end: ack, nak or term.
+func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
+	log := w.log
+	if d.Err != nil {
+		log.Warn("undecodable job terminated", slog.Any("error", d.Err))
+		_ = d.Term(d.Err.Error())
+		return
+	}
+	job := d.Job
+	log = log.With(slog.String("run_id", job.RunID), slog.String("step_id", job.StepID),
+		slog.Uint64("delivery", d.NumDelivered()))
+	stop := d.KeepAlive(ctx, w.cfg.Heartbeat)
+	defer stop()
+
+	st, err := w.steps.StartStep(ctx, job.StepID, w.cfg.Name)
+	switch {
+	case errors.Is(err, runs.ErrTerminal):
+		// Committed before a lost ack, failed, or canceled: nothing to do.
+		log.Info("step already ended; acking", slog.String("status", string(st.Status)))
+		w.ack(ctx, d, log)
+		return
+	case errors.Is(err, runs.ErrNotFound):
+		log.Warn("job for an unknown step terminated")
+		_ = d.Term("unknown step " + job.StepID)
+		return
+	case err != nil:
+		w.retryOrFail(ctx, d, log, fmt.Errorf("start step: %w", err))
+		return
+	}
+	stopTouch := w.touchEvery(ctx, job.StepID)
+	defer stopTouch()
+	w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.started",
+		Data: mustJSON(map[string]any{"worker": w.cfg.Name, "attempt": st.Attempts})})
+
+	out, err := w.execute(ctx, job)
+	if err != nil {
+		w.retryOrFail(ctx, d, log, err)
+		return
+	}
+	r, err := w.steps.CommitStep(ctx, job.StepID, out.ID())
+	if err != nil {
+		// The version is committed; a redelivery finds it by key.
+		w.retryOrFail(ctx, d, log, fmt.Errorf("record commit: %w", err))
+		return
+	}
+	w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.committed",
+		Data: mustJSON(map[string]any{"version": out.ID(), "usage": out.Usage(), "len": out.Len()})})
+	if r.Status.Terminal() {
+		w.publishRunEnd(ctx, r)
+	}
+	w.ack(ctx, d, log)
+	log.Info("step committed", slog.String("version", out.ID().String()))
+}
+
+// touchEvery touches the step in the store every heartbeat until stopped.
+func (w *Worker) touchEvery(ctx context.Context, stepID string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(w.cfg.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := w.steps.Touch(ctx, stepID); err != nil && ctx.Err() == nil {
+					w.log.Debug("touch step", slog.String("step_id", stepID), slog.Any("error", err))
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// execute runs the agent on the job's input and commits the result.
+func (w *Worker) execute(ctx context.Context, job bus.Job) (session.Session, error) {
+	spec, err := agent.ParseSpec(job.Target)
+	if err != nil {
+		return session.Session{}, permanent(err)
+	}
+	provider, model, err := w.resolve(spec)
+	if err != nil {
+		return session.Session{}, permanent(fmt.Errorf("resolve model %q: %w", spec.Model, err))
+	}
+	input, err := session.ParseID(job.Input)
+	if err != nil {
+		return session.Session{}, permanent(err)
+	}
+	timeout := w.cfg.StepTimeout
+	if t := time.Duration(spec.Limits.TimeoutSeconds * float64(time.Second)); t > 0 && t < timeout {
+		timeout = t
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	s, err := session.Open(ctx, w.graph, input)
+	if err != nil {
+		if errors.Is(err, session.ErrNotFound) {
+			return session.Session{}, permanent(err)
+		}
+		return session.Session{}, err
+	}
+	a := &agent.Agent{Spec: spec, Provider: provider, Model: model}
+	return a.Step(ctx, s, agent.Meta{
+		Key:      job.StepID,
+		Producer: session.Producer{Run: job.RunID, Step: job.StepID, Worker: w.cfg.Name},
+		OnDelta: func(delta string) {
+			w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.token",
+				Data: mustJSON(map[string]string{"text": delta})})
+		},
+	})
+}
+
+// retryOrFail NAKs a transient failure with backoff, or records a terminal
+// one and terminates the message.
+func (w *Worker) retryOrFail(ctx context.Context, d *bus.Delivery, log *slog.Logger, err error) {
+	n := d.NumDelivered()
+	if ctx.Err() != nil && !isPermanent(err) {
+		// Shutting down: hand the job straight back to another worker.
+		log.Info("handing step back on shutdown", slog.Any("error", err))
+		_ = d.Nak(0)
+		return
+	}
+	if !isPermanent(err) && int(n) < w.cfg.MaxDeliver {
+		delay := min(w.cfg.RetryDelay<<min(n-1, 6), time.Minute)
+		log.Warn("step failed; will retry", slog.Any("error", err), slog.Duration("delay", delay))
+		_ = d.Nak(delay)
+		return
+	}
+	reason := err.Error()
+	if !isPermanent(err) {
+		reason = fmt.Sprintf("gave up after %d deliveries: %s", n, reason)
+	}
+	log.Error("step failed", slog.String("reason", reason))
+	bg := context.WithoutCancel(ctx)
+	r, ferr := w.steps.FailStep(bg, d.Job.StepID, reason)
+	if ferr != nil {
+		// Leave the message for redelivery so the failure is recorded later.
+		log.Error("record step failure", slog.Any("error", ferr))
+		_ = d.Nak(w.cfg.RetryDelay)
+		return
+	}
+	w.publish(bg, bus.Event{RunID: d.Job.RunID, StepID: d.Job.StepID, Type: "step.failed",
+		Data: mustJSON(map[string]string{"error": reason})})
+	if r.Status.Terminal() {
+		w.publishRunEnd(bg, r)
+	}
+	_ = d.Term(reason)
+}
+
+func (w *Worker) publishRunEnd(ctx context.Context, r runs.Run) {
+	typ := "run." + string(r.Status)
+	if r.Status == runs.RunSucceeded {
+		typ = "run.completed"
+	}
+	w.publish(ctx, bus.Event{RunID: r.ID, Type: typ, Data: mustJSON(map[string]any{"output": r.Output, "error": r.Error})})
+}
+
+func (w *Worker) ack(ctx context.Context, d *bus.Delivery, log *slog.Logger) {
+	if err := d.Ack(context.WithoutCancel(ctx)); err != nil {
+		// The commit is recorded; a redelivery will find it and ack again.
+		log.Warn("ack failed", slog.Any("error", err))
+	}
+}
+
+func (w *Worker) publish(ctx context.Context, e bus.Event) {
+	e.Time = time.Now().UTC()
+	if err := w.events.PublishEvent(ctx, e); err != nil {
+		w.log.Debug("event not published", slog.String("type", e.Type), slog.Any("error", err))
+	}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+func permanent(err error) error { return &permanentError{err: err} }
+
+// isPermanent reports whether retrying cannot help.
+func isPermanent(err error) bool {
+	var p *permanentError
+	switch {
+	case errors.As(err, &p), errors.Is(err, llm.ErrPermanent), errors.Is(err, llm.ErrScriptExhausted),
+		errors.Is(err, agent.ErrToolsUnavailable), errors.Is(err, agent.ErrInvalidSpec),
+		errors.Is(err, session.ErrInvalidChunk), errors.Is(err, session.ErrTooLarge):
+		return true
+	}
+	return false
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}

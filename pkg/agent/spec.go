@@ -1,0 +1,151 @@
+// Package agent provides agents: layers that forward a Session through a
+// model. An agent is described by a [Spec] — data, not code — so a step job
+// can carry it to any worker; [Agent.Forward] runs it.
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/rath-run/rath/pkg/llm"
+)
+
+// ErrInvalidSpec wraps every validation error of a spec.
+var ErrInvalidSpec = errors.New("rath: invalid agent spec")
+
+// MaxSpecBytes bounds an encoded spec.
+const MaxSpecBytes = 1 << 20
+
+// Spec describes an agent. Specs are YAML or JSON documents:
+//
+//	name: planner
+//	instructions: You plan trips.
+//	model: scripted
+//	script:
+//	  - content: Day 1 - Fushimi Inari.
+//	limits:
+//	  max_tool_rounds: 8
+type Spec struct {
+	// Name identifies the agent in lineage and traces: [a-z0-9][a-z0-9_.-]*.
+	Name string `json:"name"`
+	// Instructions become the system message sent before the transcript.
+	// They are not written into the session.
+	Instructions string `json:"instructions,omitempty"`
+	// Model is a provider model name, or "scripted" for the offline model.
+	Model string `json:"model"`
+	// Provider names a configured provider; empty means resolve from the
+	// environment and config file.
+	Provider string `json:"provider,omitempty"`
+	// Script holds the scripted model's replies, in order (model scripted).
+	Script []llm.ScriptReply `json:"script,omitempty"`
+	// ScriptFile names a YAML or JSON file of replies, read by the submitter.
+	ScriptFile string `json:"script_file,omitempty"`
+	// Tools names the tools the agent may call.
+	Tools []string `json:"tools,omitempty"`
+	// Memory binds a memory store ("", "local" or a store name).
+	Memory string `json:"memory,omitempty"`
+	Limits Limits `json:"limits,omitzero"`
+	// Params pass through to the model call.
+	Params Params `json:"params,omitzero"`
+}
+
+// Limits bound one step of the agent.
+type Limits struct {
+	// MaxToolRounds bounds model calls in one step; default 64.
+	MaxToolRounds int `json:"max_tool_rounds,omitempty"`
+	// TimeoutSeconds bounds one step; 0 means the worker's default.
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
+	// MaxTokens bounds the step's total tokens; 0 means no limit.
+	MaxTokens int64 `json:"max_tokens,omitempty"`
+}
+
+// Params are model request parameters passed through to the provider.
+type Params struct {
+	Temperature     *float32        `json:"temperature,omitempty"`
+	MaxTokens       int             `json:"max_tokens,omitempty"`
+	Seed            *int            `json:"seed,omitempty"`
+	Stop            []string        `json:"stop,omitempty"`
+	ToolChoice      string          `json:"tool_choice,omitempty"`
+	ReasoningEffort string          `json:"reasoning_effort,omitempty"`
+	ResponseFormat  json.RawMessage `json:"response_format,omitempty"`
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+
+// ParseSpec decodes a YAML or JSON spec strictly (unknown and duplicate
+// fields are errors) and validates it. Errors name the field.
+func ParseSpec(b []byte) (Spec, error) {
+	if len(b) > MaxSpecBytes {
+		return Spec{}, fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidSpec, len(b), MaxSpecBytes)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return Spec{}, fmt.Errorf("%w: empty document", ErrInvalidSpec)
+	}
+	var s Spec
+	if err := yaml.UnmarshalStrict(b, &s); err != nil {
+		return Spec{}, fmt.Errorf("%w: %s", ErrInvalidSpec, cleanYAMLError(err))
+	}
+	if err := s.Validate(); err != nil {
+		return Spec{}, err
+	}
+	return s, nil
+}
+
+func cleanYAMLError(err error) string {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "error unmarshaling JSON: while decoding JSON: ")
+	return strings.TrimPrefix(msg, "error converting YAML to JSON: ")
+}
+
+// Validate checks the spec, naming the first bad field.
+func (s *Spec) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidSpec, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case s.Name == "":
+		return bad("name", "required")
+	case !nameRE.MatchString(s.Name):
+		return bad("name", "%q must match %s", s.Name, nameRE)
+	case s.Model == "":
+		return bad("model", "required (a provider model name, or scripted)")
+	case s.Model != "scripted" && (len(s.Script) > 0 || s.ScriptFile != ""):
+		return bad("script", "only the scripted model takes a script (model is %q)", s.Model)
+	case s.Model == "scripted" && len(s.Script) == 0 && s.ScriptFile == "":
+		return bad("script", "the scripted model needs replies (script or script_file)")
+	case s.Limits.MaxToolRounds < 0:
+		return bad("limits.max_tool_rounds", "must be ≥ 0, got %d", s.Limits.MaxToolRounds)
+	case s.Limits.TimeoutSeconds < 0:
+		return bad("limits.timeout_seconds", "must be ≥ 0, got %g", s.Limits.TimeoutSeconds)
+	case s.Limits.MaxTokens < 0:
+		return bad("limits.max_tokens", "must be ≥ 0, got %d", s.Limits.MaxTokens)
+	}
+	for i, r := range s.Script {
+		if r.Content == "" && len(r.ToolCalls) == 0 {
+			return bad(fmt.Sprintf("script[%d]", i), "a reply needs content or tool_calls")
+		}
+		if r.DelayMS < 0 {
+			return bad(fmt.Sprintf("script[%d].delay_ms", i), "must be ≥ 0")
+		}
+	}
+	for i, t := range s.Tools {
+		if strings.TrimSpace(t) == "" {
+			return bad(fmt.Sprintf("tools[%d]", i), "empty tool name")
+		}
+	}
+	return nil
+}
+
+// MaxToolRounds returns the limit with its default applied.
+func (l Limits) maxToolRounds() int {
+	if l.MaxToolRounds == 0 {
+		return 64
+	}
+	return l.MaxToolRounds
+}

@@ -1,0 +1,145 @@
+// Package client is the Go client of the coordinator's HTTP API
+// (docs/api.md). rathctl uses it; so can programs.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Client talks to one coordinator. It is safe for concurrent use.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// New returns a client for the coordinator at baseURL (http://host:port).
+// token, when set, is sent as a bearer token.
+func New(baseURL, token string) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("client: server URL %q: want http://host:port", baseURL)
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: &http.Client{}}, nil
+}
+
+// APIError is an error response from the coordinator.
+type APIError struct {
+	Status  int
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *APIError) Error() string { return fmt.Sprintf("%s (%d %s)", e.Message, e.Status, e.Code) }
+
+// ErrNotFound matches an APIError with status 404 through errors.Is.
+var ErrNotFound = errors.New("not found")
+
+// Is reports whether target is ErrNotFound and e a 404.
+func (e *APIError) Is(target error) bool { return target == ErrNotFound && e.Status == http.StatusNotFound }
+
+// Do sends a request with an optional JSON body and decodes a JSON reply
+// into out (which may be nil).
+func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
+	resp, err := c.send(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s %s: decode reply: %w", method, path, err)
+	}
+	return nil
+}
+
+func (c *Client) send(ctx context.Context, method, path string, body any) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: encode body: %w", method, path, err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		var e struct {
+			Error APIError `json:"error"`
+		}
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if json.Unmarshal(raw, &e) != nil || e.Error.Message == "" {
+			e.Error = APIError{Code: "http", Message: strings.TrimSpace(string(raw))}
+		}
+		e.Error.Status = resp.StatusCode
+		return nil, &e.Error
+	}
+	return resp, nil
+}
+
+// Event is one run event (see docs/api.md for the types).
+type Event struct {
+	RunID  string          `json:"run_id"`
+	StepID string          `json:"step_id,omitempty"`
+	Type   string          `json:"type"`
+	Time   time.Time       `json:"time"`
+	Data   json.RawMessage `json:"data,omitempty"`
+}
+
+// Watch streams a run's events from its start and calls fn for each until
+// the run's terminal event, ctx ends, or fn returns an error.
+func (c *Client) Watch(ctx context.Context, runID string, fn func(Event) error) error {
+	resp, err := c.send(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(runID)+"/events", nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReaderSize(resp.Body, 64<<10)
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("watch %s: %w", runID, err)
+		}
+		data, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), "data: ")
+		if !ok {
+			continue
+		}
+		var e Event
+		if err := json.Unmarshal([]byte(data), &e); err != nil {
+			return fmt.Errorf("watch %s: bad event: %w", runID, err)
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+}
