@@ -46,7 +46,9 @@ func (e *APIError) Error() string { return fmt.Sprintf("%s (%d %s)", e.Message, 
 var ErrNotFound = errors.New("not found")
 
 // Is reports whether target is ErrNotFound and e a 404.
-func (e *APIError) Is(target error) bool { return target == ErrNotFound && e.Status == http.StatusNotFound }
+func (e *APIError) Is(target error) bool {
+	return target == ErrNotFound && e.Status == http.StatusNotFound
+}
 
 // Do sends a request with an optional JSON body and decodes a JSON reply
 // into out (which may be nil).
