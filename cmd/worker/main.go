@@ -1,0 +1,94 @@
+// Command worker pulls step jobs from JetStream, runs agents and commits new
+// session versions. Configuration comes from flags and the environment:
+//
+//	RATH_STORE      store URL (postgres://… or sqlite:PATH)        --store
+//	NATS_URL        NATS server URL (default nats://127.0.0.1:4222) --nats
+//	RATH_QUEUE      job queue (default "default")                   --queue
+//	RATH_SLOTS      concurrent steps (default 4)                    --slots
+//	RATH_HEALTH     health listen address (default :7421)           --health
+//
+// Model credentials come from OPENAI_API_KEY and friends (docs/models.md).
+// SIGTERM stops pulling, lets steps finish within --shutdown-timeout, and
+// exits 0.
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/worker"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	slots, _ := strconv.Atoi(os.Getenv("RATH_SLOTS"))
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	storeURL := fs.String("store", os.Getenv("RATH_STORE"), "store URL (postgres://… or sqlite:PATH)")
+	natsURL := fs.String("nats", cmp.Or(os.Getenv("NATS_URL"), nats.DefaultURL), "NATS server URL")
+	queue := fs.String("queue", cmp.Or(os.Getenv("RATH_QUEUE"), "default"), "job queue")
+	fs.IntVar(&slots, "slots", cmp.Or(slots, 4), "concurrent steps")
+	health := fs.String("health", cmp.Or(os.Getenv("RATH_HEALTH"), ":7421"), "health listen address (empty: off)")
+	name := fs.String("name", os.Getenv("RATH_WORKER_NAME"), "worker name (default host-pid)")
+	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "time steps in flight get to finish on SIGTERM")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *storeURL == "" {
+		return errors.New("--store (or RATH_STORE) is required")
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	b, err := app.OpenBackend(ctx, app.BackendConfig{
+		StoreURL: *storeURL,
+		Connect: func() (*nats.Conn, error) {
+			return nats.Connect(*natsURL, nats.Name("rath-worker"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+		},
+		Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	w, err := app.NewWorker(ctx, b, os.Getenv, worker.Config{
+		Name: *name, Queue: *queue, Slots: slots, ShutdownTimeout: *shutdown, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	if *health != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
+			if !b.NC.IsConnected() {
+				http.Error(rw, "nats: not connected", http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = rw.Write([]byte("ready\n"))
+		})
+		srv := &http.Server{Addr: *health, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.ListenAndServe() }()
+		defer srv.Close()
+	}
+	return w.Run(ctx)
+}
