@@ -75,7 +75,7 @@ func TestNewIdempotent(t *testing.T) {
 	ctx := testCtx(t)
 	b1, _, nc := bustest.New(t)
 	j := testJob("", "keep-me")
-	mustPublish(t, ctx, b1, j)
+	mustPublish(ctx, t, b1, j)
 
 	b2, err := bus.New(ctx, nc, bus.Config{EventsMaxAge: time.Hour, DedupeWindow: time.Minute})
 	if err != nil {
@@ -92,7 +92,7 @@ func TestNewIdempotent(t *testing.T) {
 	if info.Config.MaxAge != time.Hour {
 		t.Fatalf("events MaxAge = %s after re-declare, want 1h", info.Config.MaxAge)
 	}
-	if n := streamMsgs(t, ctx, b2, bus.JobsStream); n != 1 {
+	if n := streamMsgs(ctx, t, b2, bus.JobsStream); n != 1 {
 		t.Fatalf("jobs after re-declare = %d, want 1 (re-declaring must keep messages)", n)
 	}
 	st, err := b2.Workspaces().Status(ctx)

@@ -54,10 +54,17 @@ func (b *Bus) Consumer(ctx context.Context, queue string) (*Consumer, error) {
 // Queue returns the queue name.
 func (c *Consumer) Queue() string { return c.queue }
 
-// Fetch waits up to maxWait for up to n jobs (1 <= n <= MaxAckPending) and
-// returns what arrived: fewer than n, possibly none with a nil error, when
-// maxWait passes first. maxWait below 1ms returns only the jobs available
-// right now.
+// Fetch returns up to n jobs (1 <= n <= MaxAckPending), waiting up to
+// maxWait for the first one. It takes whatever is ready now, up to n,
+// without waiting; only when nothing is ready does it wait, up to maxWait,
+// and then returns the first job that arrives on its own. It returns an
+// empty slice and a nil error when maxWait passes with no job; maxWait
+// below 1ms does not wait at all.
+//
+// Fetch never holds a delivered job back to fill a batch: a batch that
+// waited to fill for longer than AckWait would collect redeliveries of its
+// own jobs, and each job's ack deadline runs from the moment the server
+// sends it.
 //
 // A message that cannot be decoded is still returned, as a Delivery whose
 // Err wraps ErrMalformedJob; Term it.
@@ -73,20 +80,22 @@ func (c *Consumer) Fetch(ctx context.Context, n int, maxWait time.Duration) ([]*
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var (
-		batch jetstream.MessageBatch
-		err   error
-	)
-	if maxWait < time.Millisecond {
-		batch, err = c.cons.FetchNoWait(n)
-	} else {
-		// FetchContext makes the pull request expire on the server slightly
-		// before fctx does, so a timeout normally ends with the server's
-		// 408 rather than with fctx's deadline.
-		fctx, cancel := context.WithTimeout(ctx, maxWait)
-		defer cancel()
-		batch, err = c.cons.Fetch(n, jetstream.FetchContext(fctx))
+	batch, err := c.cons.FetchNoWait(n)
+	out, err := c.collect(ctx, batch, err)
+	if err != nil || len(out) > 0 || maxWait < time.Millisecond {
+		return out, err
 	}
+	// Nothing ready: long-poll for one job. FetchContext makes the pull
+	// request expire on the server slightly before fctx does, so a timeout
+	// normally ends with the server's 408 rather than fctx's deadline.
+	fctx, cancel := context.WithTimeout(ctx, maxWait)
+	defer cancel()
+	batch, err = c.cons.Fetch(1, jetstream.FetchContext(fctx))
+	return c.collect(ctx, batch, err)
+}
+
+// collect drains a batch into deliveries and translates its outcome.
+func (c *Consumer) collect(ctx context.Context, batch jetstream.MessageBatch, err error) ([]*Delivery, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fetch %s: %w", ConsumerName(c.queue), translate(ctx, err))
 	}
@@ -100,16 +109,17 @@ func (c *Consumer) Fetch(ctx context.Context, n int, maxWait time.Duration) ([]*
 		}
 		return nil, ctx.Err()
 	}
-	if err := batch.Error(); err != nil && !isContextErr(err) && !errors.Is(err, jetstream.ErrNoMessages) {
-		if len(out) > 0 {
-			// The batch was cut short; hand over what arrived, the next
-			// Fetch will report the trouble again if it persists.
-			c.b.cfg.Logger.DebugContext(ctx, "bus: fetch cut short", "consumer", ConsumerName(c.queue), "received", len(out), "error", err.Error())
-			return out, nil
-		}
-		return nil, fmt.Errorf("fetch %s: %w", ConsumerName(c.queue), translate(ctx, err))
+	err = batch.Error()
+	if err == nil || isContextErr(err) || errors.Is(err, jetstream.ErrNoMessages) {
+		return out, nil
 	}
-	return out, nil
+	if len(out) > 0 {
+		// The batch was cut short; hand over what arrived, the next Fetch
+		// reports the trouble again if it persists.
+		c.b.cfg.Logger.DebugContext(ctx, "bus: fetch cut short", "consumer", ConsumerName(c.queue), "received", len(out), "error", err.Error())
+		return out, nil
+	}
+	return nil, fmt.Errorf("fetch %s: %w", ConsumerName(c.queue), translate(ctx, err))
 }
 
 // Pending returns the consumer's lag: jobs waiting to be delivered and jobs

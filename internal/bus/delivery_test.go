@@ -31,14 +31,14 @@ func TestAckWaitRedelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustPublish(t, ctx, b, testJob("redeliver", "slow-1"))
-	d1 := fetchOne(t, ctx, c, 5*time.Second)
+	mustPublish(ctx, t, b, testJob("redeliver", "slow-1"))
+	d1 := fetchOne(ctx, t, c, 5*time.Second)
 	got := time.Now()
 	if d1.NumDelivered() != 1 {
 		t.Fatalf("first NumDelivered = %d", d1.NumDelivered())
 	}
 	// Hold it without keepalive for > 3× AckWait: it must come back.
-	d2 := fetchOne(t, ctx, c, 4*testAckWait)
+	d2 := fetchOne(ctx, t, c, 4*testAckWait)
 	if el := time.Since(got); el < testAckWait*9/10 {
 		t.Fatalf("redelivered after %s, before AckWait %s", el, testAckWait)
 	}
@@ -48,7 +48,7 @@ func TestAckWaitRedelivery(t *testing.T) {
 	if err := d2.Ack(ctx); err != nil {
 		t.Fatal(err)
 	}
-	fetchNone(t, ctx, c, 2*testAckWait)
+	fetchNone(ctx, t, c, 2*testAckWait)
 }
 
 // KeepAlive prevents redelivery for well over 3× AckWait.
@@ -60,18 +60,18 @@ func TestKeepAlivePreventsRedelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustPublish(t, ctx, b, testJob("keepalive", "long-1"))
-	d := fetchOne(t, ctx, c, 5*time.Second)
+	mustPublish(ctx, t, b, testJob("keepalive", "long-1"))
+	d := fetchOne(ctx, t, c, 5*time.Second)
 	stop := d.KeepAlive(ctx, 0) // default: AckWait/3
 	// While the step "runs", nothing is redelivered for 4× AckWait.
-	fetchNone(t, ctx, c, 4*testAckWait)
+	fetchNone(ctx, t, c, 4*testAckWait)
 	if err := d.Ack(ctx); err != nil {
 		t.Fatal(err)
 	}
 	stop()
 	stop() // idempotent
-	fetchNone(t, ctx, c, 2*testAckWait)
-	if info := consumerInfo(t, ctx, b, "keepalive"); info.NumRedelivered != 0 || info.NumAckPending != 0 {
+	fetchNone(ctx, t, c, 2*testAckWait)
+	if info := consumerInfo(ctx, t, b, "keepalive"); info.NumRedelivered != 0 || info.NumAckPending != 0 {
 		t.Fatalf("consumer: redelivered %d, ack pending %d", info.NumRedelivered, info.NumAckPending)
 	}
 }
@@ -85,14 +85,14 @@ func TestKeepAliveStopsWithContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustPublish(t, ctx, b, testJob("kactx", "ka-ctx"))
-	d := fetchOne(t, ctx, c, 5*time.Second)
+	mustPublish(ctx, t, b, testJob("kactx", "ka-ctx"))
+	d := fetchOne(ctx, t, c, 5*time.Second)
 	kctx, cancel := context.WithCancel(ctx)
 	stop := d.KeepAlive(kctx, 50*time.Millisecond)
 	cancel()
 	stop()
 	// With keepalive gone, the job is redelivered.
-	d2 := fetchOne(t, ctx, c, 4*testAckWait)
+	d2 := fetchOne(ctx, t, c, 4*testAckWait)
 	if d2.NumDelivered() != 2 {
 		t.Fatalf("NumDelivered = %d", d2.NumDelivered())
 	}
@@ -110,15 +110,15 @@ func TestNak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustPublish(t, ctx, b, testJob("nak", "nak-1"))
-	d := fetchOne(t, ctx, c, 5*time.Second)
+	mustPublish(ctx, t, b, testJob("nak", "nak-1"))
+	d := fetchOne(ctx, t, c, 5*time.Second)
 	const delay = 600 * time.Millisecond
 	naked := time.Now()
 	if err := d.Nak(delay); err != nil {
 		t.Fatal(err)
 	}
-	fetchNone(t, ctx, c, delay/3)
-	d = fetchOne(t, ctx, c, 5*time.Second)
+	fetchNone(ctx, t, c, delay/3)
+	d = fetchOne(ctx, t, c, 5*time.Second)
 	if el := time.Since(naked); el < delay*9/10 {
 		t.Fatalf("redelivered %s after Nak(%s)", el, delay)
 	}
@@ -129,7 +129,7 @@ func TestNak(t *testing.T) {
 	if err := d.Nak(0); err != nil {
 		t.Fatal(err)
 	}
-	d = fetchOne(t, ctx, c, 5*time.Second)
+	d = fetchOne(ctx, t, c, 5*time.Second)
 	if d.NumDelivered() != 3 {
 		t.Fatalf("NumDelivered = %d, want 3", d.NumDelivered())
 	}
@@ -157,14 +157,14 @@ func TestTerm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustPublish(t, ctx, b, testJob("term", "term-1"))
-	d := fetchOne(t, ctx, c, 5*time.Second)
+	mustPublish(ctx, t, b, testJob("term", "term-1"))
+	d := fetchOne(ctx, t, c, 5*time.Second)
 	if err := d.Term("permanent: model refused"); err != nil {
 		t.Fatal(err)
 	}
-	fetchNone(t, ctx, c, 4*testAckWait)
+	fetchNone(ctx, t, c, 4*testAckWait)
 	eventually(t, 5*time.Second, "terminated job to leave the work queue", func() bool {
-		return streamMsgs(t, ctx, b, bus.JobsStream) == 0
+		return streamMsgs(ctx, t, b, bus.JobsStream) == 0
 	})
 }
 
@@ -177,9 +177,9 @@ func TestMaxDeliverExhaustion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustPublish(t, ctx, b, testJob("maxdel", "poison"))
+	mustPublish(ctx, t, b, testJob("maxdel", "poison"))
 	for want := uint64(1); want <= 3; want++ {
-		d := fetchOne(t, ctx, c, 5*time.Second)
+		d := fetchOne(ctx, t, c, 5*time.Second)
 		if d.NumDelivered() != want {
 			t.Fatalf("delivery %d: NumDelivered = %d", want, d.NumDelivered())
 		}
@@ -190,10 +190,10 @@ func TestMaxDeliverExhaustion(t *testing.T) {
 		}
 		// The last delivery is neither acked nor naked: it times out.
 	}
-	fetchNone(t, ctx, c, 4*testAckWait)
+	fetchNone(ctx, t, c, 4*testAckWait)
 	// A fresh job on the same queue still flows.
-	mustPublish(t, ctx, b, testJob("maxdel", "healthy"))
-	d := fetchOne(t, ctx, c, 5*time.Second)
+	mustPublish(ctx, t, b, testJob("maxdel", "healthy"))
+	d := fetchOne(ctx, t, c, 5*time.Second)
 	if d.Job.StepID != "healthy" {
 		t.Fatalf("got %s after exhaustion, want healthy", d.Job.StepID)
 	}
@@ -230,7 +230,7 @@ func TestMalformedPayload(t *testing.T) {
 	raw("g2", `{"v":2,"step_id":"future","run_id":"r","queue":"garbage","input":"`+good.Input+`","target":{},"created_at":"2030-01-01T00:00:00Z"}`, "")
 	raw("g3", `{"v":1,"step_id":"x"}`, "")
 	raw("g4", `{}`, "9")
-	mustPublish(t, ctx, b, good)
+	mustPublish(ctx, t, b, good)
 
 	wantErr := map[string]string{"g1": "decode", "g2": "v = 2", "g3": "run_id", "g4": "Rath-Job-Version"}
 	got := 0
@@ -265,5 +265,5 @@ func TestMalformedPayload(t *testing.T) {
 			}
 		}
 	}
-	fetchNone(t, ctx, c, 4*testAckWait)
+	fetchNone(ctx, t, c, 4*testAckWait)
 }

@@ -36,13 +36,16 @@ var (
 	ErrUnavailable = errors.New("bus: jetstream unavailable")
 )
 
-// translate wraps err with the matching sentinel. The caller's own context
-// error is returned unchanged so that cancellation reads as cancellation.
+// translate wraps err with the matching sentinel, keeping err in the chain.
+// A cancellation by the caller is returned unchanged so that it reads as
+// cancellation; a deadline (the caller's or the client's own request
+// timeout) while waiting for the server is ErrUnavailable as well as
+// context.DeadlineExceeded.
 func translate(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return err
 	}
 	switch {

@@ -46,6 +46,8 @@ type Event struct {
 // EventSubject returns the subject of an event: rath.events.<run>.<type>.
 func EventSubject(runID, typ string) string { return "rath.events." + runID + "." + typ }
 
+func isEventTypeByte(c byte) bool { return 'a' <= c && c <= 'z' || c == '_' || c == '.' }
+
 func validEventType(typ string) error {
 	if typ == "" || len(typ) > MaxEventTypeLen {
 		return fmt.Errorf("type %q: want 1..%d bytes of [a-z._]", typ, MaxEventTypeLen)
@@ -53,7 +55,7 @@ func validEventType(typ string) error {
 	prev := byte('.')
 	for i := range len(typ) {
 		c := typ[i]
-		if !(c >= 'a' && c <= 'z' || c == '_' || c == '.') {
+		if !isEventTypeByte(c) {
 			return fmt.Errorf("type %q: byte %d (%q) is not in [a-z._]", typ, i, c)
 		}
 		if c == '.' && prev == '.' {

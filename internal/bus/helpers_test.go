@@ -45,7 +45,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	}
 }
 
-func mustPublish(t *testing.T, ctx context.Context, b *bus.Bus, j bus.Job) {
+func mustPublish(ctx context.Context, t *testing.T, b *bus.Bus, j bus.Job) {
 	t.Helper()
 	dup, err := b.Publish(ctx, j, nil)
 	if err != nil {
@@ -57,7 +57,7 @@ func mustPublish(t *testing.T, ctx context.Context, b *bus.Bus, j bus.Job) {
 }
 
 // fetchOne fetches exactly one delivery within maxWait or fails.
-func fetchOne(t *testing.T, ctx context.Context, c *bus.Consumer, maxWait time.Duration) *bus.Delivery {
+func fetchOne(ctx context.Context, t *testing.T, c *bus.Consumer, maxWait time.Duration) *bus.Delivery {
 	t.Helper()
 	ds, err := c.Fetch(ctx, 1, maxWait)
 	if err != nil {
@@ -70,7 +70,7 @@ func fetchOne(t *testing.T, ctx context.Context, c *bus.Consumer, maxWait time.D
 }
 
 // fetchNone asserts nothing is delivered within window.
-func fetchNone(t *testing.T, ctx context.Context, c *bus.Consumer, window time.Duration) {
+func fetchNone(ctx context.Context, t *testing.T, c *bus.Consumer, window time.Duration) {
 	t.Helper()
 	ds, err := c.Fetch(ctx, 1, window)
 	if err != nil {
@@ -81,7 +81,7 @@ func fetchNone(t *testing.T, ctx context.Context, c *bus.Consumer, window time.D
 	}
 }
 
-func streamMsgs(t *testing.T, ctx context.Context, b *bus.Bus, name string) uint64 {
+func streamMsgs(ctx context.Context, t *testing.T, b *bus.Bus, name string) uint64 {
 	t.Helper()
 	s, err := b.JetStream().Stream(ctx, name)
 	if err != nil {
@@ -94,7 +94,7 @@ func streamMsgs(t *testing.T, ctx context.Context, b *bus.Bus, name string) uint
 	return info.State.Msgs
 }
 
-func consumerInfo(t *testing.T, ctx context.Context, b *bus.Bus, queue string) *jetstream.ConsumerInfo {
+func consumerInfo(ctx context.Context, t *testing.T, b *bus.Bus, queue string) *jetstream.ConsumerInfo {
 	t.Helper()
 	c, err := b.JetStream().Consumer(ctx, bus.JobsStream, bus.ConsumerName(queue))
 	if err != nil {

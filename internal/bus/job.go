@@ -75,12 +75,18 @@ func ValidQueue(queue string) error {
 	}
 	for i := range len(queue) {
 		c := queue[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+		if !isQueueByte(c) {
 			return fmt.Errorf("%w: %q: byte %d (%q) is not in [a-z0-9_-]", ErrInvalidQueue, queue, i, c)
 		}
 	}
 	return nil
 }
+
+func isQueueByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-'
+}
+
+func isRunIDByte(c byte) bool { return isQueueByte(c) || 'A' <= c && c <= 'Z' }
 
 // validRunID checks a run id: a subject token of [A-Za-z0-9_-].
 func validRunID(id string) error {
@@ -92,7 +98,7 @@ func validRunID(id string) error {
 	}
 	for i := range len(id) {
 		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+		if !isRunIDByte(c) {
 			return fmt.Errorf("run_id %q: byte %d (%q) is not in [A-Za-z0-9_-]", id, i, c)
 		}
 	}
@@ -171,8 +177,11 @@ func validHeader(hdr nats.Header) error {
 // stored, which is success.
 //
 // Errors: ErrInvalidJob (the message names the field), ErrTooLarge (encoded
-// envelope over MaxJobSize), ErrUnavailable (no server, timeout), or the
-// context's error.
+// envelope over MaxJobSize), ErrUnavailable (no server, timeout, ctx
+// deadline while waiting for the PubAck), or context.Canceled. After
+// ErrUnavailable the job may still have been stored (a publish made while
+// disconnected is sent on reconnect): retry with the same StepID, the
+// dedupe window makes that safe.
 func (b *Bus) Publish(ctx context.Context, job Job, hdr nats.Header) (duplicate bool, err error) {
 	if job.V == 0 {
 		job.V = JobVersion

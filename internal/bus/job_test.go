@@ -82,21 +82,21 @@ func TestPublishDuplicate(t *testing.T) {
 	if err != nil || !dup {
 		t.Fatalf("second publish: dup=%v err=%v, want dup=true", dup, err)
 	}
-	if n := streamMsgs(t, ctx, b, bus.JobsStream); n != 1 {
+	if n := streamMsgs(ctx, t, b, bus.JobsStream); n != 1 {
 		t.Fatalf("stream holds %d messages, want 1", n)
 	}
 	c, err := b.Consumer(ctx, "dup")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := fetchOne(t, ctx, c, 5*time.Second)
+	d := fetchOne(ctx, t, c, 5*time.Second)
 	if string(d.Job.Target) != `{"agent":"echo"}` {
 		t.Fatalf("stored target %s, want the first publish's", d.Job.Target)
 	}
 	if err := d.Ack(ctx); err != nil {
 		t.Fatal(err)
 	}
-	fetchNone(t, ctx, c, 300*time.Millisecond)
+	fetchNone(ctx, t, c, 300*time.Millisecond)
 }
 
 // The envelope and headers round-trip: defaults filled, trace context
@@ -111,7 +111,7 @@ func TestPublishRoundTrip(t *testing.T) {
 	carrier.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	carrier.Set("tracestate", "rath=1")
 	j := testJob("", "step-rt") // empty queue: default
-	mustPublish(t, ctx, b, j)
+	mustPublish(ctx, t, b, j)
 	c, err := b.Consumer(ctx, "")
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestPublishRoundTrip(t *testing.T) {
 		t.Fatalf("queue %q, want default", c.Queue())
 	}
 	// No trace headers were published with this job.
-	d := fetchOne(t, ctx, c, 5*time.Second)
+	d := fetchOne(ctx, t, c, 5*time.Second)
 	if d.Err != nil {
 		t.Fatalf("delivery err: %v", d.Err)
 	}
@@ -145,7 +145,7 @@ func TestPublishRoundTrip(t *testing.T) {
 	if _, err := b.Publish(ctx, j2, hdr); err != nil {
 		t.Fatal(err)
 	}
-	d = fetchOne(t, ctx, c, 5*time.Second)
+	d = fetchOne(ctx, t, c, 5*time.Second)
 	in := bus.HeaderCarrier(d.Header)
 	if in.Get("traceparent") != carrier.Get("traceparent") || in.Get("tracestate") != "rath=1" {
 		t.Fatalf("trace headers lost: %v", d.Header)
@@ -158,7 +158,7 @@ func TestPublishRoundTrip(t *testing.T) {
 	if err := d.Ack(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := streamMsgs(t, ctx, b, bus.JobsStream); n != 0 {
+	if n := streamMsgs(ctx, t, b, bus.JobsStream); n != 0 {
 		t.Fatalf("acked jobs left in work queue: %d", n)
 	}
 }
@@ -193,7 +193,7 @@ func TestSharedConsumer(t *testing.T) {
 	const total = 60
 	ids := stepIDs("shared", total)
 	for _, id := range ids {
-		mustPublish(t, ctx, b, testJob("shared", id))
+		mustPublish(ctx, t, b, testJob("shared", id))
 	}
 
 	var (
@@ -238,8 +238,8 @@ func TestSharedConsumer(t *testing.T) {
 			t.Fatalf("job %s delivered %d times, want 1", id, seen[id])
 		}
 	}
-	fetchNone(t, ctx, c1, 300*time.Millisecond)
-	if n := streamMsgs(t, ctx, b, bus.JobsStream); n != 0 {
+	fetchNone(ctx, t, c1, 300*time.Millisecond)
+	if n := streamMsgs(ctx, t, b, bus.JobsStream); n != 0 {
 		t.Fatalf("%d jobs left after acking all", n)
 	}
 }
@@ -265,7 +265,7 @@ func TestFetchArguments(t *testing.T) {
 	if err != nil || len(ds) != 0 {
 		t.Fatalf("Fetch no-wait on empty queue: %d, %v", len(ds), err)
 	}
-	mustPublish(t, ctx, b, testJob("args", "nowait"))
+	mustPublish(ctx, t, b, testJob("args", "nowait"))
 	eventually(t, 5*time.Second, "no-wait fetch to return the job", func() bool {
 		ds, err = c.Fetch(ctx, 1, 0)
 		if err != nil {
@@ -313,8 +313,8 @@ func TestFetchRespectsContext(t *testing.T) {
 	if _, err := c.Fetch(fctx, 1, time.Second); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Fetch with canceled ctx: %v", err)
 	}
-	mustPublish(t, ctx, b, testJob("ctx", "after-cancel"))
-	d := fetchOne(t, ctx, c, 5*time.Second)
+	mustPublish(ctx, t, b, testJob("ctx", "after-cancel"))
+	d := fetchOne(ctx, t, c, 5*time.Second)
 	if d.Job.StepID != "after-cancel" {
 		t.Fatalf("got %s", d.Job.StepID)
 	}

@@ -47,7 +47,8 @@ type Options struct {
 	ReadyTimeout time.Duration
 }
 
-// ErrInvalidOptions: an Options field is unusable; the message names it.
+// ErrInvalidOptions is returned by Start when an Options field is unusable;
+// the message names the field.
 var ErrInvalidOptions = errors.New("embedded: invalid options")
 
 // Server is a running embedded NATS server with JetStream.
