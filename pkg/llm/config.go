@@ -42,7 +42,7 @@ type Config struct {
 }
 
 // ProviderConfig is one provider entry. Unknown fields are refused, so a
-// misspelt key is an error rather than a silently missing setting.
+// misspelled key is an error rather than a silently missing setting.
 type ProviderConfig struct {
 	// Kind is "openai" (the default: any OpenAI-compatible endpoint),
 	// "azure" (Azure OpenAI deployments) or "anthropic" (Anthropic's

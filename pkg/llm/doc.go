@@ -22,12 +22,12 @@
 //
 // Every error from a provider in this package matches exactly one of
 // [ErrTransient] (a later retry may succeed: rate limits, 5xx, connection
-// failures, timeouts, truncated or malformed replies, a cancelled context)
+// failures, timeouts, truncated or malformed replies, a canceled context)
 // and [ErrPermanent] (it will not: other 4xx, invalid requests or
 // configuration, an exhausted script), and is an [*Error] carrying the HTTP
 // status, the endpoint's error type and code, the attempts made and any
 // Retry-After. [OpenAI] has already retried transient failures with
-// exponential backoff and full jitter, honouring Retry-After; a worker that
+// exponential backoff and full jitter, honoring Retry-After; a worker that
 // still gets ErrTransient should retry the step later, and fail it on
 // ErrPermanent. API keys never appear in errors.
 //

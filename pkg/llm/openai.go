@@ -113,11 +113,9 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	}
 	u, err := url.Parse(cfg.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		shown := cfg.BaseURL
+		shown := "(unparseable)"
 		if err == nil {
 			shown = u.Redacted()
-		} else {
-			shown = "(unparseable)"
 		}
 		return nil, permanentf(op, "BaseURL %s is not an http(s) URL", shown)
 	}
@@ -448,7 +446,7 @@ func (a *streamAccumulator) add(chunk openai.ChatCompletionStreamResponse, onDel
 	}
 	a.refusal.WriteString(ch.Delta.Refusal)
 	for _, tc := range ch.Delta.ToolCalls {
-		pos := -1
+		var pos int
 		switch {
 		case tc.Index != nil:
 			if a.byIndex == nil {

@@ -320,7 +320,7 @@ func TestOpenAIRetryAfterBeyondMaxDelayReturns(t *testing.T) {
 	if !errors.As(err, &e) || !errors.Is(err, llm.ErrTransient) {
 		t.Fatalf("err = %v, want a transient *llm.Error", err)
 	}
-	if e.RetryAfter != time.Hour || e.StatusCode != 429 {
+	if e.RetryAfter != time.Hour || e.StatusCode != http.StatusTooManyRequests {
 		t.Errorf("RetryAfter %s status %d", e.RetryAfter, e.StatusCode)
 	}
 	if n := len(srv.Requests()); n != 1 {
@@ -358,7 +358,7 @@ func TestOpenAIRetriesExhausted(t *testing.T) {
 	if !errors.As(err, &e) || !errors.Is(err, llm.ErrTransient) || errors.Is(err, llm.ErrPermanent) {
 		t.Fatalf("err = %v, want transient only", err)
 	}
-	if e.Attempts != 3 || e.StatusCode != 503 || !strings.Contains(e.Error(), "overloaded") {
+	if e.Attempts != 3 || e.StatusCode != http.StatusServiceUnavailable || !strings.Contains(e.Error(), "overloaded") {
 		t.Errorf("error = %+v", e)
 	}
 	if n := len(srv.Requests()); n != 3 {
@@ -394,8 +394,8 @@ func TestOpenAIClientErrorNotRetried(t *testing.T) {
 func TestOpenAITimeoutPerCall(t *testing.T) {
 	t.Parallel()
 	srv := llmtest.NewServer(t)
-	srv.Enqueue(llmtest.Reply{Content: "too late", Delay: time.Minute}, llmtest.Reply{Content: "in time"})
-	p := newProvider(t, srv, func(c *llm.OpenAIConfig) { c.Timeout = 200 * time.Millisecond; c.MaxAttempts = 1 })
+	srv.Enqueue(llmtest.Reply{Content: "too late", Delay: time.Minute})
+	p := newProvider(t, srv, func(c *llm.OpenAIConfig) { c.Timeout = 300 * time.Millisecond; c.MaxAttempts = 1 })
 	start := time.Now()
 	_, err := p.Chat(t.Context(), userReq("hi"))
 	if !errors.Is(err, llm.ErrTransient) || !strings.Contains(err.Error(), "timeout") {
@@ -409,15 +409,15 @@ func TestOpenAITimeoutPerCall(t *testing.T) {
 	}
 
 	// With retries, a timed-out attempt is retried.
-	srv.Enqueue(llmtest.Reply{Content: "slow", Delay: time.Minute}, llmtest.Reply{Content: "fast"})
-	p2 := newProvider(t, srv, func(c *llm.OpenAIConfig) { c.Timeout = 200 * time.Millisecond })
-	// The queue still holds "in time" from above; drain it first.
-	if r, err := p2.Chat(t.Context(), userReq("hi")); err != nil || r.Content != "in time" {
-		t.Fatalf("drain: %q %v", r.Content, err)
-	}
+	srv2 := llmtest.NewServer(t)
+	srv2.Enqueue(llmtest.Reply{Content: "slow", Delay: time.Minute}, llmtest.Reply{Content: "fast"})
+	p2 := newProvider(t, srv2, func(c *llm.OpenAIConfig) { c.Timeout = 2 * time.Second })
 	r, err := p2.Chat(t.Context(), userReq("hi"))
 	if err != nil || r.Content != "fast" {
 		t.Fatalf("retry after timeout: %q %v", r.Content, err)
+	}
+	if n := len(srv2.Requests()); n != 2 {
+		t.Errorf("server saw %d requests, want 2", n)
 	}
 }
 

@@ -134,7 +134,7 @@ func (p *OpenAI) withRetry(ctx context.Context, op string, patch map[string]json
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			ce := ctxError(op, ctx, n)
+			ce := ctxError(ctx, op, n)
 			return Response{}, ce
 		case <-t.C:
 		}
@@ -156,7 +156,7 @@ func backoff(n int, base, maxDelay time.Duration) time.Duration {
 }
 
 // ctxError is the error for a call whose caller's context ended.
-func ctxError(op string, ctx context.Context, attempts int) *Error {
+func ctxError(ctx context.Context, op string, attempts int) *Error {
 	cause := context.Cause(ctx)
 	if cause == nil {
 		cause = ctx.Err()
@@ -168,7 +168,7 @@ func ctxError(op string, ctx context.Context, attempts int) *Error {
 // *Error, redacting the key.
 func (p *OpenAI) classify(ctx context.Context, op string, err error, st *callState) *Error {
 	if ctx.Err() != nil {
-		return ctxError(op, ctx, 0)
+		return ctxError(ctx, op, 0)
 	}
 	st.mu.Lock()
 	calls, status, retryAfter := st.calls, st.status, st.retryAfter

@@ -34,7 +34,7 @@ const (
 // (the scripted model then uses "call_<reply>_<call>") and its type must be
 // "function" or empty; its arguments may be written as a JSON string, as
 // OpenAI sends them, or as a JSON/YAML value, which is encoded to a string.
-// Unknown fields are refused, so a misspelt field is an error, not a
+// Unknown fields are refused, so a misspelled field is an error, not a
 // silently empty reply.
 type ScriptReply struct {
 	Content   string             `json:"content,omitempty"`
@@ -133,6 +133,9 @@ func LoadScript(path string) ([]ScriptReply, error) {
 		return nil, fmt.Errorf("load script: %w", err)
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > MaxScriptBytes {
+		return nil, fmt.Errorf("load script %s: %d bytes, limit %d", path, st.Size(), MaxScriptBytes)
+	}
 	data, err := readLimited(f, MaxScriptBytes)
 	if err != nil {
 		return nil, fmt.Errorf("load script %s: %w", path, err)
@@ -220,11 +223,11 @@ func (s *Scripted) ChatStream(ctx context.Context, req Request, onDelta func(str
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return Response{}, ctxError(op, ctx, 1)
+			return Response{}, ctxError(ctx, op, 1)
 		case <-t.C:
 		}
 	} else if err := ctx.Err(); err != nil {
-		return Response{}, ctxError(op, ctx, 1)
+		return Response{}, ctxError(ctx, op, 1)
 	}
 	calls := make([]session.ToolCall, len(r.ToolCalls))
 	for i, c := range r.ToolCalls {

@@ -203,9 +203,15 @@ func TestLoadScriptErrors(t *testing.T) {
 	if _, err := llm.LoadScript(filepath.Join(t.TempDir(), "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
 	}
-	big := writeFile(t, "big.yaml", "- "+strings.Repeat("a", llm.MaxScriptBytes)+"\n")
+	big := writeFile(t, "big.yaml", "- a\n")
+	if err := os.Truncate(big, llm.MaxScriptBytes+1); err != nil { // sparse: cheap
+		t.Fatal(err)
+	}
 	if _, err := llm.LoadScript(big); err == nil || !strings.Contains(err.Error(), "limit") {
 		t.Errorf("big file: %v", err)
+	}
+	if _, err := llm.ParseScript(make([]byte, llm.MaxScriptBytes+1)); err == nil || !strings.Contains(err.Error(), "limit") {
+		t.Errorf("big script: %v", err)
 	}
 }
 

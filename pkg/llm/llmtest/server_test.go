@@ -2,6 +2,7 @@ package llmtest_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -16,7 +17,8 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func post(t *testing.T, url, body string) *http.Response {
+// post sends body and returns the status, headers and whole response body.
+func post(t *testing.T, url, body string) (int, http.Header, []byte) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/chat/completions", strings.NewReader(body))
 	if err != nil {
@@ -27,8 +29,12 @@ func post(t *testing.T, url, body string) *http.Response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, b
 }
 
 func TestStreamWireFormat(t *testing.T) {
@@ -39,13 +45,13 @@ func TestStreamWireFormat(t *testing.T) {
 		ToolCalls: []session.ToolCall{{ID: "c1", Function: session.FunctionCall{Name: "f", Arguments: `{"path":"a.txt"}`}}},
 		Usage:     session.Usage{PromptTokens: 3, CompletionTokens: 4},
 	})
-	resp := post(t, srv.URL(), `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+	_, h, body := post(t, srv.URL(), `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+	if ct := h.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}
 	var events []map[string]any
 	done := false
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(bytes.NewReader(body))
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "" {
@@ -109,17 +115,15 @@ func TestStreamWireFormat(t *testing.T) {
 func TestJSONAndErrors(t *testing.T) {
 	t.Parallel()
 	srv := llmtest.NewServer(t)
-	resp := post(t, srv.URL(), `{"model":"m"}`)
-	if resp.StatusCode != 400 {
-		t.Errorf("no reply queued: status %d", resp.StatusCode)
+	if status, _, _ := post(t, srv.URL(), `{"model":"m"}`); status != http.StatusBadRequest {
+		t.Errorf("no reply queued: status %d", status)
 	}
 	srv.Enqueue(llmtest.Reply{Status: 429, Header: http.Header{"Retry-After": {"2"}}}, llmtest.Reply{Content: "x"})
-	resp = post(t, srv.URL(), `{"model":"m"}`)
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "2" || !strings.Contains(string(body), `"type":"rate_limit_error"`) {
-		t.Errorf("429: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	status, h, body := post(t, srv.URL(), `{"model":"m"}`)
+	if status != http.StatusTooManyRequests || h.Get("Retry-After") != "2" || !strings.Contains(string(body), `"type":"rate_limit_error"`) {
+		t.Errorf("429: %d %q %s", status, h.Get("Retry-After"), body)
 	}
-	resp = post(t, srv.URL(), `{"model":"m"}`)
+	_, _, body = post(t, srv.URL(), `{"model":"m"}`)
 	var c struct {
 		Object  string
 		Model   string
@@ -128,7 +132,7 @@ func TestJSONAndErrors(t *testing.T) {
 			FinishReason string `json:"finish_reason"`
 		}
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || c.Object != "chat.completion" || c.Model != "m" ||
+	if err := json.Unmarshal(body, &c); err != nil || c.Object != "chat.completion" || c.Model != "m" ||
 		c.Choices[0].Message.Content != "x" || c.Choices[0].FinishReason != "stop" {
 		t.Errorf("completion = %+v %v", c, err)
 	}
