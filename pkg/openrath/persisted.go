@@ -231,10 +231,15 @@ func deref(s *string, def string) string {
 }
 
 // checkUUID accepts a UUID in the canonical form Python's str(UUID) writes
-// (lower-case, hyphenated), so ids round-trip as the same text.
+// (lower-case, hyphenated), so ids round-trip as the same text. The nil
+// UUID is refused: OpenRath never makes it and the graph has no such id.
 func checkUUID(field, s string) error {
-	if u, err := uuid.Parse(s); err != nil || u.String() != s {
+	u, err := uuid.Parse(s)
+	if err != nil || u.String() != s {
 		return fmt.Errorf("%s %q is not a canonical UUID", field, s)
+	}
+	if u == uuid.Nil {
+		return fmt.Errorf("%s is the nil UUID", field)
 	}
 	return nil
 }
