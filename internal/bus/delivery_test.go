@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -266,4 +267,60 @@ func TestMalformedPayload(t *testing.T) {
 		}
 	}
 	fetchNone(ctx, t, c, 4*testAckWait)
+}
+
+// Fetch returns a backlog at once, and when it has to wait it returns the
+// first job as soon as it arrives instead of holding it to fill the batch
+// (a batch waiting longer than AckWait would collect redeliveries of its
+// own jobs).
+func TestFetchDoesNotHoldBatch(t *testing.T) {
+	t.Parallel()
+	b := shortAckBus(t, 5)
+	ctx := testCtx(t)
+	c, err := b.Consumer(ctx, "batch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range stepIDs("backlog", 5) {
+		mustPublish(ctx, t, b, testJob("batch", id))
+	}
+	ds, err := c.Fetch(ctx, 5, 10*testAckWait)
+	if err != nil || len(ds) != 5 {
+		t.Fatalf("backlog fetch: %d deliveries, %v; want 5", len(ds), err)
+	}
+	for _, d := range ds {
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	type result struct {
+		ds  []*bus.Delivery
+		err error
+		at  time.Time
+	}
+	res := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		ds, err := c.Fetch(ctx, 5, 10*testAckWait)
+		res <- result{ds, err, time.Now()}
+	}()
+	mustPublish(ctx, t, b, testJob("batch", "lone"))
+	r := <-res
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if len(r.ds) != 1 || r.ds[0].Job.StepID != "lone" || r.ds[0].NumDelivered() != 1 {
+		var got []string
+		for _, d := range r.ds {
+			got = append(got, fmt.Sprintf("%s#%d", d.Job.StepID, d.NumDelivered()))
+		}
+		t.Fatalf("waiting fetch returned %v, want [lone#1]", got)
+	}
+	if el := r.at.Sub(start); el >= 10*testAckWait {
+		t.Fatalf("waiting fetch returned after %s: it held the job for the full wait", el)
+	}
+	if err := r.ds[0].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
