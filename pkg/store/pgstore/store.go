@@ -627,11 +627,35 @@ func (d *db) PutMany(ctx context.Context, vs []*session.Version) error {
 	for _, v := range vs {
 		d.remember(v)
 	}
+	if len(vs) >= analyzeAfter && !d.inTx {
+		// Fresh statistics keep the recursive walks on their indexes; without
+		// them the planner may scan whole tables at every recursion step
+		// until autovacuum catches up.
+		if _, err := d.q.Exec(ctx, `ANALYZE versions, chunks, lineage`); err != nil {
+			return translate("put many: analyze", err)
+		}
+	}
 	return nil
 }
+
+// analyzeAfter is the bulk size from which PutMany refreshes statistics.
+const analyzeAfter = 1000
 
 // GetUncached reads a version from the database, bypassing the cache.
 func (s *Store) GetUncached(ctx context.Context, id session.ID) (*session.Version, error) {
 	v, err := s.load(ctx, `WHERE v.id = $1`, id)
 	return v, translate(fmt.Sprintf("get %s", id), err)
+}
+
+// CountRows returns the number of version, chunk and lineage rows.
+func (s *Store) CountRows(ctx context.Context) (versions, chunks, edges int64, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM versions), (SELECT count(*) FROM chunks), (SELECT count(*) FROM lineage)`).Scan(&versions, &chunks, &edges)
+	return versions, chunks, edges, translate("count rows", err)
+}
+
+// Analyze refreshes the planner statistics of the graph tables (what
+// autovacuum does on its own schedule), as after a bulk load.
+func (s *Store) Analyze(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, `ANALYZE versions, chunks, lineage`)
+	return translate("analyze", err)
 }

@@ -406,3 +406,9 @@ SELECT b.id FROM b WHERE b.id IN (SELECT id FROM a) ORDER BY b.d LIMIT 1`, a.Str
 	id, err := session.ParseID(s)
 	return id, err == nil, err
 }
+
+// CountRows returns the number of version, chunk and lineage rows.
+func (s *Store) CountRows(ctx context.Context) (versions, chunks, edges int64, err error) {
+	err = s.readers.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM versions), (SELECT count(*) FROM chunks), (SELECT count(*) FROM lineage)`).Scan(&versions, &chunks, &edges)
+	return versions, chunks, edges, translate("count rows", err)
+}

@@ -1,0 +1,370 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store"
+	"github.com/rath-run/rath/pkg/store/storeurl"
+)
+
+// defaultStore is the embedded store rathctl uses when neither --store nor
+// RATH_STORE names one.
+const defaultStore = "sqlite:.rath/rath.db"
+
+// storeFlags are the flags every command that reads or writes the graph
+// directly takes.
+type storeFlags struct {
+	url    string
+	output string
+}
+
+func (f *storeFlags) register(c *cobra.Command) {
+	c.PersistentFlags().StringVar(&f.url, "store", "", "store URL: postgres://… or sqlite:PATH (default $RATH_STORE, else "+defaultStore+")")
+	c.PersistentFlags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+}
+
+// open opens and migrates the store the flags name.
+func (f *storeFlags) open(ctx context.Context) (store.Store, error) {
+	if f.output != "text" && f.output != "json" {
+		return nil, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", f.output)}
+	}
+	return storeurl.Open(ctx, cmp.Or(f.url, os.Getenv("RATH_STORE"), defaultStore), storeurl.Options{Migrate: true})
+}
+
+// withStore wraps a command body that needs an open store.
+func (f *storeFlags) withStore(fn func(ctx context.Context, st store.Store, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		st, err := f.open(cmd.Context())
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		return fn(cmd.Context(), st, args)
+	}
+}
+
+func parseID(s string) (session.ID, error) {
+	id, err := session.ParseID(s)
+	if err != nil {
+		return id, &exitError{code: 2, err: err}
+	}
+	return id, nil
+}
+
+func newMigrateCmd(env *Env) *cobra.Command {
+	var f storeFlags
+	c := &cobra.Command{
+		Use:   "migrate",
+		Short: "apply the embedded schema migrations to the store (safe to run twice or concurrently)",
+		Args:  cobra.NoArgs,
+		RunE: f.withStore(func(ctx context.Context, st store.Store, _ []string) error {
+			if f.output == "json" {
+				return json.NewEncoder(env.Out).Encode(map[string]bool{"migrated": true})
+			}
+			_, err := fmt.Fprintln(env.Out, "migrated")
+			return err
+		}),
+	}
+	f.register(c)
+	return c
+}
+
+func newSessionCmd(env *Env) *cobra.Command {
+	var f storeFlags
+	c := &cobra.Command{
+		Use:   "session",
+		Short: "read and write the Session Graph directly in a store",
+	}
+	f.register(c)
+	p := &printer{env: env, f: &f}
+
+	var sys, user, assistant string
+	newCmd := &cobra.Command{
+		Use:   "new",
+		Short: "create a session from a system and/or user message",
+		Args:  cobra.NoArgs,
+		RunE: f.withStore(func(ctx context.Context, st store.Store, _ []string) error {
+			var chunks []session.Chunk
+			if sys != "" {
+				chunks = append(chunks, session.System(sys))
+			}
+			if user != "" {
+				chunks = append(chunks, session.User(user))
+			}
+			if len(chunks) == 0 {
+				return &exitError{code: 2, err: errors.New("session new needs --user TEXT or --system TEXT")}
+			}
+			s, err := session.New(ctx, st, chunks...)
+			if err != nil {
+				return err
+			}
+			return p.version(s.Version())
+		}),
+	}
+	newCmd.Flags().StringVar(&sys, "system", "", "system message")
+	newCmd.Flags().StringVar(&user, "user", "", "user message")
+
+	appendCmd := &cobra.Command{
+		Use:   "append ID",
+		Short: "append a user or assistant message to a session version",
+		Args:  cobra.ExactArgs(1),
+		RunE: f.withStore(func(ctx context.Context, st store.Store, args []string) error {
+			var chunks []session.Chunk
+			if user != "" {
+				chunks = append(chunks, session.User(user))
+			}
+			if assistant != "" {
+				chunks = append(chunks, session.Assistant(assistant))
+			}
+			if len(chunks) == 0 {
+				return &exitError{code: 2, err: errors.New("session append needs --user TEXT or --assistant TEXT")}
+			}
+			s, err := openSession(ctx, st, args[0])
+			if err != nil {
+				return err
+			}
+			if s, err = s.Append(ctx, chunks...); err != nil {
+				return err
+			}
+			return p.version(s.Version())
+		}),
+	}
+	appendCmd.Flags().StringVar(&user, "user", "", "user message")
+	appendCmd.Flags().StringVar(&assistant, "assistant", "", "assistant message")
+
+	showCmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "print a version and its full transcript",
+		Args:  cobra.ExactArgs(1),
+		RunE: f.withStore(func(ctx context.Context, st store.Store, args []string) error {
+			s, err := openSession(ctx, st, args[0])
+			if err != nil {
+				return err
+			}
+			chunks, err := s.Chunks(ctx)
+			if err != nil {
+				return err
+			}
+			return p.show(s.Version(), chunks)
+		}),
+	}
+
+	var depth int
+	logCmd := &cobra.Command{
+		Use:   "log ID",
+		Short: "print a version's lineage ancestors, nearest first",
+		Args:  cobra.ExactArgs(1),
+		RunE: f.withStore(func(ctx context.Context, st store.Store, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			anc, err := st.Ancestors(ctx, id, depth)
+			if err != nil {
+				return err
+			}
+			return p.relatives(anc)
+		}),
+	}
+	logCmd.Flags().IntVar(&depth, "depth", 0, "stop this many edges away (0: no limit)")
+
+	unary := func(use, short string, op func(session.Session, context.Context) (session.Session, error)) *cobra.Command {
+		return &cobra.Command{
+			Use:   use + " ID",
+			Short: short,
+			Args:  cobra.ExactArgs(1),
+			RunE: f.withStore(func(ctx context.Context, st store.Store, args []string) error {
+				s, err := openSession(ctx, st, args[0])
+				if err != nil {
+					return err
+				}
+				if s, err = op(s, ctx); err != nil {
+					return err
+				}
+				return p.version(s.Version())
+			}),
+		}
+	}
+	forkCmd := unary("fork", "fork a version (one small row, whatever its length)", session.Session.Fork)
+	detachCmd := unary("detach", "start a new root with a version's transcript", session.Session.Detach)
+
+	mergeCmd := &cobra.Command{
+		Use:   "merge A B",
+		Short: "merge B's new chunks into A (both become parents)",
+		Args:  cobra.ExactArgs(2),
+		RunE: f.withStore(func(ctx context.Context, st store.Store, args []string) error {
+			a, err := openSession(ctx, st, args[0])
+			if err != nil {
+				return err
+			}
+			b, err := openSession(ctx, st, args[1])
+			if err != nil {
+				return err
+			}
+			m, err := a.Merge(ctx, b)
+			if err != nil {
+				return err
+			}
+			return p.version(m.Version())
+		}),
+	}
+
+	var lp store.ListParams
+	listCmd := &cobra.Command{
+		Use:   "list",
+		Short: "list versions in commit order (--roots: sessions only)",
+		Args:  cobra.NoArgs,
+		RunE: f.withStore(func(ctx context.Context, st store.Store, _ []string) error {
+			page, err := st.List(ctx, lp)
+			if err != nil {
+				return err
+			}
+			return p.page(page)
+		}),
+	}
+	listCmd.Flags().BoolVar(&lp.RootsOnly, "roots", false, "only versions without parents")
+	listCmd.Flags().IntVar(&lp.Limit, "limit", store.DefaultListLimit, "page size")
+	listCmd.Flags().StringVar(&lp.After, "after", "", "cursor from the previous page")
+	listCmd.Flags().StringVar(&lp.Run, "run", "", "only versions produced by this run")
+
+	exportCmd := &cobra.Command{
+		Use:   "export ID",
+		Short: "write a version and its ancestry as JSONL to stdout",
+		Args:  cobra.ExactArgs(1),
+		RunE: f.withStore(func(ctx context.Context, st store.Store, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			return session.Export(ctx, st, id, env.Out)
+		}),
+	}
+	importCmd := &cobra.Command{
+		Use:   "import FILE",
+		Short: "import a JSONL export (FILE, or - for stdin) and print the imported head",
+		Args:  cobra.ExactArgs(1),
+		RunE: f.withStore(func(ctx context.Context, st store.Store, args []string) error {
+			var r io.Reader = env.In
+			if args[0] != "-" {
+				file, err := os.Open(args[0])
+				if err != nil {
+					return err
+				}
+				defer file.Close()
+				r = file
+			}
+			s, err := session.Import(ctx, st, r)
+			if err != nil {
+				return err
+			}
+			return p.version(s.Version())
+		}),
+	}
+	c.AddCommand(newCmd, appendCmd, showCmd, logCmd, forkCmd, detachCmd, mergeCmd, listCmd, exportCmd, importCmd)
+	return c
+}
+
+func openSession(ctx context.Context, g session.Graph, arg string) (session.Session, error) {
+	id, err := parseID(arg)
+	if err != nil {
+		return session.Session{}, err
+	}
+	return session.Open(ctx, g, id)
+}
+
+// printer writes results as text or JSON.
+type printer struct {
+	env *Env
+	f   *storeFlags
+}
+
+func (p *printer) json(v any) error {
+	enc := json.NewEncoder(p.env.Out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func infoLine(in store.Info) string {
+	line := fmt.Sprintf("%s  %-7s len=%d", in.ID, in.Op, in.Len)
+	if len(in.Parents) > 0 {
+		ps := make([]string, len(in.Parents))
+		for i, id := range in.Parents {
+			ps[i] = id.String()
+		}
+		line += "  parents=" + strings.Join(ps, ",")
+	}
+	if in.Usage.TotalTokens > 0 {
+		line += fmt.Sprintf("  tokens=%d", in.Usage.TotalTokens)
+	}
+	return line
+}
+
+func (p *printer) version(v *session.Version) error {
+	if p.f.output == "json" {
+		return p.json(store.InfoOf(v))
+	}
+	_, err := fmt.Fprintln(p.env.Out, infoLine(store.InfoOf(v)))
+	return err
+}
+
+func (p *printer) show(v *session.Version, chunks []session.Chunk) error {
+	if p.f.output == "json" {
+		return p.json(struct {
+			Version    store.Info      `json:"version"`
+			Transcript []session.Chunk `json:"transcript"`
+		}{store.InfoOf(v), chunks})
+	}
+	if _, err := fmt.Fprintln(p.env.Out, infoLine(store.InfoOf(v))); err != nil {
+		return err
+	}
+	for i, c := range chunks {
+		if _, err := fmt.Fprintf(p.env.Out, "%4d  %s\n", i, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *printer) relatives(rs []store.Relative) error {
+	if p.f.output == "json" {
+		if rs == nil {
+			rs = []store.Relative{}
+		}
+		return p.json(rs)
+	}
+	for _, r := range rs {
+		if _, err := fmt.Fprintf(p.env.Out, "%4d  %s  %-7s len=%d\n", r.Depth, r.ID, r.Op, r.Len); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *printer) page(pg store.Page) error {
+	if p.f.output == "json" {
+		if pg.Versions == nil {
+			pg.Versions = []store.Info{}
+		}
+		return p.json(pg)
+	}
+	for _, in := range pg.Versions {
+		if _, err := fmt.Fprintln(p.env.Out, infoLine(in)); err != nil {
+			return err
+		}
+	}
+	if pg.Next != "" {
+		_, err := fmt.Fprintf(p.env.Out, "next page: --after %s\n", pg.Next)
+		return err
+	}
+	return nil
+}
