@@ -60,5 +60,6 @@ func newRoot(env *Env) *cobra.Command {
 		return &exitError{code: 2, err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
 	root.AddCommand(newDemoCmd(env), newDevCmd(env), newRunCmd(env), newRunsCmd(env))
+	root.AddCommand(newSessionCmd(env), newMigrateCmd(env))
 	return root
 }
