@@ -167,8 +167,11 @@ func TestDuplicateJobsCommitOnce(t *testing.T) {
 		t.Fatal("second publish with the same step id was not reported as a duplicate")
 	}
 	hdr := map[string][]string{bus.HeaderMsgID: {st.ID + "/again"}}
-	if _, err := s.dev.Backend.Bus.Publish(ctx, job, hdr); err != nil {
+	if dup, err = s.dev.Backend.Bus.Publish(ctx, job, hdr); err != nil {
 		t.Fatal(err)
+	}
+	if dup {
+		t.Fatal("publish under a fresh message id was deduplicated; the step must be delivered twice")
 	}
 	r = s.waitRun(t, r.ID)
 	if r.Status != runs.RunSucceeded {

@@ -210,7 +210,11 @@ func (b *Bus) Publish(ctx context.Context, job Job, hdr nats.Header) (duplicate 
 	for k, v := range hdr {
 		msg.Header[k] = slices.Clone(v)
 	}
-	msg.Header.Set(HeaderMsgID, job.StepID)
+	// A caller-set message id is kept: the reconciler republishes a lost
+	// step under a fresh id to get past the dedupe window.
+	if msg.Header.Get(HeaderMsgID) == "" {
+		msg.Header.Set(HeaderMsgID, job.StepID)
+	}
 	msg.Header.Set(HeaderJobVersion, strconv.Itoa(JobVersion))
 	ack, err := b.js.PublishMsg(ctx, msg)
 	if err != nil {
