@@ -6,20 +6,33 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/bus/bustest"
 )
 
 var transports = []struct {
 	name      string
 	inProcess bool
-}{{"inprocess", true}, {"tcp", false}}
+	storage   jetstream.StorageType
+	// parked keeps one unrelated job in RATH_JOBS so the stream never
+	// empties: the file store pays for a new block file whenever an ack
+	// removes the stream's last message.
+	parked bool
+}{
+	{"inprocess", true, jetstream.FileStorage, false},
+	{"tcp", false, jetstream.FileStorage, false},
+	{"inprocess-memory", true, jetstream.MemoryStorage, false},
+	{"inprocess-parked", true, jetstream.FileStorage, true},
+}
 
 // BenchmarkPublish: one job per op, synchronous publish waiting for the
 // PubAck (file storage).
 func BenchmarkPublish(b *testing.B) {
 	for _, tr := range transports {
 		b.Run(tr.name, func(b *testing.B) {
-			bs, _, _ := bustest.NewWith(b, bustest.Options{InProcess: tr.inProcess})
+			bs, _, _ := bustest.NewWith(b, bustest.Options{InProcess: tr.inProcess, Config: bus.Config{Storage: tr.storage}})
 			ctx := context.Background()
 			j := testJob("bench", "")
 			i := 0
@@ -40,11 +53,16 @@ func BenchmarkPublish(b *testing.B) {
 func BenchmarkPublishFetchAck(b *testing.B) {
 	for _, tr := range transports {
 		b.Run(tr.name, func(b *testing.B) {
-			bs, _, _ := bustest.NewWith(b, bustest.Options{InProcess: tr.inProcess})
+			bs, _, _ := bustest.NewWith(b, bustest.Options{InProcess: tr.inProcess, Config: bus.Config{Storage: tr.storage}})
 			ctx := context.Background()
 			c, err := bs.Consumer(ctx, "bench")
 			if err != nil {
 				b.Fatal(err)
+			}
+			if tr.parked {
+				if _, err := bs.Publish(ctx, testJob("parked", "parked"), nil); err != nil {
+					b.Fatal(err)
+				}
 			}
 			j := testJob("bench", "")
 			i := 0
@@ -72,7 +90,7 @@ func BenchmarkPublishFetchAck(b *testing.B) {
 func BenchmarkFetchBatchAck(b *testing.B) {
 	for _, tr := range transports {
 		b.Run(tr.name, func(b *testing.B) {
-			bs, _, _ := bustest.NewWith(b, bustest.Options{InProcess: tr.inProcess})
+			bs, _, _ := bustest.NewWith(b, bustest.Options{InProcess: tr.inProcess, Config: bus.Config{Storage: tr.storage}})
 			ctx := context.Background()
 			c, err := bs.Consumer(ctx, "bench")
 			if err != nil {

@@ -126,6 +126,11 @@ func (b *Bus) watch(ctx context.Context, filter string, policy jetstream.Deliver
 	cons, err := b.js.OrderedConsumer(ctx, EventsStream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{filter},
 		DeliverPolicy:  policy,
+		// Ordered consumers are not deleted on Stop; let the server drop
+		// a finished watch's consumer soon (the default is 5m). A live
+		// watch keeps pulling, and one the server dropped while its reader
+		// stalled is recreated from where it stopped.
+		InactiveThreshold: 30 * time.Second,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("watch %s: %w", filter, translate(ctx, err))
