@@ -420,5 +420,3 @@ func BenchmarkImport10k(b *testing.B) {
 		}
 	}
 }
-
-
