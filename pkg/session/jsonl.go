@@ -50,7 +50,6 @@ package session
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"container/heap"
 	"context"
 	"encoding/json"
@@ -210,7 +209,7 @@ func (h versionHeap) Less(i, j int) bool {
 	if c := h[i].CreatedAt.Compare(h[j].CreatedAt); c != 0 {
 		return c < 0
 	}
-	return cmp.Compare(h[i].ID.String(), h[j].ID.String()) < 0
+	return bytes.Compare(h[i].ID[:], h[j].ID[:]) < 0 // the same order as the ids' text
 }
 func (h versionHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *versionHeap) Push(x any)   { *h = append(*h, x.(*Version)) }
