@@ -196,6 +196,10 @@ func TestMaxDeliverExhaustion(t *testing.T) {
 		// The last delivery is neither acked nor naked: it times out.
 	}
 	fetchNone(ctx, t, c, 4*testAckWait)
+	// The exhausted job stays in the stream as a dead letter.
+	if n := streamMsgs(ctx, t, b, bus.JobsStream); n != 1 {
+		t.Fatalf("stream holds %d jobs after exhaustion, want the dead letter", n)
+	}
 	// A fresh job on the same queue still flows.
 	mustPublish(ctx, t, b, testJob("maxdel", "healthy"))
 	d := fetchOne(ctx, t, c, 5*time.Second)

@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -45,9 +46,10 @@ type Job struct {
 	// V is the envelope version; 0 means JobVersion on Publish. A delivery
 	// with any other version is reported as ErrMalformedJob.
 	V int `json:"v"`
-	// StepID identifies the step; it is also the Nats-Msg-Id, so publishing
-	// the same step twice within the dedupe window stores it once (even if
-	// the rest of the job differs: the first one wins). Printable ASCII
+	// StepID identifies the step; it is also the Nats-Msg-Id (unless the
+	// caller sets one, see [Bus.Publish]), so publishing the same step twice
+	// within the dedupe window stores it once (even if the rest of the job
+	// differs: the first one wins). Printable ASCII
 	// without spaces, at most MaxStepIDLen bytes.
 	StepID string `json:"step_id"`
 	// RunID is the run the step belongs to: [A-Za-z0-9_-], at most
@@ -105,21 +107,30 @@ func validRunID(id string) error {
 	return nil
 }
 
-// validate checks a job that has been through fill.
+// validStepID checks a step id (or message id): printable ASCII without
+// spaces, 1..MaxStepIDLen bytes.
+func validStepID(id string) error {
+	if id == "" {
+		return errors.New("empty")
+	}
+	if len(id) > MaxStepIDLen {
+		return fmt.Errorf("%d bytes, limit %d", len(id), MaxStepIDLen)
+	}
+	for i := range len(id) {
+		if c := id[i]; c <= ' ' || c > '~' {
+			return fmt.Errorf("%q: byte %d (%q) is not printable ASCII without spaces", id, i, c)
+		}
+	}
+	return nil
+}
+
+// validate checks a job whose defaults have been filled.
 func (j *Job) validate() error {
 	if j.V != JobVersion {
 		return fmt.Errorf("%w: v = %d, want %d", ErrInvalidJob, j.V, JobVersion)
 	}
-	if j.StepID == "" {
-		return fmt.Errorf("%w: step_id is empty", ErrInvalidJob)
-	}
-	if len(j.StepID) > MaxStepIDLen {
-		return fmt.Errorf("%w: step_id is %d bytes, limit %d", ErrInvalidJob, len(j.StepID), MaxStepIDLen)
-	}
-	for i := range len(j.StepID) {
-		if c := j.StepID[i]; c <= ' ' || c > '~' {
-			return fmt.Errorf("%w: step_id %q: byte %d (%q) is not printable ASCII without spaces", ErrInvalidJob, j.StepID, i, c)
-		}
+	if err := validStepID(j.StepID); err != nil {
+		return fmt.Errorf("%w: step_id: %w", ErrInvalidJob, err)
 	}
 	if err := validRunID(j.RunID); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidJob, err)
@@ -148,6 +159,11 @@ func (j *Job) validate() error {
 // validHeader checks caller-supplied headers: keys are non-empty tokens
 // without ':', spaces or control bytes; values have no CR or LF.
 func validHeader(hdr nats.Header) error {
+	if id := hdr.Get(HeaderMsgID); id != "" {
+		if err := validStepID(id); err != nil {
+			return fmt.Errorf("%w: header %s: %w", ErrInvalidJob, HeaderMsgID, err)
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(hdr)) {
 		if k == "" {
 			return fmt.Errorf("%w: header with empty name", ErrInvalidJob)
@@ -170,11 +186,14 @@ func validHeader(hdr nats.Header) error {
 
 // Publish validates job, fills its defaults (V, Queue, CreatedAt), and
 // publishes it on rath.jobs.<queue>, waiting for the server's PubAck. The
-// message carries Nats-Msg-Id = StepID, Rath-Job-Version, and a copy of
-// every header in hdr (trace context: W3C traceparent/tracestate via
-// [HeaderCarrier]); hdr may be nil. duplicate is true when the server
-// already held a job with this StepID in its dedupe window: nothing new was
-// stored, which is success.
+// message carries a copy of every header in hdr (trace context: W3C
+// traceparent/tracestate via [HeaderCarrier]; hdr may be nil),
+// Rath-Job-Version, and Nats-Msg-Id = StepID unless hdr sets Nats-Msg-Id
+// itself: a reconciler that must re-send a step whose message was lost
+// inside the dedupe window passes a fresh id (e.g. StepID + "/again"); the
+// commit, keyed by StepID, still makes the step run once. duplicate is true
+// when the server already held a message with that id in its dedupe
+// window: nothing new was stored, which is success.
 //
 // Errors: ErrInvalidJob (the message names the field), ErrTooLarge (encoded
 // envelope over MaxJobSize), ErrUnavailable (no server, timeout, ctx

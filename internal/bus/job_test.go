@@ -45,6 +45,7 @@ func TestPublishValidation(t *testing.T) {
 		{"oversize", func(j *bus.Job) {
 			j.Target = json.RawMessage(`"` + strings.Repeat("x", bus.MaxJobSize) + `"`)
 		}, nil, bus.ErrTooLarge, "limit 1048576"},
+		{"bad message id header", nil, nats.Header{nats.MsgIdHdr: {"has space"}}, bus.ErrInvalidJob, "Nats-Msg-Id"},
 		{"header name with colon", nil, nats.Header{"a:b": {"x"}}, bus.ErrInvalidJob, "header name"},
 		{"header value with CRLF", nil, nats.Header{"traceparent": {"x\r\nInjected: y"}}, bus.ErrInvalidJob, "traceparent"},
 	}
@@ -97,6 +98,43 @@ func TestPublishDuplicate(t *testing.T) {
 		t.Fatal(err)
 	}
 	fetchNone(ctx, t, c, 300*time.Millisecond)
+}
+
+// A caller-set Nats-Msg-Id wins over StepID: a reconciler can re-send a
+// step inside the dedupe window under a fresh message id.
+func TestPublishMsgIDOverride(t *testing.T) {
+	t.Parallel()
+	b, _, _ := bustest.New(t)
+	ctx := testCtx(t)
+	j := testJob("resend", "step-r")
+	mustPublish(ctx, t, b, j)
+	retry := nats.Header{nats.MsgIdHdr: {"step-r/again"}}
+	for i, want := range []bool{false, true} {
+		dup, err := b.Publish(ctx, j, retry)
+		if err != nil || dup != want {
+			t.Fatalf("re-send %d: dup=%v err=%v, want dup=%v", i, dup, err, want)
+		}
+	}
+	if n := streamMsgs(ctx, t, b, bus.JobsStream); n != 2 {
+		t.Fatalf("stream holds %d, want 2 (original and re-send)", n)
+	}
+	c, err := b.Consumer(ctx, "resend")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := c.Fetch(ctx, 2, 5*time.Second)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("fetch: %d, %v", len(ds), err)
+	}
+	if ds[0].Header.Get(nats.MsgIdHdr) != "step-r" || ds[1].Header.Get(nats.MsgIdHdr) != "step-r/again" ||
+		ds[1].Job.StepID != "step-r" {
+		t.Fatalf("message ids %q %q, step %q", ds[0].Header.Get(nats.MsgIdHdr), ds[1].Header.Get(nats.MsgIdHdr), ds[1].Job.StepID)
+	}
+	for _, d := range ds {
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // The envelope and headers round-trip: defaults filled, trace context
