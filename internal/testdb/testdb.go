@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Postgres creates an empty database for t, dropped when t ends, and returns
-// its URL.
-func Postgres(t testing.TB) string {
+// AdminURL returns the test cluster's superuser URL. Without one the test
+// is skipped, or failed when RATH_REQUIRE_POSTGRES=1 (as in CI).
+func AdminURL(t testing.TB) string {
 	t.Helper()
 	admin := os.Getenv("RATH_TEST_DATABASE_URL")
 	if admin == "" {
@@ -26,6 +26,14 @@ func Postgres(t testing.TB) string {
 		}
 		t.Skip("RATH_TEST_DATABASE_URL unset: run through `make test` for the Postgres tests")
 	}
+	return admin
+}
+
+// Postgres creates an empty database for t, dropped when t ends, and returns
+// its URL.
+func Postgres(t testing.TB) string {
+	t.Helper()
+	admin := AdminURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, admin)

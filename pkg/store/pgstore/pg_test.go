@@ -5,28 +5,17 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/url"
-	"os"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rath-run/rath/internal/testdb"
 	"github.com/rath-run/rath/pkg/store/pgstore"
 )
 
-// adminURL returns the test server's superuser URL, skipping the test when
-// none is configured (failing it when RATH_REQUIRE_POSTGRES=1).
-func adminURL(t testing.TB) string {
-	t.Helper()
-	u := os.Getenv("RATH_TEST_DATABASE_URL")
-	if u == "" {
-		if os.Getenv("RATH_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("RATH_TEST_DATABASE_URL is unset and RATH_REQUIRE_POSTGRES=1 (run: eval \"$(scripts/testpg.sh start)\")")
-		}
-		t.Skip("RATH_TEST_DATABASE_URL unset: no Postgres for this test")
-	}
-	return u
-}
+// adminURL returns the test server's superuser URL (see testdb.AdminURL).
+func adminURL(t testing.TB) string { return testdb.AdminURL(t) }
 
 func withDB(t testing.TB, admin, name string) string {
 	t.Helper()
