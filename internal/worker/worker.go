@@ -41,6 +41,7 @@ import (
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/llm"
+	"github.com/rath-run/rath/pkg/sandbox"
 	"github.com/rath-run/rath/pkg/session"
 )
 
@@ -71,6 +72,13 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Logger defaults to discarding.
 	Logger *slog.Logger
+	// Workspaces opens the sandbox of a step whose agent has tools; nil
+	// means a [TempWorkspaces] over Sandboxes.
+	Workspaces Workspaces
+	// Sandboxes holds the sandbox backends the default Workspaces opens;
+	// nil means steps run without a sandbox (sandbox tools then fail with
+	// error kind no_sandbox).
+	Sandboxes *sandbox.Registry
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
