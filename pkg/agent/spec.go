@@ -48,11 +48,94 @@ type Spec struct {
 	ScriptFile string `json:"script_file,omitempty"`
 	// Tools names the tools the agent may call.
 	Tools []string `json:"tools,omitempty"`
+	// MCP names stdio MCP servers whose tools the agent may call, in
+	// addition to Tools.
+	MCP []MCPServer `json:"mcp,omitempty"`
 	// Memory binds a memory store ("", "local" or a store name).
 	Memory string `json:"memory,omitempty"`
 	Limits Limits `json:"limits,omitzero"`
 	// Params pass through to the model call.
 	Params Params `json:"params,omitzero"`
+}
+
+// MCPServer is a stdio MCP server an agent uses:
+//
+//	mcp:
+//	  - name: files
+//	    command: ./mcp-files
+//	    args: [--root, /data]
+//	    env: {LOG_LEVEL: debug}
+//	    tools: [read, search]   # optional allowlist of the server's tools
+//
+// Its tools reach the model as "<name>__<tool>". The server runs on the
+// worker host with only PATH, HOME and Env in its environment; workers run
+// only commands their operator allows (see package tool/mcp).
+type MCPServer struct {
+	// Name identifies the server and prefixes its tools' names:
+	// [a-z0-9][a-z0-9-]*, at most 24 bytes, unique within the spec.
+	Name string `json:"name"`
+	// Command is the executable: a path, or a name looked up in PATH.
+	Command string   `json:"command"`
+	Args    []string `json:"args,omitempty"`
+	// Env is added to the server's scrubbed environment.
+	Env map[string]string `json:"env,omitempty"`
+	// Tools, when set, limits the exposed tools to these server tool names.
+	Tools []string `json:"tools,omitempty"`
+	// TimeoutSeconds bounds one tool call; 0 means the worker's default.
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
+}
+
+// Limits on MCP servers in a spec.
+const (
+	MaxMCPServers     = 16
+	maxMCPNameBytes   = 24
+	maxMCPArgs        = 256
+	maxMCPStringBytes = 4096
+)
+
+var (
+	mcpNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+	envKeyRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// validate checks one server entry; field is its path, such as "mcp[0]".
+func (m *MCPServer) validate(field string) error {
+	bad := func(sub, format string, args ...any) error {
+		return fmt.Errorf("%w: %s%s: %s", ErrInvalidSpec, field, sub, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case m.Name == "":
+		return bad(".name", "required")
+	case len(m.Name) > maxMCPNameBytes || !mcpNameRE.MatchString(m.Name):
+		return bad(".name", "%q must match %s and be at most %d bytes", m.Name, mcpNameRE, maxMCPNameBytes)
+	case strings.TrimSpace(m.Command) == "":
+		return bad(".command", "required")
+	case len(m.Command) > maxMCPStringBytes || strings.ContainsRune(m.Command, 0):
+		return bad(".command", "must be at most %d bytes with no NUL", maxMCPStringBytes)
+	case len(m.Args) > maxMCPArgs:
+		return bad(".args", "%d arguments, limit %d", len(m.Args), maxMCPArgs)
+	case m.TimeoutSeconds < 0:
+		return bad(".timeout_seconds", "must be ≥ 0, got %g", m.TimeoutSeconds)
+	}
+	for i, a := range m.Args {
+		if len(a) > maxMCPStringBytes || strings.ContainsRune(a, 0) {
+			return bad(fmt.Sprintf(".args[%d]", i), "must be at most %d bytes with no NUL", maxMCPStringBytes)
+		}
+	}
+	for k, v := range m.Env {
+		if !envKeyRE.MatchString(k) {
+			return bad(".env", "key %q must match %s", k, envKeyRE)
+		}
+		if len(v) > maxMCPStringBytes || strings.ContainsRune(v, 0) {
+			return bad(".env."+k, "must be at most %d bytes with no NUL", maxMCPStringBytes)
+		}
+	}
+	for i, t := range m.Tools {
+		if strings.TrimSpace(t) == "" {
+			return bad(fmt.Sprintf(".tools[%d]", i), "empty tool name")
+		}
+	}
+	return nil
 }
 
 // Limits bound one step of the agent.
@@ -138,6 +221,20 @@ func (s *Spec) Validate() error {
 		if strings.TrimSpace(t) == "" {
 			return bad(fmt.Sprintf("tools[%d]", i), "empty tool name")
 		}
+	}
+	if len(s.MCP) > MaxMCPServers {
+		return bad("mcp", "%d servers, limit %d", len(s.MCP), MaxMCPServers)
+	}
+	seen := make(map[string]int, len(s.MCP))
+	for i := range s.MCP {
+		field := fmt.Sprintf("mcp[%d]", i)
+		if err := s.MCP[i].validate(field); err != nil {
+			return err
+		}
+		if j, dup := seen[s.MCP[i].Name]; dup {
+			return bad(field+".name", "%q is already the name of mcp[%d]", s.MCP[i].Name, j)
+		}
+		seen[s.MCP[i].Name] = i
 	}
 	return nil
 }
