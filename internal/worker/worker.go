@@ -56,6 +56,11 @@ type Config struct {
 	// Heartbeat is the InProgress interval; default 5s. Keep it well under
 	// the bus's AckWait.
 	Heartbeat time.Duration
+	// NoHeartbeat turns the InProgress heartbeats off, so a step longer
+	// than the bus's AckWait is redelivered while it runs. It exists as the
+	// negative control of the heartbeat tests and for diagnosis; never set
+	// it in production.
+	NoHeartbeat bool
 	// FetchWait bounds one pull request; default 1s.
 	FetchWait time.Duration
 	// StepTimeout bounds one step unless its spec sets a shorter one;
@@ -233,8 +238,10 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	job := d.Job
 	log = log.With(slog.String("run_id", job.RunID), slog.String("step_id", job.StepID),
 		slog.Uint64("delivery", d.NumDelivered()))
-	stop := d.KeepAlive(ctx, w.cfg.Heartbeat)
-	defer stop()
+	if !w.cfg.NoHeartbeat {
+		stop := d.KeepAlive(ctx, w.cfg.Heartbeat)
+		defer stop()
+	}
 
 	st, err := w.steps.StartStep(ctx, job.StepID, w.cfg.Name)
 	switch {
