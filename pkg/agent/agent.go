@@ -3,23 +3,38 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/rath-run/rath/pkg/llm"
+	"github.com/rath-run/rath/pkg/sandbox"
 	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/tool"
 )
 
-// ErrToolsUnavailable is returned when the model asks for a tool call and the
-// agent has no tool runtime to execute it.
+// ErrToolsUnavailable is kept for callers that matched on it. The loop no
+// longer returns it: a call to a tool the agent does not offer is answered
+// with an unknown_tool error body and the model carries on.
 var ErrToolsUnavailable = errors.New("rath: model requested tools but none are available")
 
-// Agent forwards sessions through a model. It is safe for concurrent use if
-// its Provider is.
+// Agent forwards sessions through a model and the tools it offers. It is
+// safe for concurrent use if its Provider and tools are.
 type Agent struct {
 	Spec     Spec
 	Provider llm.Provider
 	// Model is the resolved provider model name; Spec.Model when empty.
 	Model string
+	// Tools are the tools the model may call (see tool.Registry.Select);
+	// nil offers none.
+	Tools *tool.Set
+}
+
+// Budget is a run's budget as a step sees it: the limits and what the run's
+// earlier steps used. Zero limits are unlimited.
+type Budget struct {
+	MaxTokens  int64 `json:"max_tokens,omitempty"`
+	UsedTokens int64 `json:"used_tokens,omitempty"`
+	// MaxCostUSD is priced with the agent spec's pricing.
+	MaxCostUSD  float64 `json:"max_cost_usd,omitempty"`
+	UsedCostUSD float64 `json:"used_cost_usd,omitempty"`
 }
 
 // Meta describes the step an agent call belongs to. It is recorded on the
@@ -30,6 +45,32 @@ type Meta struct {
 	Producer session.Producer
 	// OnDelta, when set and the provider streams, receives text deltas.
 	OnDelta func(string)
+	// OnEvent, when set, receives tool calls and their results as they
+	// happen, from the loop's goroutines (it must be safe for concurrent
+	// use).
+	OnEvent func(Event)
+	// Sandbox is where the tools run; nil when the step has none.
+	Sandbox sandbox.Sandbox
+	// Run is what is left of the run's budget.
+	Run Budget
+	// Placement, when set, is called once after the loop and before the
+	// commit; the version records the placement it returns (a workspace
+	// snapshot, say). An error fails the step without a commit.
+	Placement func(ctx context.Context) (session.Placement, error)
+}
+
+// Event is a tool call starting or ending, for live progress.
+type Event struct {
+	// Type is "tool.call" or "tool.result".
+	Type   string `json:"type"`
+	Round  int    `json:"round"`
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+	// Arguments are the call's raw arguments (tool.call).
+	Arguments string `json:"arguments,omitempty"`
+	// OK and ErrorKind describe the result (tool.result).
+	OK        bool   `json:"ok"`
+	ErrorKind string `json:"error_kind,omitempty"`
 }
 
 // Forward runs one step of the agent on s and returns the new session.
@@ -37,59 +78,20 @@ func (a *Agent) Forward(ctx context.Context, s session.Session) (session.Session
 	return a.Step(ctx, s, Meta{})
 }
 
-// Step runs one step: it sends the instructions and s's transcript to the
-// model and records the reply (op step) with its usage and producer. The
-// instructions are sent, not written into the session, as in OpenRath.
+// Step runs one step of the agent loop on s and commits its result as one
+// version (op step); see the package documentation for the loop's contract.
 func (a *Agent) Step(ctx context.Context, s session.Session, m Meta) (session.Session, error) {
-	chunks, err := s.Chunks(ctx)
+	res, err := a.Run(ctx, s, m)
 	if err != nil {
 		return session.Session{}, err
 	}
-	model := a.Model
-	if model == "" {
-		model = a.Spec.Model
+	ext := res.Extension(m)
+	if m.Placement != nil {
+		p, err := m.Placement(ctx)
+		if err != nil {
+			return session.Session{}, err
+		}
+		ext.Placement = &p
 	}
-	req := llm.Request{
-		Model:           model,
-		Messages:        a.messages(chunks),
-		Temperature:     a.Spec.Params.Temperature,
-		MaxTokens:       a.Spec.Params.MaxTokens,
-		Seed:            a.Spec.Params.Seed,
-		Stop:            a.Spec.Params.Stop,
-		ToolChoice:      a.Spec.Params.ToolChoice,
-		ReasoningEffort: a.Spec.Params.ReasoningEffort,
-		ResponseFormat:  a.Spec.Params.ResponseFormat,
-	}
-	var resp llm.Response
-	if st, ok := a.Provider.(llm.Streamer); ok && m.OnDelta != nil {
-		resp, err = st.ChatStream(ctx, req, m.OnDelta)
-	} else {
-		resp, err = a.Provider.Chat(ctx, req)
-	}
-	if err != nil {
-		return session.Session{}, fmt.Errorf("agent %s: model %s: %w", a.Spec.Name, model, err)
-	}
-	if len(resp.ToolCalls) > 0 {
-		return session.Session{}, fmt.Errorf("agent %s: %w", a.Spec.Name, ErrToolsUnavailable)
-	}
-	p := m.Producer
-	p.Agent = a.Spec.Name
-	if p.Model = resp.Model; p.Model == "" {
-		p.Model = model
-	}
-	return s.Extend(ctx, session.Extension{
-		Op:       session.OpStep,
-		Chunks:   []session.Chunk{resp.Chunk()},
-		Usage:    resp.Usage,
-		Producer: p,
-		Key:      m.Key,
-	})
-}
-
-func (a *Agent) messages(chunks []session.Chunk) []llm.Message {
-	msgs := llm.MessagesFromChunks(chunks)
-	if a.Spec.Instructions == "" {
-		return msgs
-	}
-	return append([]llm.Message{{Role: "system", Content: a.Spec.Instructions}}, msgs...)
+	return s.Extend(ctx, ext)
 }

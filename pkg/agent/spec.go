@@ -8,12 +8,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/rath-run/rath/pkg/llm"
+	"github.com/rath-run/rath/pkg/session"
 )
 
 // ErrInvalidSpec wraps every validation error of a spec.
@@ -54,8 +57,21 @@ type Spec struct {
 	// Memory binds a memory store ("", "local" or a store name).
 	Memory string `json:"memory,omitempty"`
 	Limits Limits `json:"limits,omitzero"`
+	// Pricing prices the model's tokens for cost budgets.
+	Pricing Pricing `json:"pricing,omitzero"`
 	// Params pass through to the model call.
 	Params Params `json:"params,omitzero"`
+}
+
+// Pricing is what the model's tokens cost, in US dollars per million.
+type Pricing struct {
+	InputPerMTok  float64 `json:"input_per_mtok,omitempty"`
+	OutputPerMTok float64 `json:"output_per_mtok,omitempty"`
+}
+
+// cost prices u.
+func (p Pricing) cost(u session.Usage) float64 {
+	return (float64(u.PromptTokens)*p.InputPerMTok + float64(u.CompletionTokens)*p.OutputPerMTok) / 1e6
 }
 
 // MCPServer is a stdio MCP server an agent uses:
@@ -144,8 +160,21 @@ type Limits struct {
 	MaxToolRounds int `json:"max_tool_rounds,omitempty"`
 	// TimeoutSeconds bounds one step; 0 means the worker's default.
 	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
-	// MaxTokens bounds the step's total tokens; 0 means no limit.
+	// MaxTokens bounds the step's total tokens; 0 means no limit. Crossing
+	// it ends the step cleanly, recording why.
 	MaxTokens int64 `json:"max_tokens,omitempty"`
+	// MaxCostUSD bounds the step's cost under Pricing; 0 means no limit.
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
+	// ToolTimeoutSeconds bounds one tool call; default 120.
+	ToolTimeoutSeconds float64 `json:"tool_timeout_seconds,omitempty"`
+}
+
+// toolTimeout returns the tool timeout with its default applied.
+func (l Limits) toolTimeout() time.Duration {
+	if l.ToolTimeoutSeconds <= 0 {
+		return DefaultToolTimeout
+	}
+	return time.Duration(l.ToolTimeoutSeconds * float64(time.Second))
 }
 
 // Params are model request parameters passed through to the provider.
@@ -208,6 +237,16 @@ func (s *Spec) Validate() error {
 		return bad("limits.timeout_seconds", "must be ≥ 0, got %g", s.Limits.TimeoutSeconds)
 	case s.Limits.MaxTokens < 0:
 		return bad("limits.max_tokens", "must be ≥ 0, got %d", s.Limits.MaxTokens)
+	case !(s.Limits.MaxCostUSD >= 0) || math.IsInf(s.Limits.MaxCostUSD, 0):
+		return bad("limits.max_cost_usd", "must be a finite number ≥ 0, got %g", s.Limits.MaxCostUSD)
+	case !(s.Limits.ToolTimeoutSeconds >= 0) || s.Limits.ToolTimeoutSeconds > 86400:
+		return bad("limits.tool_timeout_seconds", "must be in 0..86400, got %g", s.Limits.ToolTimeoutSeconds)
+	case !(s.Pricing.InputPerMTok >= 0) || math.IsInf(s.Pricing.InputPerMTok, 0):
+		return bad("pricing.input_per_mtok", "must be a finite number ≥ 0, got %g", s.Pricing.InputPerMTok)
+	case !(s.Pricing.OutputPerMTok >= 0) || math.IsInf(s.Pricing.OutputPerMTok, 0):
+		return bad("pricing.output_per_mtok", "must be a finite number ≥ 0, got %g", s.Pricing.OutputPerMTok)
+	case s.Limits.MaxCostUSD > 0 && s.Pricing == (Pricing{}):
+		return bad("limits.max_cost_usd", "a cost budget needs pricing (pricing.input_per_mtok, pricing.output_per_mtok)")
 	}
 	for i, r := range s.Script {
 		if r.Content == "" && len(r.ToolCalls) == 0 {
