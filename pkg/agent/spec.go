@@ -114,6 +114,10 @@ var (
 	envKeyRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
+// Validate checks the entry as [Spec.Validate] does; errors name the field
+// from "mcp".
+func (m *MCPServer) Validate() error { return m.validate("mcp") }
+
 // validate checks one server entry; field is its path, such as "mcp[0]".
 func (m *MCPServer) validate(field string) error {
 	bad := func(sub, format string, args ...any) error {
