@@ -34,8 +34,8 @@ type Result struct {
 	Rounds []session.Usage
 	// CostUSD is the step's cost under the spec's pricing (0 without one).
 	CostUSD float64
-	// Model is the model that answered last.
-	Model string
+	// Agent is the spec's name; Model the model that answered last.
+	Agent, Model string
 	// Stop says why the loop ended (a Stop constant).
 	Stop string
 }
@@ -43,7 +43,7 @@ type Result struct {
 // Extension returns the version the result commits as.
 func (r Result) Extension(m Meta) session.Extension {
 	p := m.Producer
-	p.Model = r.Model
+	p.Agent, p.Model = r.Agent, r.Model
 	extras := []session.Extra{
 		session.StringExtra("loop.stop", r.Stop),
 		rawExtra("loop.rounds", len(r.Rounds)),
@@ -115,7 +115,7 @@ func (a *Agent) Run(ctx context.Context, s session.Session, m Meta) (Result, err
 	for _, d := range a.Tools.Defs() {
 		tools = append(tools, llm.Tool{Name: d.Name, Description: d.Description, Parameters: d.Parameters})
 	}
-	res := Result{Model: model}
+	res := Result{Agent: a.Spec.Name, Model: model}
 	add := func(c session.Chunk) {
 		res.Chunks = append(res.Chunks, c)
 		msgs = append(msgs, llm.MessagesFromChunks([]session.Chunk{c})...)
