@@ -533,7 +533,9 @@ func TestPlacementHook(t *testing.T) {
 		t.Fatalf("placement %+v", out.Placement())
 	}
 	_, err = a.Step(context.Background(), userSession(t, "x"), agent.Meta{
-		Placement: func(context.Context) (session.Placement, error) { return session.Placement{}, errors.New("snapshot failed") },
+		Placement: func(context.Context) (session.Placement, error) {
+			return session.Placement{}, errors.New("snapshot failed")
+		},
 	})
 	if err == nil || !strings.Contains(err.Error(), "snapshot failed") {
 		t.Fatalf("err %v", err)
