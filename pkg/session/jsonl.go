@@ -127,7 +127,8 @@ func Export(ctx context.Context, g Graph, id ID, w io.Writer) error {
 
 // exportable refuses versions whose JSON form would not import to the same
 // hash: an extra whose value is not canonical JSON is hashed as given but
-// canonicalised when decoded.
+// canonicalised when decoded. Seal canonicalises extras and Validate refuses
+// them, so only a graph that skips validation can hold one.
 func exportable(v *Version) error {
 	for _, e := range v.Extras {
 		if len(e.Value) == 0 {

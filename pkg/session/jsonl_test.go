@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rath-run/rath/pkg/session"
 )
@@ -246,16 +248,112 @@ func TestJSONLImportRejects(t *testing.T) {
 	})
 }
 
-func TestJSONLExportRefusesNonCanonicalExtra(t *testing.T) {
+// nonCanonicalExtras are extra values as callers build them: unsorted keys,
+// spaces, HTML escaping from json.Marshal, an empty value.
+func nonCanonicalExtras(t testing.TB) []session.Extra {
+	t.Helper()
+	html, err := json.Marshal(map[string]string{"q": "<a & b>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []session.Extra{
+		{Key: "unsorted", Value: json.RawMessage(`{"b":1,"a":2}`)},
+		{Key: "spaced", Value: json.RawMessage(" [ 1 , {\"y\" : true, \"x\": null} ] ")},
+		{Key: "html", Value: html},
+		{Key: "empty"},
+		{Key: "number", Value: json.RawMessage(`1.50e+3`)},
+	}
+}
+
+// TestNonCanonicalExtraRoundTrips: an extra given in non-canonical JSON is
+// canonicalised when the version is sealed, so the hash verifies after an
+// export and import.
+func TestNonCanonicalExtraRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	g := session.NewMemoryGraph()
 	root := must(t)(session.FromUserMessage(ctx, g, "x"))
-	s := must(t)(root.Extend(ctx, session.Extension{Extras: []session.Extra{{Key: "k", Value: json.RawMessage(`{"b":1,"a":2}`)}}}))
-	err := session.Export(ctx, g, s.ID(), io.Discard)
-	if !errors.Is(err, session.ErrInvalidVersion) || !strings.Contains(err.Error(), `extra "k"`) {
-		t.Fatalf("export of a version with a non-canonical extra: %v, want ErrInvalidVersion naming the extra", err)
+	given := nonCanonicalExtras(t)
+	orig := slices.Clone(given)
+	s := must(t)(root.Extend(ctx, session.Extension{Extras: given}))
+	for i := range given {
+		if !bytes.Equal(given[i].Value, orig[i].Value) {
+			t.Fatalf("sealing modified the caller's extra %q", given[i].Key)
+		}
 	}
+	if got := string(s.Version().Extras[0].Value); got != `{"a":2,"b":1}` {
+		t.Fatalf("sealed extra = %s, want canonical", got)
+	}
+	if got := string(s.Version().Extras[3].Value); got != "null" {
+		t.Fatalf("sealed empty extra = %q, want null", got)
+	}
+	out := export(t, g, s.ID())
+	got, err := session.Import(ctx, session.NewMemoryGraph(), bytes.NewReader(out))
+	if err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	if got.Hash() != s.Hash() {
+		t.Fatalf("imported hash %s, want %s", got.Hash(), s.Hash())
+	}
+	if fmt.Sprint(got.Version().Extras) != fmt.Sprint(s.Version().Extras) {
+		t.Fatalf("imported extras %v, want %v", got.Version().Extras, s.Version().Extras)
+	}
+}
+
+// TestUnsealedNonCanonicalExtraRefused: a version built by hand with a
+// non-canonical extra is refused by Put, naming the extra.
+func TestUnsealedNonCanonicalExtraRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := session.NewMemoryGraph()
+	v := &session.Version{ID: session.NewID(), Op: session.OpCreate, Chunks: []session.Chunk{session.User("x")},
+		Extras: []session.Extra{{Key: "k", Value: json.RawMessage(`{"b":1,"a":2}`)}}, CreatedAt: time.Now(), Len: 1}
+	v.Hash = v.ComputeHash(nil, "")
+	_, err := g.Put(ctx, v)
+	if !errors.Is(err, session.ErrInvalidVersion) || !strings.Contains(err.Error(), `extra "k"`) {
+		t.Fatalf("put of an unsealed non-canonical extra: %v, want ErrInvalidVersion naming the extra", err)
+	}
+	bad := &session.Version{ID: session.NewID(), Op: session.OpCreate, Extras: []session.Extra{{Key: "j", Value: json.RawMessage(`{nope`)}}, CreatedAt: time.Now()}
+	if err := session.Seal(bad, nil, nil); !errors.Is(err, session.ErrInvalidVersion) || !strings.Contains(err.Error(), `extra "j"`) {
+		t.Fatalf("seal of an extra that is not JSON: %v, want ErrInvalidVersion naming the extra", err)
+	}
+}
+
+// FuzzExtraRoundTrip: any JSON value given as an extra seals, exports and
+// imports to the same hash and the same canonical value.
+func FuzzExtraRoundTrip(f *testing.F) {
+	for _, e := range nonCanonicalExtras(f) {
+		f.Add(e.Key, []byte(e.Value))
+	}
+	f.Add("s", []byte(`"\u003c\u2028\ud83c\udf0f"`))
+	f.Add("deep", []byte(`{"z":{"y":[{"b":1,"a":0}]}, "a":-0.0}`))
+	f.Add("bad", []byte(`{"a":`))
+	f.Fuzz(func(t *testing.T, key string, value []byte) {
+		ctx := context.Background()
+		g := session.NewMemoryGraph()
+		root, err := session.FromUserMessage(ctx, g, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := root.Extend(ctx, session.Extension{Extras: []session.Extra{{Key: key, Value: value}}})
+		if err != nil {
+			if !errors.Is(err, session.ErrInvalidVersion) {
+				t.Fatalf("error wraps no sentinel: %v", err)
+			}
+			return
+		}
+		out := export(t, g, s.ID())
+		got, err := session.Import(ctx, session.NewMemoryGraph(), bytes.NewReader(out))
+		if err != nil {
+			t.Fatalf("import of a sealed extra %q: %v\n%s", value, err, out)
+		}
+		if got.Hash() != s.Hash() {
+			t.Fatalf("extra %q: imported hash %s, want %s", value, got.Hash(), s.Hash())
+		}
+		if a, b := got.Version().Extras[0].Value, s.Version().Extras[0].Value; !bytes.Equal(a, b) {
+			t.Fatalf("extra %q: imported value %s, sealed %s", value, a, b)
+		}
+	})
 }
 
 func TestJSONLBlankLinesAndNoFinalNewline(t *testing.T) {

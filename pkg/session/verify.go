@@ -40,8 +40,15 @@ func VerifyLinks(v *Version, parents []*Version, base *Version) error {
 
 // Seal sets v.Len and v.Hash from its parents and base and validates it. Ops
 // call it before Put; importers call it for versions whose hashes they
-// recompute.
+// recompute. It first rewrites every extra's value in canonical JSON (a new
+// Extras slice; the caller's is not modified), so the hash is the one a
+// store or an export reads back.
 func Seal(v *Version, parents []*Version, base *Version) error {
+	extras, err := canonicalExtras(v.ID, v.Extras)
+	if err != nil {
+		return err
+	}
+	v.Extras = extras
 	v.Len = len(v.Chunks)
 	baseHash := ""
 	if base != nil {

@@ -1,11 +1,14 @@
 package session
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -171,6 +174,38 @@ func (e *Extra) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// canonicalExtras returns es with every value in canonical JSON (sorted
+// keys, no insignificant whitespace, no HTML escaping; an empty value is
+// null), so a version's hash survives a JSON round trip through a store or
+// an export. es itself is not modified: a new slice is returned when a value
+// changes.
+func canonicalExtras(id ID, es []Extra) ([]Extra, error) {
+	var out []Extra
+	for i, e := range es {
+		if !utf8.ValidString(e.Key) {
+			return nil, fmt.Errorf("%w: version %s: extra key %q is not valid UTF-8", ErrInvalidVersion, id, e.Key)
+		}
+		v := e.Value
+		if len(v) == 0 {
+			v = json.RawMessage("null")
+		}
+		c, err := canonicalJSON(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: version %s: extra %q: value is not JSON: %v", ErrInvalidVersion, id, e.Key, err)
+		}
+		if out == nil && !bytes.Equal(c, e.Value) {
+			out = slices.Clone(es)
+		}
+		if out != nil {
+			out[i].Value = c
+		}
+	}
+	if out == nil {
+		return es, nil
+	}
+	return out, nil
+}
+
 // Version is one immutable node of the Session Graph. Once a Version has been
 // put into a [Graph] it must not be modified; graphs and caches share it.
 type Version struct {
@@ -275,6 +310,14 @@ func (v *Version) Validate() error {
 			return fmt.Errorf("%w: version %s lists parent %s twice", ErrInvalidVersion, v.ID, p)
 		}
 		seen[p] = true
+	}
+	for _, e := range v.Extras {
+		if !utf8.ValidString(e.Key) {
+			return fmt.Errorf("%w: version %s: extra key %q is not valid UTF-8", ErrInvalidVersion, v.ID, e.Key)
+		}
+		if c, err := canonicalJSON(e.Value); err != nil || !bytes.Equal(c, e.Value) {
+			return fmt.Errorf("%w: version %s: extra %q value %q is not canonical JSON (sorted keys, no spaces): seal the version to canonicalise it", ErrInvalidVersion, v.ID, e.Key, e.Value)
+		}
 	}
 	if v.Base != nil && *v.Base == v.ID {
 		return fmt.Errorf("%w: version %s is its own base", ErrCycle, v.ID)

@@ -6,6 +6,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store"
 )
 
 // Uncached is implemented by stores that can read a version and a
@@ -91,8 +93,9 @@ func RunGraph(t *testing.T, open func(t *testing.T) session.Graph) {
 			Chunks:   []session.Chunk{session.Assistant("", session.ToolCall{ID: "c1", Function: session.FunctionCall{Name: "ls", Arguments: `{"dir":"."}`}}), session.ToolResultChunk(session.ToolResult{ToolCallID: "c1", Name: "ls", Content: `["a.go"]`})},
 			Usage:    session.Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15},
 			Producer: session.Producer{Run: "r1", Step: "s1", Agent: "coder", Model: "m", Worker: "w1", TraceID: "t1"},
-			Extras:   []session.Extra{session.StringExtra("why", "because"), {Key: "n", Value: []byte("1e2")}},
-			Key:      "step-1",
+			Extras: []session.Extra{session.StringExtra("why", "because"), {Key: "n", Value: []byte("1e2")},
+				{Key: "raw", Value: []byte(` {"b": [1, 2.50], "a": "<&>"} `)}, {Key: "empty"}},
+			Key: "step-1",
 		}))(t)
 		ev, err := session.Evidence(session.KindNote, map[string]any{"b": 2, "a": []int{1}})
 		if err != nil {
@@ -126,6 +129,40 @@ func RunGraph(t *testing.T, open func(t *testing.T) session.Graph) {
 			if u, ok := g.(Uncached); ok {
 				sameVersion(t, must(u.GetUncached(ctx, s.ID))(t), s)
 				sameChunks(t, "uncached transcript of "+string(s.Op), must(u.LoadTranscriptUncached(ctx, s.ID))(t), want[s.ID])
+			}
+		}
+	})
+
+	t.Run("ExportImport", func(t *testing.T) {
+		t.Parallel()
+		ctx, g := ctxFor(t), open(t)
+		root := must(session.New(ctx, g, session.System("s"), session.User("u")))(t)
+		// Extras as callers build them (unsorted keys, spaces, HTML escapes,
+		// no value): sealing canonicalises them, so the hash survives the
+		// store's JSON column and an export.
+		step := must(root.Extend(ctx, session.Extension{Op: session.OpStep, Chunks: []session.Chunk{session.Assistant("a")},
+			Extras: []session.Extra{{Key: "raw", Value: []byte(` {"b": 1, "a": "\u003cx\u003e"} `)}, {Key: "none"}}}))(t)
+		f := must(step.Fork(ctx))(t)
+		head := must(must(f.Append(ctx, session.User("more")))(t).Merge(ctx, step))(t)
+		var buf bytes.Buffer
+		if err := session.Export(ctx, g, head.ID(), &buf); err != nil {
+			t.Fatal(err)
+		}
+		into := open(t)
+		got := must(session.Import(ctx, into, &buf))(t)
+		if got.Hash() != head.Hash() {
+			t.Fatalf("imported head hash %s, want %s", got.Hash(), head.Hash())
+		}
+		sameVersion(t, must(into.Get(ctx, step.ID()))(t), step.Version())
+		sameChunks(t, "imported transcript", must(into.Transcript(ctx, head.ID()))(t), must(head.Chunks(ctx))(t))
+		if u, ok := into.(Uncached); ok {
+			sameVersion(t, must(u.GetUncached(ctx, step.ID()))(t), step.Version())
+		}
+		if vr, ok := into.(interface {
+			Verify(context.Context) (store.VerifyReport, error)
+		}); ok {
+			if _, err := vr.Verify(ctx); err != nil {
+				t.Fatalf("verify after import: %v", err)
 			}
 		}
 	})
