@@ -65,6 +65,18 @@ type Job struct {
 	Target json.RawMessage `json:"target"`
 	// CreatedAt is when the job was made; zero means now on Publish.
 	CreatedAt time.Time `json:"created_at"`
+	// Budget is the run's budget and what its earlier steps used; nil
+	// means unlimited.
+	Budget *Budget `json:"budget,omitempty"`
+}
+
+// Budget is a run's spending limit as a step sees it. Zero limits are
+// unlimited; Used* is what the run's committed steps spent before this one.
+type Budget struct {
+	MaxTokens   int64   `json:"max_tokens,omitempty"`
+	UsedTokens  int64   `json:"used_tokens,omitempty"`
+	MaxCostUSD  float64 `json:"max_cost_usd,omitempty"`
+	UsedCostUSD float64 `json:"used_cost_usd,omitempty"`
 }
 
 // JobSubject returns the subject of a queue's jobs: rath.jobs.<queue>.

@@ -47,6 +47,14 @@ type Config struct {
 	// LeaseTTL is the reconciler lease's lifetime; default 3 ×
 	// ReconcileInterval.
 	LeaseTTL time.Duration
+	// MaxDeliver must equal the bus's MaxDeliver: a stale step whose job is
+	// still queued is left to JetStream unless it has started this many
+	// times (its job is then a dead letter). Default bus.DefaultMaxDeliver.
+	MaxDeliver int
+	// QueueScanLimit bounds how many queued jobs one reconcile pass reads
+	// per queue to tell a lost job from one waiting behind a backlog;
+	// default 10,000.
+	QueueScanLimit int
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 }
@@ -62,6 +70,8 @@ func (c Config) WithDefaults() Config {
 	c.ReconcileInterval = cmp.Or(c.ReconcileInterval, 10*time.Second)
 	c.StaleAfter = cmp.Or(c.StaleAfter, 2*time.Minute)
 	c.LeaseTTL = cmp.Or(c.LeaseTTL, 3*c.ReconcileInterval)
+	c.MaxDeliver = cmp.Or(c.MaxDeliver, bus.DefaultMaxDeliver)
+	c.QueueScanLimit = cmp.Or(c.QueueScanLimit, 10_000)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -73,6 +83,7 @@ type Bus interface {
 	Publish(ctx context.Context, job bus.Job, hdr nats.Header) (bool, error)
 	PublishEvent(ctx context.Context, e bus.Event) error
 	WatchRun(ctx context.Context, runID string) (<-chan bus.Event, func() error, error)
+	QueuedSteps(ctx context.Context, queue string, limit int) (map[string]bool, bool, error)
 }
 
 // Coordinator serves the API and drives runs.
@@ -103,6 +114,8 @@ type SubmitRequest struct {
 	Session string `json:"session,omitempty"`
 	// Queue selects the job queue; default the coordinator's.
 	Queue string `json:"queue,omitempty"`
+	// Budget limits what the run's steps may spend together.
+	Budget runs.Budget `json:"budget,omitzero"`
 }
 
 // ErrBadRequest marks errors in what a client sent.
@@ -125,6 +138,9 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, 
 	}
 	if spec.ScriptFile != "" {
 		return runs.Run{}, badRequest("agent.script_file: the coordinator cannot read your files; inline the replies as script (rathctl does this)")
+	}
+	if err := req.Budget.Validate(); err != nil {
+		return runs.Run{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	queue := cmp.Or(req.Queue, c.cfg.Queue)
 	if err := bus.ValidQueue(queue); err != nil {
@@ -159,7 +175,7 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, 
 	if err != nil {
 		return runs.Run{}, err
 	}
-	r := runs.Run{ID: runs.NewRunID(), Queue: queue, Target: target, Input: input}
+	r := runs.Run{ID: runs.NewRunID(), Queue: queue, Target: target, Input: input, Budget: req.Budget}
 	if err := c.runs.Create(ctx, &r, []runs.Step{{Ordinal: 0, Input: input}}); err != nil {
 		return runs.Run{}, fmt.Errorf("record run: %w", err)
 	}
@@ -176,6 +192,13 @@ func (c *Coordinator) publishStep(ctx context.Context, r runs.Run, st runs.Step,
 		V: bus.JobVersion, StepID: st.ID, RunID: r.ID, Queue: r.Queue,
 		Input: st.Input.String(), Target: r.Target, CreatedAt: time.Now().UTC(),
 	}
+	if !r.Budget.IsZero() {
+		b, err := c.spent(ctx, r, st)
+		if err != nil {
+			return err
+		}
+		job.Budget = &b
+	}
 	hdr := nats.Header{}
 	if msgID != st.ID {
 		// Publish keeps a message id the caller set (republish).
@@ -183,6 +206,34 @@ func (c *Coordinator) publishStep(ctx context.Context, r runs.Run, st runs.Step,
 	}
 	_, err := c.bus.Publish(ctx, job, hdr)
 	return err
+}
+
+// spent returns the run's budget with what its committed steps other than st
+// used: each step's tokens are its output's usage less its input's, its cost
+// the "loop.cost_usd" its version records.
+func (c *Coordinator) spent(ctx context.Context, r runs.Run, st runs.Step) (bus.Budget, error) {
+	b := bus.Budget{MaxTokens: r.Budget.MaxTokens, MaxCostUSD: r.Budget.MaxCostUSD}
+	for _, other := range r.Steps {
+		if other.ID == st.ID || other.Status != runs.StepCommitted || other.Output == nil {
+			continue
+		}
+		out, err := c.graph.Get(ctx, *other.Output)
+		if err != nil {
+			return b, fmt.Errorf("budget: step %s output: %w", other.ID, err)
+		}
+		in, err := c.graph.Get(ctx, other.Input)
+		if err != nil {
+			return b, fmt.Errorf("budget: step %s input: %w", other.ID, err)
+		}
+		b.UsedTokens += out.Usage.Sub(in.Usage).TotalTokens
+		for _, e := range out.Extras {
+			var cost float64
+			if e.Key == "loop.cost_usd" && json.Unmarshal(e.Value, &cost) == nil {
+				b.UsedCostUSD += cost
+			}
+		}
+	}
+	return b, nil
 }
 
 // Cancel cancels a run.
@@ -198,8 +249,11 @@ func (c *Coordinator) Cancel(ctx context.Context, runID string) (runs.Run, error
 // RunReconciler reconciles while this replica holds the lease, until ctx
 // ends. Each pass finds unfinished steps that have not been touched for
 // StaleAfter: a step whose version is already committed (its ack or record
-// was lost) is settled; any other has its job republished. Republishing is
-// safe because commits are idempotent on the step id.
+// was lost) is settled; a step whose job is still in its queue (waiting
+// behind a backlog, or due for redelivery) is left to JetStream; any other
+// has its job republished. Republishing is safe because commits are
+// idempotent on the step id; checking the queue first keeps a backlog from
+// turning into duplicate executions.
 func (c *Coordinator) RunReconciler(ctx context.Context) error {
 	t := time.NewTicker(c.cfg.ReconcileInterval)
 	defer t.Stop()
@@ -231,6 +285,7 @@ func (c *Coordinator) ReconcileOnce(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	n := 0
+	queued := map[string]map[string]bool{}
 	for _, st := range stale {
 		v, err := c.graph.GetByKey(ctx, st.ID)
 		switch {
@@ -248,6 +303,16 @@ func (c *Coordinator) ReconcileOnce(ctx context.Context) (int, error) {
 			if err != nil {
 				return n, err
 			}
+			inQueue, err := c.inQueue(ctx, queued, r.Queue, st)
+			if err != nil {
+				return n, err
+			}
+			if inQueue {
+				if err := c.runs.Touch(ctx, st.ID); err != nil {
+					return n, err
+				}
+				continue
+			}
 			// A fresh message id per reconcile interval gets past JetStream's
 			// duplicate window when the original message is gone.
 			msgID := fmt.Sprintf("%s/r%d", st.ID, time.Now().UnixNano()/int64(c.cfg.StaleAfter))
@@ -263,6 +328,37 @@ func (c *Coordinator) ReconcileOnce(ctx context.Context) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+// inQueue reports whether st's job is still in its queue and will be
+// delivered by JetStream. The queue is read once per pass (cache). A job
+// that has used up its deliveries is a dead letter: not in the queue for
+// this purpose. When the queue holds more than QueueScanLimit jobs, a step
+// not seen in the part read counts as queued: it is rechecked on the next
+// pass, once the backlog has shrunk.
+func (c *Coordinator) inQueue(ctx context.Context, cache map[string]map[string]bool, queue string, st runs.Step) (bool, error) {
+	if st.Attempts >= c.cfg.MaxDeliver {
+		return false, nil
+	}
+	steps, ok := cache[queue]
+	if !ok {
+		var complete bool
+		var err error
+		steps, complete, err = c.bus.QueuedSteps(ctx, queue, c.cfg.QueueScanLimit)
+		if err != nil {
+			return false, fmt.Errorf("read queue %s: %w", queue, err)
+		}
+		if !complete {
+			c.log.InfoContext(ctx, "reconciler: queue backlog exceeds the scan limit; deferring its stale steps",
+				slog.String("queue", queue), slog.Int("limit", c.cfg.QueueScanLimit))
+			steps = nil
+		}
+		cache[queue] = steps
+	}
+	if steps == nil {
+		return true, nil
+	}
+	return steps[st.ID], nil
 }
 
 func runEndEvent(r runs.Run) bus.Event {

@@ -87,12 +87,38 @@ type Run struct {
 	// Target is what the run forwards its input through (an agent spec).
 	Target json.RawMessage `json:"target"`
 	Input  session.ID      `json:"input"`
+	// Budget limits what the run's steps may spend together; the zero
+	// Budget is unlimited.
+	Budget Budget `json:"budget,omitzero"`
 	// Output is the version the run produced, once it succeeded.
 	Output    *session.ID `json:"output,omitempty"`
 	Error     string      `json:"error,omitempty"`
 	CreatedAt time.Time   `json:"created_at"`
 	UpdatedAt time.Time   `json:"updated_at"`
 	Steps     []Step      `json:"steps,omitempty"`
+}
+
+// Budget limits what a run may spend. Zero fields are unlimited. The worker
+// enforces it: crossing it ends the step cleanly, recording why on the
+// version it commits.
+type Budget struct {
+	MaxTokens int64 `json:"max_tokens,omitempty"`
+	// MaxCostUSD is priced with the agent spec's pricing.
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
+}
+
+// IsZero reports whether the budget is unlimited.
+func (b Budget) IsZero() bool { return b == Budget{} }
+
+// Validate checks the budget, naming the bad field.
+func (b Budget) Validate() error {
+	switch {
+	case b.MaxTokens < 0:
+		return fmt.Errorf("budget.max_tokens: must be ≥ 0, got %d", b.MaxTokens)
+	case !(b.MaxCostUSD >= 0) || b.MaxCostUSD > 1e12:
+		return fmt.Errorf("budget.max_cost_usd: must be a number in 0..1e12, got %g", b.MaxCostUSD)
+	}
+	return nil
 }
 
 // Step is one unit of work: forward Input through the run's target.

@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -36,9 +37,9 @@ func (s *Store) Create(ctx context.Context, r *Run, steps []Step) error {
 	r.Status, r.CreatedAt, r.UpdatedAt = RunPending, now, now
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO runs (id, status, queue, target, input_id, error, created_at, updated_at)
-			 VALUES ($1, $2, $3, $4, $5, '', $6, $6)`,
-			r.ID, r.Status, r.Queue, string(r.Target), r.Input.String(), now); err != nil {
+			`INSERT INTO runs (id, status, queue, target, input_id, error, created_at, updated_at, budget)
+			 VALUES ($1, $2, $3, $4, $5, '', $6, $6, $7)`,
+			r.ID, r.Status, r.Queue, string(r.Target), r.Input.String(), now, budgetText(r.Budget)); err != nil {
 			return fmt.Errorf("insert run %s: %w", r.ID, err)
 		}
 		for i := range steps {
@@ -364,7 +365,7 @@ type queryer interface {
 
 type scanner interface{ Scan(dest ...any) error }
 
-const runCols = `id, status, queue, target, input_id, output_id, error, created_at, updated_at`
+const runCols = `id, status, queue, target, input_id, output_id, error, created_at, updated_at, budget`
 
 func getRun(ctx context.Context, q queryer, id string) (Run, error) {
 	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs WHERE id = $1`, id))
@@ -376,13 +377,18 @@ func getRun(ctx context.Context, q queryer, id string) (Run, error) {
 
 func scanRun(sc scanner) (Run, error) {
 	var r Run
-	var target, input string
+	var target, input, budget string
 	var output sql.NullString
-	if err := sc.Scan(&r.ID, &r.Status, &r.Queue, &target, &input, &output, &r.Error, &r.CreatedAt, &r.UpdatedAt); err != nil {
+	if err := sc.Scan(&r.ID, &r.Status, &r.Queue, &target, &input, &output, &r.Error, &r.CreatedAt, &r.UpdatedAt, &budget); err != nil {
 		return Run{}, err
 	}
 	r.Target = []byte(target)
 	var err error
+	if budget != "" {
+		if err := json.Unmarshal([]byte(budget), &r.Budget); err != nil {
+			return Run{}, fmt.Errorf("run %s: budget: %w", r.ID, err)
+		}
+	}
 	if r.Input, err = session.ParseID(input); err != nil {
 		return Run{}, err
 	}
@@ -440,4 +446,13 @@ func parseNullID(s sql.NullString) (*session.ID, error) {
 		return nil, err
 	}
 	return &id, nil
+}
+
+// budgetText is a budget as stored: JSON, or ” for none.
+func budgetText(b Budget) string {
+	if b.IsZero() {
+		return ""
+	}
+	raw, _ := json.Marshal(b)
+	return string(raw)
 }

@@ -34,6 +34,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,8 @@ import (
 	"github.com/rath-run/rath/pkg/llm"
 	"github.com/rath-run/rath/pkg/sandbox"
 	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/tool"
+	"github.com/rath-run/rath/pkg/tool/builtin"
 )
 
 // Config configures a Worker. Zero values take the documented defaults.
@@ -84,6 +87,10 @@ type Config struct {
 	// nil means steps run without a sandbox (sandbox tools then fail with
 	// error kind no_sandbox).
 	Sandboxes *sandbox.Registry
+	// Tools are the tools agents may choose by name (spec.tools); nil
+	// means the six built-ins and their "builtin" group. Register custom
+	// Go tools here (builtin.NewRegistry, then Register).
+	Tools *tool.Registry
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -102,6 +109,12 @@ func (c Config) WithDefaults() Config {
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 30*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Tools == nil {
+		c.Tools = builtin.NewRegistry()
+	}
+	if c.Workspaces == nil && c.Sandboxes != nil {
+		c.Workspaces = &TempWorkspaces{Backends: c.Sandboxes}
 	}
 	return c
 }
@@ -332,15 +345,57 @@ func (w *Worker) execute(ctx context.Context, job bus.Job) (session.Session, err
 		}
 		return session.Session{}, err
 	}
-	a := &agent.Agent{Spec: spec, Provider: provider, Model: model}
-	return a.Step(ctx, s, agent.Meta{
+	return w.step(ctx, job, spec, provider, model, s)
+}
+
+// step runs the agent loop with the spec's tools and, when it has any, a
+// sandbox from Workspaces; the committed version records the placement the
+// workspace hands back.
+func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provider llm.Provider, model string, s session.Session) (session.Session, error) {
+	tools, err := w.cfg.Tools.Select(spec.Tools)
+	if err != nil {
+		return session.Session{}, permanent(fmt.Errorf("agent %s: %w", spec.Name, err))
+	}
+	meta := agent.Meta{
 		Key:      job.StepID,
 		Producer: session.Producer{Run: job.RunID, Step: job.StepID, Worker: w.cfg.Name},
 		OnDelta: func(delta string) {
 			w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.token",
 				Data: mustJSON(map[string]string{"text": delta})})
 		},
-	})
+		OnEvent: func(e agent.Event) {
+			w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step." + strings.ReplaceAll(e.Type, ".", "_"),
+				Data: mustJSON(e)})
+		},
+	}
+	if b := job.Budget; b != nil {
+		meta.Run = agent.Budget{MaxTokens: b.MaxTokens, UsedTokens: b.UsedTokens, MaxCostUSD: b.MaxCostUSD, UsedCostUSD: b.UsedCostUSD}
+	}
+	if tools.Len() > 0 && w.cfg.Workspaces != nil {
+		sb, done, err := w.cfg.Workspaces.Open(ctx, s.Version())
+		if err != nil {
+			return session.Session{}, fmt.Errorf("open workspace: %w", err)
+		}
+		finished := false
+		defer func() {
+			if !finished {
+				if _, err := done(context.WithoutCancel(ctx), false); err != nil {
+					w.log.Warn("release workspace", slog.String("step_id", job.StepID), slog.Any("error", err))
+				}
+			}
+		}()
+		meta.Sandbox = sb
+		meta.Placement = func(ctx context.Context) (session.Placement, error) {
+			finished = true
+			p, err := done(ctx, true)
+			if err != nil {
+				return p, fmt.Errorf("close workspace: %w", err)
+			}
+			return p, nil
+		}
+	}
+	a := &agent.Agent{Spec: spec, Provider: provider, Model: model, Tools: tools}
+	return a.Step(ctx, s, meta)
 }
 
 // retryOrFail NAKs a transient failure with backoff, or records a terminal
