@@ -41,13 +41,19 @@ var (
 	ErrClosed           = errors.New("rath: sandbox closed")
 	ErrTooLarge         = errors.New("rath: over the sandbox size limit")
 	ErrUnsupported      = errors.New("rath: not supported by this sandbox")
+	// ErrCommandNotFound means the executable a request names does not exist in
+	// the sandbox.
+	ErrCommandNotFound = errors.New("rath: command not found in the sandbox")
 )
 
 // Isolation is how strongly a backend separates tools from the worker host.
 type Isolation string
 
 const (
-	IsolationProcess   Isolation = "process"
+	// IsolationProcess is a process on the worker host; not a boundary
+	// against hostile code.
+	IsolationProcess Isolation = "process"
+	// IsolationContainer is a hardened container, the isolation boundary.
 	IsolationContainer Isolation = "container"
 )
 
@@ -96,6 +102,24 @@ type ExecRequest struct {
 	Timeout time.Duration
 	// MaxOutput caps stdout and stderr each; 0 means the backend default.
 	MaxOutput int
+}
+
+// Command returns the argv the request runs: Argv, or /bin/sh -c Shell. A
+// request with both or neither set is an error naming the fields.
+func (r ExecRequest) Command() ([]string, error) {
+	switch {
+	case len(r.Argv) > 0 && r.Shell != "":
+		return nil, errors.New("sandbox: exec request sets both argv and shell")
+	case len(r.Argv) > 0:
+		if r.Argv[0] == "" {
+			return nil, errors.New("sandbox: exec request argv[0] is empty")
+		}
+		return r.Argv, nil
+	case r.Shell != "":
+		return []string{"/bin/sh", "-c", r.Shell}, nil
+	default:
+		return nil, errors.New("sandbox: exec request sets neither argv nor shell")
+	}
 }
 
 // ExecResult is what a command did.
