@@ -448,7 +448,7 @@ func parseNullID(s sql.NullString) (*session.ID, error) {
 	return &id, nil
 }
 
-// budgetText is a budget as stored: JSON, or ” for none.
+// budgetText is a budget as stored: JSON, or the empty string for none.
 func budgetText(b Budget) string {
 	if b.IsZero() {
 		return ""
