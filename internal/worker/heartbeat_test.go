@@ -1,0 +1,166 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rath-run/rath/internal/bus"
+	"github.com/rath-run/rath/internal/bus/bustest"
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/worker"
+	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/llm"
+	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store"
+	"github.com/rath-run/rath/pkg/store/storeurl"
+)
+
+// The step sleeps for stepDelay in the scripted model, well past the bus's
+// AckWait, so only heartbeats keep JetStream from redelivering it.
+const (
+	ackWait   = time.Second
+	stepDelay = 2500 * time.Millisecond
+)
+
+type rig struct {
+	bus   *bus.Bus
+	graph store.Store
+	runs  *runs.Store
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	ctx := context.Background()
+	b, _, _ := bustest.NewWith(t, bustest.Options{Config: bus.Config{AckWait: ackWait}})
+	url := "sqlite:" + filepath.Join(t.TempDir(), "rath.db")
+	st, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	rs, db, err := runs.Open(ctx, url)
+	if err != nil {
+		t.Fatalf("open run store: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return &rig{bus: b, graph: st, runs: rs}
+}
+
+// submit records a one-step run of a slow scripted agent and publishes its
+// job, as the coordinator does.
+func (r *rig) submit(t *testing.T) (runs.Run, session.Session) {
+	t.Helper()
+	ctx := context.Background()
+	in, err := session.FromUserMessage(ctx, r.graph, "take your time")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := agent.Spec{Name: "slow", Model: "scripted", Script: []llm.ScriptReply{{Content: "done", DelayMS: int(stepDelay / time.Millisecond)}}}
+	target, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := runs.Run{ID: runs.NewRunID(), Queue: bus.DefaultQueue, Target: target, Input: in.ID()}
+	if err := r.runs.Create(ctx, &run, []runs.Step{{Input: in.ID()}}); err != nil {
+		t.Fatal(err)
+	}
+	st := run.Steps[0]
+	if _, err := r.bus.Publish(ctx, bus.Job{StepID: st.ID, RunID: run.ID, Queue: run.Queue, Input: in.ID().String(), Target: target}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return run, in
+}
+
+// startWorker runs a two-slot worker (so a redelivery could run beside the
+// first delivery) until the test ends.
+func (r *rig) startWorker(t *testing.T, cfg worker.Config) {
+	t.Helper()
+	ctx := context.Background()
+	cons, err := r.bus.Consumer(ctx, bus.DefaultQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Name, cfg.Slots, cfg.MaxDeliver = "hb-worker", 2, r.bus.Config().MaxDeliver
+	cfg.FetchWait, cfg.ShutdownTimeout = 200*time.Millisecond, 10*time.Second
+	resolve := func(spec agent.Spec) (llm.Provider, string, error) {
+		return &llm.Scripted{Replies: spec.Script}, "scripted", nil
+	}
+	w, err := worker.New(r.graph, r.runs, cons, r.bus, resolve, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(wctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func (r *rig) waitRun(t *testing.T, id string) runs.Run {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		run, err := r.runs.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Status.Terminal() {
+			return run
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s still %s after 30s", id, run.Status)
+		}
+		<-time.After(20 * time.Millisecond)
+	}
+}
+
+// checkOneCommit asserts the step's input has exactly one child: the step
+// committed once however often it ran.
+func (r *rig) checkOneCommit(t *testing.T, run runs.Run, in session.Session) {
+	t.Helper()
+	children, err := r.graph.Children(context.Background(), in.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(children) != 1 || run.Output == nil || children[0].ID != *run.Output {
+		t.Fatalf("input has children %+v, want exactly the run's output %v", children, run.Output)
+	}
+}
+
+// TestHeartbeatsPreventRedelivery runs a step 2.5× longer than the ack wait
+// with heartbeats on: JetStream must not redeliver it, so the step starts
+// exactly once.
+func TestHeartbeatsPreventRedelivery(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	run, in := r.submit(t)
+	r.startWorker(t, worker.Config{Heartbeat: ackWait / 5})
+	run = r.waitRun(t, run.ID)
+	if run.Status != runs.RunSucceeded {
+		t.Fatalf("run %s: %s", run.Status, run.Error)
+	}
+	if got := run.Steps[0].Attempts; got != 1 {
+		t.Fatalf("step started %d times, want 1: heartbeats did not hold the delivery", got)
+	}
+	r.checkOneCommit(t, run, in)
+}
+
+// TestNoHeartbeatsRedeliver is the negative control: the same step without
+// heartbeats outlives its ack deadline and JetStream redelivers it while it
+// runs. The commit stays single because it is keyed by the step id.
+func TestNoHeartbeatsRedeliver(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	run, in := r.submit(t)
+	r.startWorker(t, worker.Config{Heartbeat: ackWait / 5, NoHeartbeat: true})
+	run = r.waitRun(t, run.ID)
+	if run.Status != runs.RunSucceeded {
+		t.Fatalf("run %s: %s", run.Status, run.Error)
+	}
+	if got := run.Steps[0].Attempts; got < 2 {
+		t.Fatalf("step started %d times, want a redelivery (>= 2) without heartbeats", got)
+	}
+	r.checkOneCommit(t, run, in)
+}
