@@ -68,6 +68,7 @@ func newRunCmd(env *Env) *cobra.Command {
 	var f serverFlags
 	var agentFile, message, sessionID, queue string
 	var watch bool
+	var budget runs.Budget
 	c := &cobra.Command{
 		Use:   "run --agent FILE (--message TEXT | --session ID) [--watch]",
 		Short: "submit a run: forward a session through an agent",
@@ -91,10 +92,14 @@ func newRunCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := budget.Validate(); err != nil {
+				return &exitError{code: 2, err: err}
+			}
 			ctx := cmd.Context()
 			var r runs.Run
 			err = cl.Do(ctx, "POST", "/v1/runs", map[string]any{
 				"agent": json.RawMessage(specJSON), "message": message, "session": sessionID, "queue": queue,
+				"budget": budget,
 			}, &r)
 			if err != nil {
 				return err
@@ -111,6 +116,8 @@ func newRunCmd(env *Env) *cobra.Command {
 	c.Flags().StringVar(&sessionID, "session", "", "forward this existing session version")
 	c.Flags().StringVar(&queue, "queue", "", "job queue (default: the coordinator's)")
 	c.Flags().BoolVarP(&watch, "watch", "w", false, "stream the run live until it ends")
+	c.Flags().Int64Var(&budget.MaxTokens, "max-tokens", 0, "the run's token budget (0: unlimited); crossing it ends the step cleanly")
+	c.Flags().Float64Var(&budget.MaxCostUSD, "max-cost-usd", 0, "the run's cost budget in USD, priced with the agent's pricing (0: unlimited)")
 	return c
 }
 
@@ -138,7 +145,11 @@ func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID st
 				fmt.Fprintln(env.Out)
 				midLine = false
 			}
-			fmt.Fprintf(env.Out, "  %s %-15s %s\n", e.Time.Local().Format("15:04:05.000"), e.Type, strings.TrimSpace(string(e.Data)))
+			data := strings.TrimSpace(string(e.Data))
+			if e.Type == "step.tool_call" || e.Type == "step.tool_result" {
+				data = toolEventText(e.Data)
+			}
+			fmt.Fprintf(env.Out, "  %s %-15s %s\n", e.Time.Local().Format("15:04:05.000"), e.Type, data)
 		}
 		return nil
 	})
@@ -293,4 +304,23 @@ func newRunsCmd(env *Env) *cobra.Command {
 	cf.register(cancel)
 	c.AddCommand(list, show, cancel)
 	return c
+}
+
+// toolEventText is a tool call or result event in one short line.
+func toolEventText(data json.RawMessage) string {
+	var e agent.Event
+	if json.Unmarshal(data, &e) != nil {
+		return string(data)
+	}
+	if e.Type == "tool.call" {
+		args := e.Arguments
+		if r := []rune(args); len(r) > 100 {
+			args = string(r[:100]) + "…"
+		}
+		return fmt.Sprintf("%s %s", e.Name, args)
+	}
+	if e.OK {
+		return e.Name + " ok"
+	}
+	return fmt.Sprintf("%s failed: %s", e.Name, e.ErrorKind)
 }
