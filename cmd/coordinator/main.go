@@ -44,6 +44,8 @@ func run(ctx context.Context, args []string) error {
 	storeURL := fs.String("store", os.Getenv("RATH_STORE"), "store URL (postgres://… or sqlite:PATH)")
 	natsURL := fs.String("nats", cmp.Or(os.Getenv("NATS_URL"), nats.DefaultURL), "NATS server URL")
 	addr := fs.String("addr", cmp.Or(os.Getenv("RATH_ADDR"), ":7420"), "listen address")
+	interval := fs.Duration("reconcile-interval", 0, "how often the reconciler scans for lost steps (default 10s)")
+	staleAfter := fs.Duration("stale-after", 0, "how long an unfinished step may go untouched before it is reconciled (default 2m)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -67,7 +69,9 @@ func run(ctx context.Context, args []string) error {
 		log.Info("migrations applied")
 		return nil
 	}
-	c, err := coordinator.New(b.Store, b.Runs, b.Bus, coordinator.Config{Token: os.Getenv("RATH_TOKEN"), Logger: log})
+	c, err := coordinator.New(b.Store, b.Runs, b.Bus, coordinator.Config{
+		Token: os.Getenv("RATH_TOKEN"), ReconcileInterval: *interval, StaleAfter: *staleAfter, Logger: log,
+	})
 	if err != nil {
 		return err
 	}

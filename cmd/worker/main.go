@@ -7,6 +7,10 @@
 //	RATH_SLOTS      concurrent steps (default 4)                    --slots
 //	RATH_HEALTH     health listen address (default :7421)           --health
 //
+// --ack-wait sets the queue consumer's ack deadline (default 30s) and
+// --heartbeat how often a running step extends it (default 5s); keep the
+// heartbeat well under the ack wait.
+//
 // Model credentials come from OPENAI_API_KEY and friends (docs/models.md).
 // SIGTERM stops pulling, lets steps finish within --shutdown-timeout, and
 // exits 0.
@@ -29,6 +33,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/worker"
 )
 
@@ -52,6 +57,8 @@ func run(ctx context.Context, args []string) error {
 	health := fs.String("health", cmp.Or(os.Getenv("RATH_HEALTH"), ":7421"), "health listen address (empty: off)")
 	name := fs.String("name", os.Getenv("RATH_WORKER_NAME"), "worker name (default host-pid)")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "time steps in flight get to finish on SIGTERM")
+	ackWait := fs.Duration("ack-wait", 0, "ack deadline of a delivered job (default 30s)")
+	heartbeat := fs.Duration("heartbeat", 0, "InProgress heartbeat interval of a running step (default 5s)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -64,6 +71,7 @@ func run(ctx context.Context, args []string) error {
 		Connect: func() (*nats.Conn, error) {
 			return nats.Connect(*natsURL, nats.Name("rath-worker"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
 		},
+		Bus:    bus.Config{AckWait: *ackWait},
 		Logger: log,
 	})
 	if err != nil {
@@ -71,7 +79,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	defer b.Close()
 	w, err := app.NewWorker(ctx, b, os.Getenv, worker.Config{
-		Name: *name, Queue: *queue, Slots: slots, ShutdownTimeout: *shutdown, Logger: log,
+		Name: *name, Queue: *queue, Slots: slots, ShutdownTimeout: *shutdown, Heartbeat: *heartbeat, Logger: log,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,52 @@
+// Command natsd is a nats-server with JetStream built from the
+// nats-server/v2 module this repository depends on, for the e2e tests: the
+// same server code a deployment runs, as a separate process that a test
+// can stop and restart on the same port and store.
+//
+//	natsd -port 4222 -store DIR
+//
+// It runs until SIGINT or SIGTERM, then shuts down cleanly (flushing its
+// store), and prints "ready nats://HOST:PORT" on stdout once it accepts
+// connections.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rath-run/rath/internal/bus/embedded"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "natsd:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	port := flag.Int("port", -1, "client port (-1: pick a free one)")
+	host := flag.String("host", "127.0.0.1", "listen host")
+	dir := flag.String("store", "", "JetStream store directory (required)")
+	flag.Parse()
+	if *dir == "" {
+		return fmt.Errorf("-store is required")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	srv, err := embedded.Start(sctx, embedded.Options{StoreDir: *dir, Host: *host, Port: *port, ServerName: "rath-e2e"})
+	if err != nil {
+		return err
+	}
+	fmt.Println("ready", srv.ClientURL())
+	<-ctx.Done()
+	srv.Shutdown()
+	return nil
+}
