@@ -21,6 +21,8 @@ import (
 	"github.com/rath-run/rath/internal/worker"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/llm"
+	"github.com/rath-run/rath/pkg/sandbox"
+	"github.com/rath-run/rath/pkg/sandbox/local"
 	"github.com/rath-run/rath/pkg/store"
 	"github.com/rath-run/rath/pkg/store/storeurl"
 )
@@ -142,8 +144,13 @@ func Resolver(getenv func(string) string) worker.ResolveFunc {
 	}
 }
 
-// NewWorker builds a worker on a backend.
+// NewWorker builds a worker on a backend. Unless cfg names its own
+// Workspaces or Sandboxes, steps with tools run in the "local" sandbox
+// backend over a fresh temporary directory.
 func NewWorker(ctx context.Context, b *Backend, getenv func(string) string, cfg worker.Config) (*worker.Worker, error) {
+	if cfg.Workspaces == nil && cfg.Sandboxes == nil {
+		cfg.Sandboxes = sandbox.NewRegistry(local.New(local.Config{}))
+	}
 	cfg = cfg.WithDefaults()
 	cons, err := b.Bus.Consumer(ctx, cfg.Queue)
 	if err != nil {

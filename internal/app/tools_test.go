@@ -1,0 +1,151 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/client"
+	"github.com/rath-run/rath/pkg/session"
+)
+
+// toolSpec is a scripted agent that writes a file, then reads it back, lists
+// the directory and runs a command on it, all through the worker's local
+// sandbox.
+const toolSpec = `{
+  "name": "scribe", "model": "scripted", "tools": ["builtin"],
+  "script": [
+    {"content": "Writing.", "tool_calls": [{"function": {"name": "write_workspace_file", "arguments": {"path": "notes/plan.md", "content": "Day 1: Fushimi Inari"}}}]},
+    {"tool_calls": [
+      {"function": {"name": "read_workspace_file", "arguments": {"path": "notes/plan.md"}}},
+      {"function": {"name": "list_workspace_files", "arguments": {"path": "notes"}}},
+      {"function": {"name": "run_shell_command", "arguments": {"cmd": "wc -c < notes/plan.md"}}},
+      {"function": {"name": "read_workspace_file", "arguments": {"path": "../../etc/passwd"}}}
+    ]},
+    {"content": "Saved and checked."}
+  ]
+}`
+
+func TestDevRunWithBuiltinTools(t *testing.T) {
+	t.Parallel()
+	s := startDev(t, "", app.DevConfig{Workers: 1})
+	ctx := context.Background()
+	r := s.submit(t, toolSpec, "Keep my plan.")
+	var mu sync.Mutex
+	var events []client.Event
+	if err := s.cl.Watch(ctx, r.ID, func(e client.Event) error {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+		return nil
+	}); err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	r = s.waitRun(t, r.ID)
+	if r.Status != runs.RunSucceeded || r.Output == nil {
+		t.Fatalf("run ended %s (%s)", r.Status, r.Error)
+	}
+	out, err := session.Open(ctx, s.dev.Backend.Store, *r.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := out.Version()
+	var kinds []string
+	var bodies []string
+	for _, c := range v.Chunks {
+		kinds = append(kinds, string(c.Kind()))
+		if tr, ok := c.ToolResult(); ok {
+			bodies = append(bodies, tr.Content)
+		}
+	}
+	want := []string{"assistant", "tool_result", "assistant", "tool_result", "tool_result", "tool_result", "tool_result", "assistant"}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("chunks %v, want %v", kinds, want)
+	}
+	for i, want := range []string{
+		`{"bytes_written":20}`,
+		`{"data":"Day 1: Fushimi Inari"}`,
+		`{"entries":[{"name":"plan.md","path":"notes/plan.md","is_dir":false}]}`,
+		`"stdout":"20\n"`,
+		`"error_kind":"path_outside_workspace"`,
+	} {
+		if !strings.Contains(bodies[i], want) {
+			t.Errorf("result %d = %s, want it to contain %s", i, bodies[i], want)
+		}
+	}
+	if v.Placement.Backend != "" {
+		t.Errorf("placement changed: %+v", v.Placement)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var calls, results int
+	for _, e := range events {
+		switch e.Type {
+		case "step.tool_call":
+			calls++
+		case "step.tool_result":
+			results++
+		}
+	}
+	if calls != 5 || results != 5 {
+		t.Fatalf("%d tool_call and %d tool_result events, want 5 each", calls, results)
+	}
+}
+
+func TestDevRunUnknownToolFails(t *testing.T) {
+	t.Parallel()
+	s := startDev(t, "", app.DevConfig{Workers: 1})
+	r := s.submit(t, `{"name":"a","model":"scripted","tools":["builtin","teleport"],"script":["x"]}`, "go")
+	r = s.waitRun(t, r.ID)
+	if r.Status != runs.RunFailed || !strings.Contains(r.Error, "tools[1]") || !strings.Contains(r.Error, "teleport") {
+		t.Fatalf("run %s: %q", r.Status, r.Error)
+	}
+	if r.Steps[0].Attempts != 1 {
+		t.Fatalf("a permanent error was retried: %d attempts", r.Steps[0].Attempts)
+	}
+}
+
+func TestDevRunBudgetStops(t *testing.T) {
+	t.Parallel()
+	s := startDev(t, "", app.DevConfig{Workers: 1})
+	ctx := context.Background()
+	var r runs.Run
+	if err := s.cl.Do(ctx, "POST", "/v1/runs", map[string]any{
+		"agent": json.RawMessage(toolSpec), "message": "Keep my plan.", "budget": map[string]any{"max_tokens": 5},
+	}, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Budget.MaxTokens != 5 {
+		t.Fatalf("budget not recorded: %+v", r.Budget)
+	}
+	r = s.waitRun(t, r.ID)
+	if r.Status != runs.RunSucceeded {
+		t.Fatalf("run %s: %s", r.Status, r.Error)
+	}
+	out, err := session.Open(ctx, s.dev.Backend.Store, *r.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := out.Version()
+	last := v.Chunks[len(v.Chunks)-1]
+	if last.Kind() != session.KindNote || !strings.Contains(last.Text(), "run_tokens") {
+		t.Fatalf("last chunk %s", last)
+	}
+	found := false
+	for _, e := range v.Extras {
+		found = found || (e.Key == "budget.exceeded" && string(e.Value) == `"run_tokens"`)
+	}
+	if !found {
+		t.Fatalf("extras %v", v.Extras)
+	}
+	if err := s.cl.Do(ctx, "POST", "/v1/runs", map[string]any{
+		"agent": json.RawMessage(toolSpec), "message": "x", "budget": map[string]any{"max_tokens": -1},
+	}, &r); err == nil || !strings.Contains(err.Error(), "budget.max_tokens") {
+		t.Fatalf("negative budget: %v", err)
+	}
+}
