@@ -46,6 +46,7 @@ import (
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/tool"
 	"github.com/rath-run/rath/pkg/tool/builtin"
+	"github.com/rath-run/rath/pkg/tool/mcp"
 )
 
 // Config configures a Worker. Zero values take the documented defaults.
@@ -91,6 +92,17 @@ type Config struct {
 	// means the six built-ins and their "builtin" group. Register custom
 	// Go tools here (builtin.NewRegistry, then Register).
 	Tools *tool.Registry
+	// MCP provides the tools of the MCP servers a spec names (spec.mcp),
+	// normally an *mcp.Manager; nil means this worker runs none, and a
+	// spec naming servers fails. When it is an io.Closer, Run closes it on
+	// return, after the steps in flight have ended.
+	MCP MCPTools
+}
+
+// MCPTools starts or reuses the MCP servers an agent spec names and returns
+// their tools (see package tool/mcp).
+type MCPTools interface {
+	Tools(ctx context.Context, servers []agent.MCPServer) ([]tool.Tool, error)
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -236,6 +248,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		cancelWork()
 		<-done
 	}
+	if c, ok := w.cfg.MCP.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			w.log.Warn("closing MCP servers", slog.Any("error", err))
+		}
+	}
 	w.log.Info("worker stopped")
 	return nil
 }
@@ -356,6 +373,11 @@ func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provide
 	if err != nil {
 		return session.Session{}, permanent(fmt.Errorf("agent %s: %w", spec.Name, err))
 	}
+	if len(spec.MCP) > 0 {
+		if tools, err = w.withMCP(ctx, spec, tools); err != nil {
+			return session.Session{}, err
+		}
+	}
 	meta := agent.Meta{
 		Key:      job.StepID,
 		Producer: session.Producer{Run: job.RunID, Step: job.StepID, Worker: w.cfg.Name},
@@ -396,6 +418,33 @@ func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provide
 	}
 	a := &agent.Agent{Spec: spec, Provider: provider, Model: model, Tools: tools}
 	return a.Step(ctx, s, meta)
+}
+
+// withMCP adds the tools of the spec's MCP servers to tools. A command the
+// worker does not allow, or a worker without MCP, fails the step for good;
+// a server that fails to start is retried with the step.
+func (w *Worker) withMCP(ctx context.Context, spec agent.Spec, tools *tool.Set) (*tool.Set, error) {
+	if w.cfg.MCP == nil {
+		return nil, permanent(fmt.Errorf("agent %s: mcp: this worker runs no MCP servers", spec.Name))
+	}
+	extra, err := w.cfg.MCP.Tools(ctx, spec.MCP)
+	if err != nil {
+		err = fmt.Errorf("agent %s: %w", spec.Name, err)
+		if errors.Is(err, mcp.ErrNotAllowed) {
+			return nil, permanent(err)
+		}
+		return nil, err
+	}
+	all := make([]tool.Tool, 0, tools.Len()+len(extra))
+	for _, d := range tools.Defs() {
+		t, _ := tools.Get(d.Name)
+		all = append(all, t)
+	}
+	set, err := tool.NewSet(append(all, extra...)...)
+	if err != nil {
+		return nil, permanent(fmt.Errorf("agent %s: mcp: %w", spec.Name, err))
+	}
+	return set, nil
 }
 
 // retryOrFail NAKs a transient failure with backoff, or records a terminal
