@@ -19,12 +19,24 @@ import (
 )
 
 // demoAgent is the demo's agent: the scripted model, so the demo needs no
-// API key and prints the same transcript every time.
+// API key and prints the same transcript every time. It uses the built-in
+// tools to write its plan into the step's sandbox and read it back
+// (examples/agents/scribe.yaml is the same agent).
 const demoAgent = `name: planner
-instructions: You plan short trips.
+instructions: You plan short trips and keep the plan in the workspace.
 model: scripted
+tools: [builtin]
 script:
-  - content: "Day 1: Fushimi Inari at dawn, then Nishiki market. Day 2: Arashiyama bamboo grove. Day 3: Kiyomizu-dera and Gion at dusk."
+  - content: "I'll save the plan first."
+    tool_calls:
+      - function:
+          name: write_workspace_file
+          arguments: {path: kyoto/plan.md, content: "Day 1: Fushimi Inari at dawn, then Nishiki market.\nDay 2: Arashiyama bamboo grove.\nDay 3: Kiyomizu-dera and Gion at dusk.\n"}
+  - content: "Now I'll read it back and check it."
+    tool_calls:
+      - function: {name: read_workspace_file, arguments: {path: kyoto/plan.md}}
+      - function: {name: run_shell_command, arguments: {cmd: "grep -c '^Day' kyoto/plan.md"}}
+  - content: "Day 1: Fushimi Inari at dawn, then Nishiki market. Day 2: Arashiyama bamboo grove. Day 3: Kiyomizu-dera and Gion at dusk. The plan is saved in kyoto/plan.md."
 `
 
 func newDemoCmd(env *Env) *cobra.Command {
@@ -96,7 +108,7 @@ func runDemo(ctx context.Context, env *Env) error {
 	}
 	fmt.Fprintln(env.Out, "\ntranscript:")
 	for i, c := range chunks {
-		fmt.Fprintf(env.Out, "  [%d] %s\n", i, c)
+		fmt.Fprintf(env.Out, "  [%d] %s\n", i, chunkLine(c))
 	}
 	// Branch the result, as a user exploring alternatives would.
 	a, err := out.Fork(ctx)
@@ -202,4 +214,29 @@ func printTree(w io.Writer, vs []*session.Version) error {
 		}
 	}
 	return nil
+}
+
+// chunkLine is a chunk in one line; tool calls and results show the tool's
+// name and its arguments or JSON result.
+func chunkLine(c session.Chunk) string {
+	const limit = 140
+	cut := func(s string) string {
+		if r := []rune(s); len(r) > limit {
+			return string(r[:limit]) + "…"
+		}
+		return s
+	}
+	switch {
+	case c.Kind() == session.KindToolResult:
+		r, _ := c.ToolResult()
+		return fmt.Sprintf("tool_result %s → %s", r.Name, cut(r.Content))
+	case len(c.ToolCalls()) > 0:
+		var calls []string
+		for _, tc := range c.ToolCalls() {
+			calls = append(calls, tc.Function.Name+" "+tc.Function.Arguments)
+		}
+		return cut(fmt.Sprintf("assistant: %s [calls %s]", c.Text(), strings.Join(calls, "; ")))
+	default:
+		return c.String()
+	}
 }
