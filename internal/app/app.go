@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -25,6 +26,7 @@ import (
 	"github.com/rath-run/rath/pkg/sandbox/local"
 	"github.com/rath-run/rath/pkg/store"
 	"github.com/rath-run/rath/pkg/store/storeurl"
+	"github.com/rath-run/rath/pkg/tool/mcp"
 )
 
 // Backend is an opened store, run store and bus: what both processes need.
@@ -146,7 +148,10 @@ func Resolver(getenv func(string) string) worker.ResolveFunc {
 
 // NewWorker builds a worker on a backend. Unless cfg names its own
 // Workspaces or Sandboxes, steps with tools run in the "local" sandbox
-// backend over a fresh temporary directory.
+// backend over a fresh temporary directory. Unless cfg names its own MCP,
+// the worker gets an MCP manager (closed when the worker's Run returns)
+// that runs the commands RATH_MCP_ALLOW lists (comma-separated; "*" for
+// any; unset for none) with PATH and HOME from getenv.
 func NewWorker(ctx context.Context, b *Backend, getenv func(string) string, cfg worker.Config) (*worker.Worker, error) {
 	if cfg.Workspaces == nil && cfg.Sandboxes == nil {
 		cfg.Sandboxes = sandbox.NewRegistry(local.New(local.Config{}))
@@ -157,5 +162,35 @@ func NewWorker(ctx context.Context, b *Backend, getenv func(string) string, cfg 
 		return nil, fmt.Errorf("consumer for queue %s: %w", cfg.Queue, err)
 	}
 	cfg.MaxDeliver = b.Bus.Config().MaxDeliver
-	return worker.New(b.Store, b.Runs, cons, b.Bus, Resolver(getenv), cfg)
+	if cfg.MCP == nil {
+		m, err := mcp.NewManager(mcp.Config{
+			AllowCommands: ParseMCPAllow(getenv("RATH_MCP_ALLOW")),
+			Env:           mcp.HostEnv(getenv),
+			Logger:        cfg.Logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		cfg.MCP = m
+	}
+	w, err := worker.New(b.Store, b.Runs, cons, b.Bus, Resolver(getenv), cfg)
+	if err != nil {
+		if c, ok := cfg.MCP.(io.Closer); ok {
+			_ = c.Close()
+		}
+		return nil, err
+	}
+	return w, nil
+}
+
+// ParseMCPAllow splits RATH_MCP_ALLOW: commands separated by commas, "*"
+// for any command; blanks are dropped.
+func ParseMCPAllow(s string) []string {
+	var out []string
+	for c := range strings.SplitSeq(s, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -108,8 +108,17 @@ func StartDev(ctx context.Context, cfg DevConfig) (*Dev, error) {
 		}
 	})
 	d.goRun(func() { _ = d.Coordinator.RunReconciler(runCtx) })
+	// On a laptop the spec's author runs the workers, and the local sandbox
+	// already runs their commands: MCP servers may run any command unless
+	// RATH_MCP_ALLOW says otherwise.
+	getenv := func(k string) string {
+		if k == "RATH_MCP_ALLOW" {
+			return cmp.Or(cfg.Getenv(k), "*")
+		}
+		return cfg.Getenv(k)
+	}
 	for i := range max(cfg.Workers, 0) {
-		w, err := NewWorker(runCtx, d.Backend, cfg.Getenv, worker.Config{
+		w, err := NewWorker(runCtx, d.Backend, getenv, worker.Config{
 			Name: fmt.Sprintf("dev-worker-%d", i+1), Slots: cfg.Slots, Logger: log, ShutdownTimeout: 10 * time.Second,
 		})
 		if err != nil {

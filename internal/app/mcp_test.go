@@ -1,0 +1,102 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/session"
+)
+
+// TestDevRunWithMCPTools runs two scripted agents whose spec names the test
+// MCP server (pkg/tool/mcp/testdata/mcpserver) through the dev stack: the
+// worker discovers its tools, calls them, records isError and a crash as
+// error bodies, restarts the crashed server, and keeps it for the next run.
+func TestDevRunWithMCPTools(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "mcpserver")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../pkg/tool/mcp/testdata/mcpserver").CombinedOutput(); err != nil {
+		t.Fatalf("build the test MCP server: %v\n%s", err, out)
+	}
+	spec := func(script string) string {
+		return `{"name": "mcp-user", "model": "scripted",
+		  "mcp": [{"name": "srv", "command": ` + jsonString(t, bin) + `, "tools": ["echo", "fail", "crash", "pid"]}],
+		  "script": ` + script + `}`
+	}
+	s := startDev(t, "", app.DevConfig{Workers: 1})
+	first := runBodies(t, s, spec(`[
+	  {"tool_calls": [
+	    {"function": {"name": "srv__echo", "arguments": {"text": "hi"}}},
+	    {"function": {"name": "srv__fail", "arguments": {}}}
+	  ]},
+	  {"tool_calls": [{"function": {"name": "srv__crash", "arguments": {}}}]},
+	  {"tool_calls": [{"function": {"name": "srv__pid", "arguments": {}}}]},
+	  {"content": "done"}
+	]`))
+	if len(first) != 4 {
+		t.Fatalf("tool results %v, want 4", first)
+	}
+	if first[0] != `{"text":"hi"}` {
+		t.Errorf("echo = %s", first[0])
+	}
+	for i, want := range [][]string{
+		1: {`"ok":false`, `"error_kind":"tool_execution_exception"`, `"message":"disk on fire"`},
+		2: {`"ok":false`, `"error_kind":"tool_execution_exception"`, "exit status 3", "crashing as asked"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(first[i], w) {
+				t.Errorf("result %d = %s, want it to contain %s", i, first[i], w)
+			}
+		}
+	}
+	pid := regexp.MustCompile(`^\{"text":"[0-9]+"\}$`)
+	if !pid.MatchString(first[3]) {
+		t.Fatalf("pid after the crash = %s", first[3])
+	}
+	// The next run finds the restarted server still running: same process.
+	second := runBodies(t, s, spec(`[
+	  {"tool_calls": [{"function": {"name": "srv__pid", "arguments": {}}}]},
+	  {"content": "done"}
+	]`))
+	if !slices.Equal(second, first[3:]) {
+		t.Fatalf("second run's pid %v, want the first run's %s", second, first[3])
+	}
+}
+
+// runBodies submits spec, waits for success and returns the tool_result
+// bodies of the output version.
+func runBodies(t *testing.T, s *stack, spec string) []string {
+	t.Helper()
+	ctx := context.Background()
+	r := s.waitRun(t, s.submit(t, spec, "use the server").ID)
+	if r.Status != runs.RunSucceeded || r.Output == nil {
+		t.Fatalf("run ended %s (%s)", r.Status, r.Error)
+	}
+	out, err := session.Open(ctx, s.dev.Backend.Store, *r.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bodies []string
+	for _, c := range out.Version().Chunks {
+		if tr, ok := c.ToolResult(); ok {
+			bodies = append(bodies, tr.Content)
+		}
+	}
+	return bodies
+}
+
+func jsonString(t *testing.T, s string) string {
+	t.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
