@@ -116,9 +116,15 @@ func (a *Agent) Run(ctx context.Context, s session.Session, m Meta) (Result, err
 		tools = append(tools, llm.Tool{Name: d.Name, Description: d.Description, Parameters: d.Parameters})
 	}
 	res := Result{Agent: a.Spec.Name, Model: model}
-	add := func(c session.Chunk) {
+	// add records a model-facing chunk and the message it becomes (built
+	// directly rather than decoded back from the chunk: this is the loop's
+	// hot path).
+	add := func(c session.Chunk, m llm.Message) {
 		res.Chunks = append(res.Chunks, c)
-		msgs = append(msgs, llm.MessagesFromChunks([]session.Chunk{c})...)
+		msgs = append(msgs, m)
+	}
+	addResult := func(r session.ToolResult) {
+		add(session.ToolResultChunk(r), llm.Message{Role: llm.RoleTool, Content: r.Content, ToolCallID: r.ToolCallID})
 	}
 	note := func(body map[string]any) {
 		c, err := session.Evidence(session.KindNote, body)
@@ -156,7 +162,8 @@ func (a *Agent) Run(ctx context.Context, s session.Session, m Meta) (Result, err
 		res.Usage = res.Usage.Add(resp.Usage)
 		res.Rounds = append(res.Rounds, resp.Usage)
 		res.CostUSD += a.Spec.Pricing.cost(resp.Usage)
-		add(resp.Chunk())
+		ac := resp.Chunk()
+		add(ac, llm.Message{Role: llm.RoleAssistant, Content: ac.Text(), ToolCalls: resp.ToolCalls})
 		switch {
 		case resp.FinishReason == llm.FinishContentFilter:
 			note(map[string]any{"event": "content_filter", "round": round + 1,
@@ -169,8 +176,8 @@ func (a *Agent) Run(ctx context.Context, s session.Session, m Meta) (Result, err
 		}
 		if stop, detail := a.overBudget(res, m.Run, false); stop != "" {
 			for _, c := range resp.ToolCalls {
-				add(session.ToolResultChunk(session.ToolResult{ToolCallID: c.ID, Name: c.Function.Name,
-					Content: errorBody(&tool.Error{Kind: KindBudgetExceeded, Message: fmt.Sprintf("not run: %v", detail["message"])})}))
+				addResult(session.ToolResult{ToolCallID: c.ID, Name: c.Function.Name,
+					Content: errorBody(&tool.Error{Kind: KindBudgetExceeded, Message: fmt.Sprintf("not run: %v", detail["message"])})})
 			}
 			res.Stop = stop
 			note(detail)
@@ -180,8 +187,8 @@ func (a *Agent) Run(ctx context.Context, s session.Session, m Meta) (Result, err
 			res.Stop = StopModel
 			return res, nil
 		}
-		for _, c := range a.runTools(ctx, round+1, resp.ToolCalls, m) {
-			add(c)
+		for _, r := range a.runTools(ctx, round+1, resp.ToolCalls, m) {
+			addResult(r)
 		}
 	}
 }

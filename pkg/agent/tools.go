@@ -33,14 +33,14 @@ type call struct {
 	args json.RawMessage
 }
 
-// runTools runs one round's tool calls and returns one tool_result chunk per
+// runTools runs one round's tool calls and returns one tool result per
 // call, in the model's order. Pre-checks, in OpenRath's order: arguments
 // that are not a JSON object → invalid_tool_arguments; a name the agent
 // does not offer → unknown_tool; arguments that do not match the tool's
 // schema → invalid_tool_arguments; a ResourceKey that panics →
 // tool_execution_exception. Calls that pass are grouped by resource key:
 // each group runs in order on its own goroutine, groups run concurrently.
-func (a *Agent) runTools(ctx context.Context, round int, calls []session.ToolCall, m Meta) []session.Chunk {
+func (a *Agent) runTools(ctx context.Context, round int, calls []session.ToolCall, m Meta) []session.ToolResult {
 	bodies := make([]string, len(calls))
 	groups := map[string][]call{}
 	var order []string
@@ -76,23 +76,28 @@ func (a *Agent) runTools(ctx context.Context, round int, calls []session.ToolCal
 	}
 	env := tool.Env{Sandbox: m.Sandbox}
 	timeout := a.Spec.Limits.toolTimeout()
-	var wg sync.WaitGroup
-	for _, key := range order {
-		wg.Go(func() {
-			for _, c := range groups[key] {
-				bodies[c.i] = callTool(ctx, c.t, env, c.args, timeout)
-			}
-		})
+	runGroup := func(key string) {
+		for _, c := range groups[key] {
+			bodies[c.i] = callTool(ctx, c.t, env, c.args, timeout)
+		}
 	}
-	wg.Wait()
-	out := make([]session.Chunk, len(calls))
+	if len(order) == 1 {
+		runGroup(order[0]) // nothing to overlap with
+	} else {
+		var wg sync.WaitGroup
+		for _, key := range order {
+			wg.Go(func() { runGroup(key) })
+		}
+		wg.Wait()
+	}
+	out := make([]session.ToolResult, len(calls))
 	for i, c := range calls {
 		ev := Event{Type: "tool.result", Round: round, CallID: c.ID, Name: c.Function.Name, OK: true}
 		if kind := failureKind(bodies[i]); kind != "" {
 			ev.OK, ev.ErrorKind = false, kind
 		}
 		a.emit(m, ev)
-		out[i] = session.ToolResultChunk(session.ToolResult{ToolCallID: c.ID, Name: c.Function.Name, Content: bodies[i]})
+		out[i] = session.ToolResult{ToolCallID: c.ID, Name: c.Function.Name, Content: bodies[i]}
 	}
 	return out
 }
