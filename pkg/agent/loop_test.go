@@ -17,7 +17,7 @@ import (
 	"github.com/rath-run/rath/pkg/tool"
 )
 
-// funcTool is a test tool: name, schema, key and behaviour as functions.
+// funcTool is a test tool: name, schema, key and behavior as functions.
 type funcTool struct {
 	name   string
 	schema string

@@ -1,6 +1,45 @@
 // Package agent provides agents: layers that forward a Session through a
-// model. An agent is described by a [Spec] — data, not code — so a step job
-// can carry it to any worker; [Agent.Forward] runs it.
+// model and its tools. An agent is described by a [Spec] — data, not code —
+// so a step job can carry it to any worker; [Agent.Forward] runs it.
+//
+// # The loop
+//
+// One step runs the loop ([Agent.Run]): send the instructions (a system
+// message, never stored), the transcript and the tool schemas sorted by
+// name; record the reply as one assistant chunk; run its tool calls and
+// record one tool_result chunk per call in the model's order; repeat until
+// the model answers without tool calls. The step commits exactly one
+// version (op step) holding every chunk of every round, keyed by the step
+// id, so a redelivered step never commits twice.
+//
+// Tool calls with distinct resource keys run concurrently; calls on the
+// same key run in order. A failing call becomes an error body
+// {"ok":false,"error_kind":…,"message":…} (see package tool for the kinds)
+// and its siblings still run; panics, timeouts (limits.tool_timeout_seconds)
+// and bodies over [MaxToolResultBytes] (cut and marked truncated) are
+// handled the same way, so a tool cannot break the step.
+//
+// # Limits and budgets
+//
+// limits.max_tool_rounds (default 64) bounds model calls; reaching it with
+// the model still asking for tools ends the step with a note chunk and the
+// extras loop.truncated and loop.stop. limits.max_tokens and
+// limits.max_cost_usd (priced with pricing) bound the step; a run's budget
+// ([Budget], from the step job) bounds its steps together. Crossing a budget
+// ends the step cleanly: tool calls of the last reply are answered with
+// budget_exceeded error bodies (the transcript stays a valid conversation),
+// a note records the reason and the version carries the budget.exceeded
+// extra. Usage is recorded per round (extra loop.round_usage) and summed
+// onto the version.
+//
+// # Bad model output
+//
+// Unparseable or schema-violating arguments (invalid_tool_arguments) and
+// unknown tools (unknown_tool) are answered as error bodies and the model
+// gets another turn. Refusals, content-filter stops and empty replies are
+// recorded as a note beside the assistant chunk and end the step. Model
+// errors (after the provider's retries) fail the step without recording
+// anything: the worker retries transient ones.
 package agent
 
 import (

@@ -195,7 +195,7 @@ func failureKind(body string) string {
 }
 
 // resultBody encodes a tool's return value as OpenRath's loop does: a bool
-// becomes {"ok":b}, raw JSON is kept, anything else is marshalled (a string
+// becomes {"ok":b}, raw JSON is kept, anything else is marshaled (a string
 // becomes a JSON string); a value that does not marshal becomes
 // {"repr","type"}.
 func resultBody(v any) string {

@@ -1,6 +1,6 @@
 // Package tool provides the tools an agent's model may call.
 //
-// A [Tool] is a JSON schema the model sees plus Go behaviour. The agent loop
+// A [Tool] is a JSON schema the model sees plus Go behavior. The agent loop
 // validates arguments against the schema before calling, groups calls by
 // [Tool.ResourceKey] (same key in order, distinct keys concurrently), and
 // turns every failure into a tool_result error body, so a failing tool never
@@ -38,7 +38,7 @@ type Tool interface {
 	// ResourceKey names what a call touches; calls with equal keys run in
 	// order, distinct keys run concurrently. args are already validated.
 	ResourceKey(args json.RawMessage) string
-	// Call runs the tool. The result is marshalled to JSON as the
+	// Call runs the tool. The result is marshaled to JSON as the
 	// tool_result content. An error becomes an error body of kind
 	// tool_execution_exception unless it wraps an [*Error] with its own kind.
 	Call(ctx context.Context, env Env, args json.RawMessage) (any, error)
