@@ -19,14 +19,23 @@
 //     different content is [session.ErrConflict].
 //   - Fork, place and detach versions write one version row (plus one edge
 //     for fork and place) and no chunk rows, whatever the transcript length.
-//   - Transcript loads a version's full transcript with one query (a
-//     recursive walk up the base chain, then the chunks in transcript order)
-//     and never walks rows one by one in Go. Versions and transcripts are
-//     immutable, so both are cached in process (bounded LRU).
+//   - Versions carry stored positions, lanes (migration 00005): a lane is
+//     a run of versions each extending the one before it (its base and
+//     first parent); a version records its lane and position, and its
+//     chunks are stored under its lane. A version joins its base's lane when
+//     the next position is free, else starts its own (a branch).
+//   - Transcript loads a version's full transcript with one query that
+//     takes one step per lane of the base chain (not per version) and reads
+//     each lane's chunks as one index range; it never walks rows one by one
+//     in Go. Versions and transcripts are immutable, so both are cached in
+//     process (bounded LRU). CommonBase walks lanes the same way.
 //   - Ancestors and Descendants follow lineage edges (all parents, merges
 //     included); Depth is the length of the shortest path, results are
 //     nearest first, ties broken by commit order (newest first for
-//     ancestors, oldest first for descendants).
+//     ancestors, oldest first for descendants). Ancestors walks lanes,
+//     leaving one only at its start and at merges.
+//   - Verify also checks the lanes: they are derived from hashed fields but
+//     not hashed themselves.
 //   - Rows are append-only: the database refuses UPDATE and DELETE on
 //     versions, chunks and lineage (triggers).
 //   - Failures are translated into the sentinel errors of package session:

@@ -20,18 +20,34 @@ func depthLimit(maxDepth int) int {
 	return maxDepth
 }
 
-// The walks use UNION, so a (version, depth) pair is expanded once; the
-// outer query keeps each version's shortest distance.
+// ancestorsSQL walks lanes, not versions. An entry (lane, hi, d) says that
+// the versions of lane at pos <= hi are ancestors at depth d + hi - pos; the
+// walk leaves a lane only at its start (all parents) and at its merges (the
+// parents after the first). Each ancestor keeps its shortest depth.
 const ancestorsSQL = `
-WITH RECURSIVE walk(id, depth) AS (
-	SELECT parent_id, 1 FROM lineage WHERE child_id = $1
+WITH RECURSIVE
+start AS (SELECT id, lane, pos FROM versions WHERE id = $1),
+entry(lane, hi, d) AS (
+	SELECT s.lane, s.pos - 1, 1 FROM start s WHERE s.pos > 0
 	UNION
-	SELECT l.parent_id, walk.depth + 1 FROM walk JOIN lineage l ON l.child_id = walk.id WHERE walk.depth < $2
+	SELECT p.lane, p.pos, 1
+	FROM start s JOIN lineage l ON l.child_id = s.id JOIN versions p ON p.id = l.parent_id
+	WHERE s.pos = 0 OR l.ordinal > 0
+	UNION
+	SELECT p.lane, p.pos, e.d + e.hi - x.pos + 1
+	FROM entry e
+	JOIN versions x ON x.lane = e.lane AND x.pos <= e.hi AND (x.pos = 0 OR x.parent_count > 1)
+	JOIN lineage l ON l.child_id = x.id AND (x.pos = 0 OR l.ordinal > 0)
+	JOIN versions p ON p.id = l.parent_id
+	WHERE e.d + e.hi - x.pos + 1 <= $2
 )
-SELECT v.id, m.depth, v.op, v.len, v.created_at, v.created_nanos
-FROM (SELECT id, min(depth) AS depth FROM walk GROUP BY id) m JOIN versions v ON v.id = m.id
-ORDER BY m.depth, v.seq DESC`
+SELECT x.id, min(e.d + e.hi - x.pos)::integer AS depth, x.op, x.len, x.created_at, x.created_nanos
+FROM entry e JOIN versions x ON x.lane = e.lane AND x.pos <= e.hi AND x.pos >= e.hi - ($2 - e.d)
+GROUP BY x.id
+ORDER BY depth, x.seq DESC`
 
+// The descendant walk uses UNION, so a (version, depth) pair is expanded
+// once; the outer query keeps each version's shortest distance.
 const descendantsSQL = `
 WITH RECURSIVE walk(id, depth) AS (
 	SELECT child_id, 1 FROM lineage WHERE parent_id = $1
@@ -156,7 +172,7 @@ func (s *Store) Verify(ctx context.Context) (store.VerifyReport, error) {
 	check := graphrow.NewChecker(store.MaxProblems)
 	rows, err = s.pool.Query(ctx, `SELECT v.id, v.base_id, v.op, v.len, v.own_count, v.placement::text, v.prompt_tokens,
 	v.completion_tokens, v.total_tokens, v.run, v.step, v.agent, v.model, v.worker, v.trace_id,
-	v.extras::text, v.key, v.created_at, v.created_nanos, v.hash, c.ord, c.kind, c.payload, c.hash
+	v.extras::text, v.key, v.created_at, v.created_nanos, v.hash, c.ord, c.kind, c.payload, c.hash, v.lane, v.pos, c.lane
 	FROM versions v LEFT JOIN chunks c ON c.version_id = v.id ORDER BY v.seq, c.ord`)
 	if err != nil {
 		return store.VerifyReport{}, translate("verify", err)
@@ -164,26 +180,34 @@ func (s *Store) Verify(ctx context.Context) (store.VerifyReport, error) {
 	defer rows.Close()
 	var cur *session.Version
 	var curChunks []graphrow.StoredChunk
+	var curLane graphrow.LanePos
+	var chunkLanes []session.ID
 	flush := func() {
 		if cur != nil {
 			cur.Parents = parents[cur.ID]
 			check.Add(cur, curChunks)
+			check.CheckLane(cur, curLane, chunkLanes)
 		}
 	}
 	for rows.Next() {
 		var ord *int32
 		var kind, payload, hash *string
+		var lane session.ID
+		var pos int32
+		var chunkLane *session.ID
 		var noParents []session.ID
-		v, _, err := scanVersion(verifyRow{rows, []any{&ord, &kind, &payload, &hash}, &noParents})
+		v, _, err := scanVersion(verifyRow{rows, []any{&ord, &kind, &payload, &hash, &lane, &pos, &chunkLane}, &noParents})
 		if err != nil {
 			return store.VerifyReport{}, translate("verify", err)
 		}
 		if cur == nil || cur.ID != v.ID {
 			flush()
-			cur, curChunks = v, nil
+			cur, curChunks, chunkLanes = v, nil, nil
+			curLane = graphrow.LanePos{Lane: lane, Pos: int(pos)}
 		}
 		if ord != nil {
 			curChunks = append(curChunks, graphrow.StoredChunk{Ord: int(*ord), Kind: *kind, Payload: []byte(*payload), Hash: *hash})
+			chunkLanes = append(chunkLanes, *chunkLane)
 		}
 	}
 	if err := rows.Err(); err != nil {

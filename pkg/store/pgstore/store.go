@@ -289,13 +289,15 @@ func (d *db) load(ctx context.Context, where string, arg any) (*session.Version,
 	return v, nil
 }
 
+// transcriptSQL follows the lanes of id's base chain (one step per lane,
+// not per version) and reads each lane's chunks as one index range.
 const transcriptSQL = `
-WITH RECURSIVE chain(id, base_id) AS (
-	SELECT id, base_id FROM versions WHERE id = $1
+WITH RECURSIVE seg(lane, hi) AS (
+	SELECT lane, len FROM versions WHERE id = $1
 	UNION ALL
-	SELECT v.id, v.base_id FROM versions v JOIN chain ON v.id = chain.base_id
+	SELECT b.lane, b.len FROM seg JOIN versions s ON s.id = seg.lane JOIN versions b ON b.id = s.base_id
 )
-SELECT c.kind, c.payload FROM chunks c WHERE c.version_id IN (SELECT id FROM chain) ORDER BY c.ord`
+SELECT c.kind, c.payload FROM seg JOIN chunks c ON c.lane = seg.lane AND c.ord < seg.hi ORDER BY c.ord`
 
 // Transcript implements [session.Graph]: one recursive query, then cached.
 func (d *db) Transcript(ctx context.Context, id session.ID) ([]session.Chunk, error) {
@@ -347,6 +349,25 @@ func (s *Store) LoadTranscriptUncached(ctx context.Context, id session.ID) ([]se
 	return t, translate("transcript", err)
 }
 
+// commonBaseSQL lists the lanes of both base chains, each with the
+// position where the chain leaves it; the common base is in the first lane
+// of b's chain that a's chain also crosses, at the lower of the two
+// positions.
+const commonBaseSQL = `
+WITH RECURSIVE
+a(lane, pos) AS (
+	SELECT lane, pos FROM versions WHERE id = $1
+	UNION ALL
+	SELECT b.lane, b.pos FROM a JOIN versions s ON s.id = a.lane JOIN versions b ON b.id = s.base_id
+),
+b(lane, pos, n) AS (
+	SELECT lane, pos, 0 FROM versions WHERE id = $2
+	UNION ALL
+	SELECT v.lane, v.pos, b.n + 1 FROM b JOIN versions s ON s.id = b.lane JOIN versions v ON v.id = s.base_id
+)
+SELECT v.id FROM b JOIN a ON a.lane = b.lane JOIN versions v ON v.lane = b.lane AND v.pos = LEAST(a.pos, b.pos)
+ORDER BY b.n LIMIT 1`
+
 // CommonBase implements [session.Graph].
 func (d *db) CommonBase(ctx context.Context, a, b session.ID) (session.ID, bool, error) {
 	for _, id := range []session.ID{a, b} {
@@ -355,19 +376,7 @@ func (d *db) CommonBase(ctx context.Context, a, b session.ID) (session.ID, bool,
 		}
 	}
 	var id session.ID
-	err := d.q.QueryRow(ctx, `
-WITH RECURSIVE
-a(id, base_id) AS (
-	SELECT id, base_id FROM versions WHERE id = $1
-	UNION ALL
-	SELECT v.id, v.base_id FROM versions v JOIN a ON v.id = a.base_id
-),
-b(id, base_id, d) AS (
-	SELECT id, base_id, 0 FROM versions WHERE id = $2
-	UNION ALL
-	SELECT v.id, v.base_id, b.d + 1 FROM versions v JOIN b ON v.id = b.base_id
-)
-SELECT b.id FROM b WHERE b.id IN (SELECT id FROM a) ORDER BY b.d LIMIT 1`, a, b).Scan(&id)
+	err := d.q.QueryRow(ctx, commonBaseSQL, a, b).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return session.ID{}, false, nil
 	}
@@ -429,7 +438,12 @@ func (d *db) Put(ctx context.Context, v *session.Version) (*session.Version, err
 		}
 		return nil, fmt.Errorf("put %s: %w", v.ID, err)
 	}
-	err = d.insertOne(ctx, v)
+	err = d.insertOne(ctx, v, graphrow.ExtendsBase(v))
+	if isLaneRace(err) {
+		// Another commit took the next position of the base's lane between
+		// the check and the insert: this version starts its own lane.
+		err = d.insertOne(ctx, v, false)
+	}
 	if err == nil {
 		d.remember(v)
 		return v, nil
@@ -481,19 +495,40 @@ func argsOf(v *session.Version) (versionArgs, error) {
 
 var insertCols = []string{"id", "base_id", "op", "len", "own_count", "parent_count", "placement",
 	"prompt_tokens", "completion_tokens", "total_tokens", "run", "step", "agent", "model", "worker",
-	"trace_id", "extras", "key", "created_at", "created_nanos", "hash"}
+	"trace_id", "extras", "key", "created_at", "created_nanos", "hash", "lane", "pos"}
 
-const insertVersionSQL = `INSERT INTO versions (id, base_id, op, len, own_count, parent_count, placement,
+// insertVersionSQL writes one version row. When $22 is true (the version
+// extends its base, which is also its first parent) it joins the base's
+// lane at the next position if that position is free; otherwise it starts
+// its own lane. It returns the lane.
+const insertVersionSQL = `WITH claim AS (
+	SELECT b.lane, b.pos + 1 AS pos FROM versions b
+	WHERE $22 AND b.id = $2
+	  AND NOT EXISTS (SELECT 1 FROM versions o WHERE o.lane = b.lane AND o.pos = b.pos + 1)
+)
+INSERT INTO versions (id, base_id, op, len, own_count, parent_count, placement,
 	prompt_tokens, completion_tokens, total_tokens, run, step, agent, model, worker, trace_id, extras, key,
-	created_at, created_nanos, hash)
-VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::json, $18, $19, $20, $21)`
+	created_at, created_nanos, hash, lane, pos)
+VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::json, $18, $19, $20, $21,
+	COALESCE((SELECT lane FROM claim), $1), COALESCE((SELECT pos FROM claim), 0))
+RETURNING lane`
 
-const insertChunksSQL = `INSERT INTO chunks (version_id, ord, kind, payload, hash)
-SELECT $1, t.ord, t.kind, t.payload, t.hash
+// insertChunksSQL writes a version's chunks in its lane (read from the
+// version row written just before, in the same transaction).
+const insertChunksSQL = `INSERT INTO chunks (version_id, lane, ord, kind, payload, hash)
+SELECT $1, (SELECT lane FROM versions WHERE id = $1), t.ord, t.kind, t.payload, t.hash
 FROM unnest($2::integer[], $3::text[], $4::text[], $5::text[]) AS t(ord, kind, payload, hash)`
 
 const insertEdgesSQL = `INSERT INTO lineage (child_id, parent_id, ordinal, op)
 SELECT $1, t.parent_id, t.n - 1, $3 FROM unnest($2::uuid[]) WITH ORDINALITY AS t(parent_id, n)`
+
+// isLaneRace reports a unique violation on a lane position: two commits
+// extended the same base at once and the other one joined its lane first.
+func isLaneRace(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" &&
+		(pgErr.ConstraintName == "versions_lane_idx" || pgErr.ConstraintName == "chunks_lane_idx")
+}
 
 func chunkColumns(v *session.Version) (ords []int32, kinds, payloads, hashes []string) {
 	start := v.Len - len(v.Chunks)
@@ -510,22 +545,25 @@ func chunkColumns(v *session.Version) (ords []int32, kinds, payloads, hashes []s
 	return ords, kinds, payloads, hashes
 }
 
-// insertOne writes v's version row, chunks and edges atomically.
-func (d *db) insertOne(ctx context.Context, v *session.Version) error {
+// insertOne writes v's version row, chunks and edges atomically; claim
+// asks to join the base's lane (see insertVersionSQL).
+func (d *db) insertOne(ctx context.Context, v *session.Version, claim bool) error {
 	args, err := argsOf(v)
 	if err != nil {
 		return err
 	}
+	args = append(args, claim)
 	if len(v.Chunks) > CopyThreshold || d.inTx {
 		// COPY needs a transaction; inside a caller's Tx a savepoint lets a
 		// unique violation be resolved without aborting the caller's work.
 		return pgx.BeginFunc(ctx, d.q, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, insertVersionSQL, args...); err != nil {
+			var lane session.ID
+			if err := tx.QueryRow(ctx, insertVersionSQL, args...).Scan(&lane); err != nil {
 				return err
 			}
 			if len(v.Chunks) > CopyThreshold {
-				if _, err := tx.CopyFrom(ctx, pgx.Identifier{"chunks"}, []string{"version_id", "ord", "kind", "payload", "hash"},
-					chunkSource(v)); err != nil {
+				if _, err := tx.CopyFrom(ctx, pgx.Identifier{"chunks"}, []string{"version_id", "lane", "ord", "kind", "payload", "hash"},
+					chunkSource(v, lane)); err != nil {
 					return err
 				}
 			} else if len(v.Chunks) > 0 {
@@ -555,11 +593,11 @@ func (d *db) insertOne(ctx context.Context, v *session.Version) error {
 	return d.q.SendBatch(ctx, b).Close()
 }
 
-func chunkSource(v *session.Version) pgx.CopyFromSource {
+func chunkSource(v *session.Version, lane session.ID) pgx.CopyFromSource {
 	start := v.Len - len(v.Chunks)
 	return pgx.CopyFromSlice(len(v.Chunks), func(i int) ([]any, error) {
 		c := v.Chunks[i]
-		return []any{v.ID, int32(start + i), string(c.Kind()), string(c.Payload()), c.Hash()}, nil
+		return []any{v.ID, lane, int32(start + i), string(c.Kind()), string(c.Payload()), c.Hash()}, nil
 	})
 }
 
@@ -595,27 +633,29 @@ func (d *db) PutMany(ctx context.Context, vs []*session.Version) error {
 	if err := graphrow.CheckBatch(vs, stored); err != nil {
 		return fmt.Errorf("put many: %w", err)
 	}
+	lanes := graphrow.BatchLanes(vs)
 	rows := make([][]any, len(vs))
 	for i, v := range vs {
 		if rows[i], err = argsOf(v); err != nil {
 			return fmt.Errorf("put many: versions[%d]: %w", i, err)
 		}
+		rows[i] = append(rows[i], lanes[i].Lane, int32(lanes[i].Pos))
 	}
 	err = pgx.BeginFunc(ctx, d.q, func(tx pgx.Tx) error {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"versions"}, insertCols, pgx.CopyFromRows(rows)); err != nil {
 			return err
 		}
 		var chunkRows, edgeRows [][]any
-		for _, v := range vs {
+		for j, v := range vs {
 			start := v.Len - len(v.Chunks)
 			for i, c := range v.Chunks {
-				chunkRows = append(chunkRows, []any{v.ID, int32(start + i), string(c.Kind()), string(c.Payload()), c.Hash()})
+				chunkRows = append(chunkRows, []any{v.ID, lanes[j].Lane, int32(start + i), string(c.Kind()), string(c.Payload()), c.Hash()})
 			}
 			for i, p := range v.Parents {
 				edgeRows = append(edgeRows, []any{v.ID, p, int16(i), string(v.Op)})
 			}
 		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"chunks"}, []string{"version_id", "ord", "kind", "payload", "hash"}, pgx.CopyFromRows(chunkRows)); err != nil {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"chunks"}, []string{"version_id", "lane", "ord", "kind", "payload", "hash"}, pgx.CopyFromRows(chunkRows)); err != nil {
 			return err
 		}
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{"lineage"}, []string{"child_id", "parent_id", "ordinal", "op"}, pgx.CopyFromRows(edgeRows))

@@ -67,7 +67,7 @@ func (d *db) Put(ctx context.Context, v *session.Version) (*session.Version, err
 	if err := graphrow.VerifyAgainst(v, headers); err != nil {
 		return nil, fmt.Errorf("put %s: %w", v.ID, err)
 	}
-	err = d.write(ctx, func(q querier) error { return insert(ctx, q, v) })
+	err = d.write(ctx, func(q querier) error { return insert(ctx, q, v, nil) })
 	if err == nil {
 		d.remember(v)
 		return v, nil
@@ -126,11 +126,26 @@ func (d *db) write(ctx context.Context, fn func(q querier) error) error {
 	return tx.Commit()
 }
 
-const insertVersionSQL = `INSERT INTO versions (id, base_id, op, len, own_count, parent_count, placement,
+// insertVersionSQL writes one version row. When ?22 is true (the version
+// extends its base, which is also its first parent) it joins the base's
+// lane at the next position if that position is free, else it starts its own
+// lane. The writer holds the database's write lock, so the check cannot race.
+const insertVersionSQL = `WITH claim AS (
+	SELECT b.lane, b.pos + 1 AS pos FROM versions b
+	WHERE ?22 AND b.id = ?2
+	  AND NOT EXISTS (SELECT 1 FROM versions o WHERE o.lane = b.lane AND o.pos = b.pos + 1)
+)
+INSERT INTO versions (id, base_id, op, len, own_count, parent_count, placement,
 	prompt_tokens, completion_tokens, total_tokens, run, step, agent, model, worker, trace_id, extras, key,
-	created_at, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	created_at, hash, lane, pos)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,
+	coalesce((SELECT lane FROM claim), ?1), coalesce((SELECT pos FROM claim), 0))
+RETURNING lane`
 
-func insert(ctx context.Context, q querier, v *session.Version) error {
+// insert writes v. lane, when set, is the lane to use without a claim (a
+// bulk put assigns lanes itself); otherwise the version claims its base's
+// lane when it extends it.
+func insert(ctx context.Context, q querier, v *session.Version, lane *graphrow.LanePos) error {
 	placement, err := graphrow.Placement(v.Placement)
 	if err != nil {
 		return err
@@ -144,25 +159,38 @@ func insert(ctx context.Context, q querier, v *session.Version) error {
 		s := v.Base.String()
 		base = &s
 	}
-	if _, err := q.ExecContext(ctx, insertVersionSQL, v.ID.String(), base, string(v.Op), v.Len, len(v.Chunks),
+	id := v.ID.String()
+	args := []any{id, base, string(v.Op), v.Len, len(v.Chunks),
 		len(v.Parents), placement, v.Usage.PromptTokens, v.Usage.CompletionTokens, v.Usage.TotalTokens,
 		graphrow.NullString(v.Producer.Run), graphrow.NullString(v.Producer.Step),
 		graphrow.NullString(v.Producer.Agent), graphrow.NullString(v.Producer.Model),
 		graphrow.NullString(v.Producer.Worker), graphrow.NullString(v.Producer.TraceID),
-		extras, graphrow.NullString(v.Key), v.CreatedAt.UTC().Format(timeLayout), v.Hash); err != nil {
-		return err
+		extras, graphrow.NullString(v.Key), v.CreatedAt.UTC().Format(timeLayout), v.Hash}
+	var laneID string
+	if lane != nil {
+		laneID = lane.Lane.String()
+		if _, err := q.ExecContext(ctx, `INSERT INTO versions (id, base_id, op, len, own_count, parent_count, placement,
+	prompt_tokens, completion_tokens, total_tokens, run, step, agent, model, worker, trace_id, extras, key,
+	created_at, hash, lane, pos) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			append(args, laneID, lane.Pos)...); err != nil {
+			return err
+		}
+	} else {
+		args = append(args, nil, graphrow.ExtendsBase(v))
+		if err := q.QueryRowContext(ctx, insertVersionSQL, args...).Scan(&laneID); err != nil {
+			return err
+		}
 	}
 	start := v.Len - len(v.Chunks)
-	id := v.ID.String()
 	for lo := 0; lo < len(v.Chunks); lo += chunkRowsPerInsert {
 		hi := min(lo+chunkRowsPerInsert, len(v.Chunks))
-		args := make([]any, 0, 5*(hi-lo))
+		args := make([]any, 0, 6*(hi-lo))
 		for i := lo; i < hi; i++ {
 			c := v.Chunks[i]
-			args = append(args, id, start+i, string(c.Kind()), string(c.Payload()), c.Hash())
+			args = append(args, id, laneID, start+i, string(c.Kind()), string(c.Payload()), c.Hash())
 		}
-		if _, err := q.ExecContext(ctx, `INSERT INTO chunks (version_id, ord, kind, payload, hash) VALUES (?,?,?,?,?)`+
-			strings.Repeat(",(?,?,?,?,?)", hi-lo-1), args...); err != nil {
+		if _, err := q.ExecContext(ctx, `INSERT INTO chunks (version_id, lane, ord, kind, payload, hash) VALUES (?,?,?,?,?,?)`+
+			strings.Repeat(",(?,?,?,?,?,?)", hi-lo-1), args...); err != nil {
 			return err
 		}
 	}
@@ -192,8 +220,9 @@ func (d *db) PutMany(ctx context.Context, vs []*session.Version) error {
 		if err := graphrow.CheckBatch(vs, stored); err != nil {
 			return err
 		}
+		lanes := graphrow.BatchLanes(vs)
 		for i, v := range vs {
-			if err := insert(ctx, q, v); err != nil {
+			if err := insert(ctx, q, v, &lanes[i]); err != nil {
 				if isUnique(err) {
 					return fmt.Errorf("%w: versions[%d] (%s): id or key already stored", session.ErrConflict, i, v.ID)
 				}

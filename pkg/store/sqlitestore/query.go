@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rath-run/rath/pkg/session"
@@ -19,16 +21,34 @@ func depthLimit(maxDepth int) int {
 	return maxDepth
 }
 
+// ancestorsSQL walks lanes, not versions (see the Postgres store): an entry
+// (lane, hi, d) says the versions of lane at pos <= hi are ancestors at
+// depth d + hi - pos; the walk leaves a lane at its start and its merges.
+// CROSS JOIN fixes SQLite's join order to entries first. The rows come
+// packed in one value, "ID DEPTH OP LEN CREATED_AT SEQ" each, unaggregated:
+// graphrow.Nearest keeps each version's shortest depth and sorts.
 const ancestorsSQL = `
-WITH RECURSIVE walk(id, depth) AS (
-	SELECT parent_id, 1 FROM lineage WHERE child_id = ?1
+WITH RECURSIVE
+start AS (SELECT id, lane, pos FROM versions WHERE id = ?1),
+entry(lane, hi, d) AS (
+	SELECT s.lane, s.pos - 1, 1 FROM start s WHERE s.pos > 0
 	UNION
-	SELECT l.parent_id, walk.depth + 1 FROM walk JOIN lineage l ON l.child_id = walk.id WHERE walk.depth < ?2
+	SELECT p.lane, p.pos, 1
+	FROM start s CROSS JOIN lineage l CROSS JOIN versions p
+	WHERE l.child_id = s.id AND p.id = l.parent_id AND (s.pos = 0 OR l.ordinal > 0)
+	UNION
+	SELECT p.lane, p.pos, e.d + e.hi - x.pos + 1
+	FROM entry e CROSS JOIN versions x CROSS JOIN lineage l CROSS JOIN versions p
+	WHERE x.lane = e.lane AND x.pos <= e.hi AND (x.pos = 0 OR x.parent_count > 1)
+	  AND l.child_id = x.id AND (x.pos = 0 OR l.ordinal > 0) AND p.id = l.parent_id
+	  AND e.d + e.hi - x.pos + 1 <= ?2
 )
-SELECT v.id, m.depth, v.op, v.len, v.created_at
-FROM (SELECT id, min(depth) AS depth FROM walk GROUP BY id) m JOIN versions v ON v.id = m.id
-ORDER BY m.depth, v.seq DESC`
+SELECT count(*), group_concat(x.id || ' ' || (e.d + e.hi - x.pos) || ' ' || x.op || ' ' || x.len || ' ' || x.created_at || ' ' || x.seq, ' ')
+FROM entry e CROSS JOIN versions x
+WHERE x.lane = e.lane AND x.pos <= e.hi AND x.pos >= e.hi - (?2 - e.d)`
 
+// The descendant walk uses UNION, so a (version, depth) pair is expanded
+// once; the outer query keeps each version's shortest distance.
 const descendantsSQL = `
 WITH RECURSIVE walk(id, depth) AS (
 	SELECT child_id, 1 FROM lineage WHERE parent_id = ?1
@@ -41,7 +61,34 @@ ORDER BY m.depth, v.seq`
 
 // Ancestors implements [store.Store].
 func (d *db) Ancestors(ctx context.Context, id session.ID, maxDepth int) ([]store.Relative, error) {
-	return d.relatives(ctx, "ancestors", ancestorsSQL, id, maxDepth)
+	if _, err := d.Get(ctx, id); err != nil {
+		return nil, fmt.Errorf("ancestors: %w", err)
+	}
+	var n int
+	var packed []byte
+	if err := d.r.QueryRowContext(ctx, ancestorsSQL, id.String(), depthLimit(maxDepth)).Scan(&n, &packed); err != nil {
+		return nil, translate("ancestors", err)
+	}
+	reached := make([]graphrow.Reached, 0, n)
+	fields := strings.Fields(string(packed))
+	if len(fields) != 6*n {
+		return nil, fmt.Errorf("ancestors: %w: %d packed fields for %d rows", session.ErrHashMismatch, len(fields), n)
+	}
+	for f := fields; len(f) > 0; f = f[6:] {
+		var r graphrow.Reached
+		var err error
+		r.ID, err = session.ParseID(f[0])
+		depth, err2 := strconv.Atoi(f[1])
+		r.Len, _ = strconv.Atoi(f[3])
+		created, err3 := time.Parse(timeLayout, f[4])
+		r.Seq, _ = strconv.ParseInt(f[5], 10, 64)
+		if err != nil || err2 != nil || err3 != nil {
+			return nil, fmt.Errorf("ancestors: %w: stored row %q does not parse", session.ErrHashMismatch, strings.Join(f[:6], " "))
+		}
+		r.Depth, r.Op, r.CreatedAt = depth, session.Op(f[2]), created
+		reached = append(reached, r)
+	}
+	return graphrow.Nearest(reached, true), nil
 }
 
 // Descendants implements [store.Store].
@@ -128,7 +175,7 @@ func (d *db) List(ctx context.Context, p store.ListParams) (store.Page, error) {
 // rows in commit order and recomputes every hash.
 func (s *Store) Verify(ctx context.Context) (store.VerifyReport, error) {
 	check := graphrow.NewChecker(store.MaxProblems)
-	rows, err := s.readers.QueryContext(ctx, `SELECT `+versionCols+`, c.ord, c.kind, c.payload, c.hash
+	rows, err := s.readers.QueryContext(ctx, `SELECT `+versionCols+`, c.ord, c.kind, c.payload, c.hash, v.lane, v.pos, c.lane
 		FROM versions v LEFT JOIN chunks c ON c.version_id = v.id ORDER BY v.seq, c.ord`)
 	if err != nil {
 		return store.VerifyReport{}, translate("verify", err)
@@ -136,29 +183,44 @@ func (s *Store) Verify(ctx context.Context) (store.VerifyReport, error) {
 	defer rows.Close()
 	var cur *session.Version
 	var curChunks []graphrow.StoredChunk
+	var curLane graphrow.LanePos
+	var chunkLanes []session.ID
+	flush := func() {
+		if cur != nil {
+			check.Add(cur, curChunks)
+			check.CheckLane(cur, curLane, chunkLanes)
+		}
+	}
 	for rows.Next() {
 		var ord sql.NullInt64
-		var kind, payload, hash sql.NullString
-		v, _, err := scanVersion(rows, &ord, &kind, &payload, &hash)
+		var kind, payload, hash, chunkLane sql.NullString
+		var lane string
+		var pos int
+		v, _, err := scanVersion(rows, &ord, &kind, &payload, &hash, &lane, &pos, &chunkLane)
 		if err != nil {
 			return store.VerifyReport{}, translate("verify", err)
 		}
 		if cur == nil || cur.ID != v.ID {
-			if cur != nil {
-				check.Add(cur, curChunks)
+			flush()
+			cur, curChunks, chunkLanes = v, nil, nil
+			curLane = graphrow.LanePos{Pos: pos}
+			if curLane.Lane, err = session.ParseID(lane); err != nil {
+				check.Problem("version %s: lane %q is not an id", v.ID, lane)
 			}
-			cur, curChunks = v, nil
 		}
 		if ord.Valid {
 			curChunks = append(curChunks, graphrow.StoredChunk{Ord: int(ord.Int64), Kind: kind.String, Payload: []byte(payload.String), Hash: hash.String})
+			l, err := session.ParseID(chunkLane.String)
+			if err != nil {
+				check.Problem("version %s: chunk lane %q is not an id", v.ID, chunkLane.String)
+			}
+			chunkLanes = append(chunkLanes, l)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return store.VerifyReport{}, translate("verify", err)
 	}
-	if cur != nil {
-		check.Add(cur, curChunks)
-	}
+	flush()
 	rep := store.VerifyReport{Versions: check.Versions, Chunks: check.Chunks, Edges: check.Edges, Problems: check.Problems}
 	return rep, check.Err()
 }

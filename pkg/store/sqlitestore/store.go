@@ -1,6 +1,8 @@
 package sqlitestore
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -8,6 +10,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -326,13 +330,21 @@ func (d *db) load(ctx context.Context, where string, arg any) (*session.Version,
 	return v, nil
 }
 
+// transcriptSQL follows the lanes of a version's base chain (one step per
+// lane, not per version) and reads each lane's chunks as one range of the
+// chunks table, whose key is (lane, ord). It returns the whole transcript as
+// one value, per chunk "ORD KIND LEN PAYLOAD" with LEN the payload's length
+// in bytes: one value instead of a row per chunk saves the driver's per-row
+// cost, which dominates a long load. Segments are read oldest first, so the
+// chunks come in order; unpackChunks checks that and sorts if not.
 const transcriptSQL = `
-WITH RECURSIVE chain(id, base_id) AS (
-	SELECT id, base_id FROM versions WHERE id = ?
+WITH RECURSIVE seg(lane, hi) AS (
+	SELECT lane, len FROM versions WHERE id = ?
 	UNION ALL
-	SELECT v.id, v.base_id FROM versions v JOIN chain ON v.id = chain.base_id
+	SELECT b.lane, b.len FROM seg JOIN versions s ON s.id = seg.lane JOIN versions b ON b.id = s.base_id
 )
-SELECT c.kind, c.payload FROM chunks c WHERE c.version_id IN (SELECT id FROM chain) ORDER BY c.ord`
+SELECT count(*), group_concat(c.ord || ' ' || c.kind || ' ' || octet_length(c.payload) || ' ' || c.payload, '')
+FROM (SELECT lane, hi FROM seg ORDER BY hi) s CROSS JOIN chunks c ON c.lane = s.lane AND c.ord < s.hi`
 
 // Transcript implements [session.Graph]: one recursive query, then cached.
 func (d *db) Transcript(ctx context.Context, id session.ID) ([]session.Chunk, error) {
@@ -362,11 +374,59 @@ func (d *db) Transcript(ctx context.Context, id session.ID) ([]session.Chunk, er
 }
 
 func (d *db) loadTranscript(ctx context.Context, id session.ID) ([]session.Chunk, error) {
-	rows, err := d.r.QueryContext(ctx, transcriptSQL, id.String())
-	if err != nil {
+	var n int
+	var packed []byte
+	if err := d.r.QueryRowContext(ctx, transcriptSQL, id.String()).Scan(&n, &packed); err != nil {
 		return nil, err
 	}
-	return scanChunks(rows)
+	return unpackChunks(packed, n)
+}
+
+// unpackChunks splits transcriptSQL's packed value into its n chunks, in
+// transcript order (ords 0 to n-1). The chunks share packed's memory.
+func unpackChunks(packed []byte, n int) ([]session.Chunk, error) {
+	type entry struct {
+		ord int
+		c   session.Chunk
+	}
+	entries := make([]entry, 0, n)
+	sorted := true
+	for len(packed) > 0 {
+		fields := [3][]byte{}
+		rest := packed
+		ok := true
+		for i := range fields {
+			var found bool
+			fields[i], rest, found = bytes.Cut(rest, []byte{' '})
+			ok = ok && found
+		}
+		ord, err1 := strconv.Atoi(string(fields[0]))
+		length, err2 := strconv.Atoi(string(fields[2]))
+		if !ok || err1 != nil || err2 != nil || length < 0 || length > len(rest) {
+			return nil, fmt.Errorf("%w: stored chunk %d does not unpack", session.ErrHashMismatch, len(entries))
+		}
+		c, err := session.ChunkFromCanonical(session.Kind(fields[1]), rest[:length:length])
+		if err != nil {
+			return nil, fmt.Errorf("%w: stored chunk at ord %d: %w", session.ErrHashMismatch, ord, err)
+		}
+		sorted = sorted && ord == len(entries)
+		entries = append(entries, entry{ord, c})
+		packed = rest[length:]
+	}
+	if !sorted {
+		slices.SortFunc(entries, func(a, b entry) int { return cmp.Compare(a.ord, b.ord) })
+	}
+	if len(entries) != n {
+		return nil, fmt.Errorf("%w: %d stored chunks unpacked to %d", session.ErrHashMismatch, n, len(entries))
+	}
+	out := make([]session.Chunk, n)
+	for i, e := range entries {
+		if e.ord != i {
+			return nil, fmt.Errorf("%w: transcript has chunk ord %d at position %d", session.ErrHashMismatch, e.ord, i)
+		}
+		out[i] = e.c
+	}
+	return out, nil
 }
 
 // LoadTranscriptUncached loads a transcript with the recursive query,
@@ -376,6 +436,26 @@ func (s *Store) LoadTranscriptUncached(ctx context.Context, id session.ID) ([]se
 	return t, translate("transcript", err)
 }
 
+// commonBaseSQL lists the lanes of both base chains, each with the
+// position where the chain leaves it; the common base is in the first lane
+// of b's chain that a's chain also crosses, at the lower of the two
+// positions.
+const commonBaseSQL = `
+WITH RECURSIVE
+a(lane, pos) AS (
+	SELECT lane, pos FROM versions WHERE id = ?1
+	UNION ALL
+	SELECT b.lane, b.pos FROM a JOIN versions s ON s.id = a.lane JOIN versions b ON b.id = s.base_id
+),
+b(lane, pos, n) AS (
+	SELECT lane, pos, 0 FROM versions WHERE id = ?2
+	UNION ALL
+	SELECT v.lane, v.pos, b.n + 1 FROM b JOIN versions s ON s.id = b.lane JOIN versions v ON v.id = s.base_id
+)
+SELECT v.id FROM b CROSS JOIN a CROSS JOIN versions v
+WHERE a.lane = b.lane AND v.lane = b.lane AND v.pos = min(a.pos, b.pos)
+ORDER BY b.n LIMIT 1`
+
 // CommonBase implements [session.Graph].
 func (d *db) CommonBase(ctx context.Context, a, b session.ID) (session.ID, bool, error) {
 	for _, id := range []session.ID{a, b} {
@@ -384,19 +464,7 @@ func (d *db) CommonBase(ctx context.Context, a, b session.ID) (session.ID, bool,
 		}
 	}
 	var s string
-	err := d.r.QueryRowContext(ctx, `
-WITH RECURSIVE
-a(id, base_id) AS (
-	SELECT id, base_id FROM versions WHERE id = ?1
-	UNION ALL
-	SELECT v.id, v.base_id FROM versions v JOIN a ON v.id = a.base_id
-),
-b(id, base_id, d) AS (
-	SELECT id, base_id, 0 FROM versions WHERE id = ?2
-	UNION ALL
-	SELECT v.id, v.base_id, b.d + 1 FROM versions v JOIN b ON v.id = b.base_id
-)
-SELECT b.id FROM b WHERE b.id IN (SELECT id FROM a) ORDER BY b.d LIMIT 1`, a.String(), b.String()).Scan(&s)
+	err := d.r.QueryRowContext(ctx, commonBaseSQL, a.String(), b.String()).Scan(&s)
 	if errors.Is(err, sql.ErrNoRows) {
 		return session.ID{}, false, nil
 	}

@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -27,6 +29,7 @@ func RunProperties(t *testing.T, open func(t *testing.T) store.Store) {
 		model := session.NewMemoryGraph()
 		type pair struct{ s, m session.Session } // the store's session and the model's
 		var live []pair
+		order := map[session.ID]int{} // commit order of this iteration's versions
 		keys := map[string]session.ID{}
 		record := func(s session.Session) pair {
 			got, err := model.Put(ctx, s.Version())
@@ -35,6 +38,7 @@ func RunProperties(t *testing.T, open func(t *testing.T) store.Store) {
 			}
 			p := pair{s, session.Wrap(model, got)}
 			live = append(live, p)
+			order[s.ID()] = len(order)
 			return p
 		}
 		chunkGen := rapid.Custom(func(t *rapid.T) session.Chunk {
@@ -175,6 +179,19 @@ func RunProperties(t *testing.T, open func(t *testing.T) store.Store) {
 			if err != nil {
 				rt.Fatal(err)
 			}
+			sameRelatives(rt, "ancestors of "+p.s.ID().String(), anc, modelAncestors(rt, model, order, p.s.ID(), 0))
+			limit := rapid.IntRange(1, 4).Draw(rt, "depth")
+			near, err := st.Ancestors(ctx, p.s.ID(), limit)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			sameRelatives(rt, fmt.Sprintf("ancestors of %s to depth %d", p.s.ID(), limit), near, modelAncestors(rt, model, order, p.s.ID(), limit))
+			other := pick("other")
+			cb, ok, err := st.CommonBase(ctx, p.s.ID(), other.s.ID())
+			mcb, mok, merr := model.CommonBase(ctx, p.s.ID(), other.s.ID())
+			if err != nil || merr != nil || ok != mok || cb != mcb {
+				rt.Fatalf("common base of %s and %s = %s %v %v, model %s %v %v", p.s.ID(), other.s.ID(), cb, ok, err, mcb, mok, merr)
+			}
 			parents := map[session.ID]bool{}
 			for _, id := range p.s.Parents() {
 				parents[id] = true
@@ -195,5 +212,58 @@ func RunProperties(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 	if rep.Versions == 0 || len(rep.Problems) != 0 {
 		t.Fatalf("verify report %+v", rep)
+	}
+}
+
+// modelAncestors computes id's ancestors in the model by breadth-first
+// search over all parents: shortest depth, nearest first, ties newest first
+// (order is the commit order).
+func modelAncestors(t fataler, g session.Graph, order map[session.ID]int, id session.ID, maxDepth int) []store.Relative {
+	t.Helper()
+	ctx := context.Background()
+	depth := map[session.ID]int{id: 0}
+	frontier := []session.ID{id}
+	var out []store.Relative
+	for d := 1; len(frontier) > 0 && (maxDepth <= 0 || d <= maxDepth); d++ {
+		var next []session.ID
+		for _, cur := range frontier {
+			v, err := g.Get(ctx, cur)
+			if err != nil {
+				t.Fatalf("model: %v", err)
+			}
+			for _, p := range v.Parents {
+				if _, seen := depth[p]; seen {
+					continue
+				}
+				depth[p] = d
+				next = append(next, p)
+				pv, err := g.Get(ctx, p)
+				if err != nil {
+					t.Fatalf("model: %v", err)
+				}
+				out = append(out, store.Relative{ID: p, Depth: d, Op: pv.Op, Len: pv.Len, CreatedAt: pv.CreatedAt})
+			}
+		}
+		frontier = next
+	}
+	slices.SortStableFunc(out, func(a, b store.Relative) int {
+		if a.Depth != b.Depth {
+			return a.Depth - b.Depth
+		}
+		return order[b.ID] - order[a.ID]
+	})
+	return out
+}
+
+func sameRelatives(t fataler, what string, got, want []store.Relative) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d versions %+v, want %d %+v", what, len(got), got, len(want), want)
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		if g.ID != w.ID || g.Depth != w.Depth || g.Op != w.Op || g.Len != w.Len || !g.CreatedAt.Equal(w.CreatedAt) {
+			t.Fatalf("%s: [%d] = %+v, want %+v (all %+v)", what, i, g, w, got)
+		}
 	}
 }

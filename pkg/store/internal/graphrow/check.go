@@ -25,6 +25,7 @@ type Checker struct {
 	Edges    int
 	Problems []string
 	limit    int
+	lanes    map[session.ID]LanePos
 }
 
 // NewChecker returns a Checker keeping at most limit problems.
