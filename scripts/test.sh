@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # test.sh — the whole test suite, as `make test` and CI run it.
-# Starts what the tests need (a private PostgreSQL cluster), runs every Go
-# test with the race detector, and stops what it started.
+# Starts what the tests need (a private PostgreSQL cluster, the docker
+# sandbox image), runs every Go test with the race detector, and stops what
+# it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 eval "$(scripts/testpg.sh start)"
 trap 'scripts/testpg.sh stop' EXIT
 export RATH_TEST_DATABASE_URL RATH_TEST_PG_BIN
+# The docker sandbox tests' image, built locally (no registry); a no-op
+# without a Docker Engine or when the image is current.
+scripts/sandbox-image.sh
 
 go vet ./...
 go test -race -count=1 -timeout 40m ${RATH_TEST_FLAGS:-} ./...
