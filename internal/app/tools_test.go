@@ -11,6 +11,7 @@ import (
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/client"
+	"github.com/rath-run/rath/pkg/llm/llmtest"
 	"github.com/rath-run/rath/pkg/session"
 )
 
@@ -147,5 +148,66 @@ func TestDevRunBudgetStops(t *testing.T) {
 		"agent": json.RawMessage(toolSpec), "message": "x", "budget": map[string]any{"max_tokens": -1},
 	}, &r); err == nil || !strings.Contains(err.Error(), "budget.max_tokens") {
 		t.Fatalf("negative budget: %v", err)
+	}
+}
+
+// TestDevRunOpenAICompatible is the README's "real endpoint" run with the
+// fake OpenAI server standing in: the worker resolves the model from
+// OPENAI_BASE_URL / OPENAI_API_KEY, streams the reply, runs the tool call
+// the model asks for and sends its result back.
+func TestDevRunOpenAICompatible(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(t)
+	srv.Enqueue(
+		llmtest.Reply{Content: "Saving.", ToolCalls: []session.ToolCall{{ID: "call_1", Type: "function",
+			Function: session.FunctionCall{Name: "write_workspace_file", Arguments: `{"path":"fizz.py","content":"print('fizz')"}`}}},
+			Usage: session.Usage{PromptTokens: 100, CompletionTokens: 20, TotalTokens: 120}},
+		llmtest.Reply{Content: "Done: fizz.py is written.", Usage: session.Usage{PromptTokens: 150, CompletionTokens: 8, TotalTokens: 158}},
+	)
+	env := map[string]string{"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": srv.URL()}
+	s := startDev(t, "", app.DevConfig{Workers: 1, Getenv: func(k string) string { return env[k] }})
+	ctx := context.Background()
+	r := s.submit(t, `{"name":"assistant","model":"gpt-test","instructions":"Use tools.","tools":["builtin"]}`, "Write fizz.py")
+	var mu sync.Mutex
+	var text strings.Builder
+	if err := s.cl.Watch(ctx, r.ID, func(e client.Event) error {
+		if e.Type == "step.token" {
+			var d struct{ Text string }
+			_ = json.Unmarshal(e.Data, &d)
+			mu.Lock()
+			text.WriteString(d.Text)
+			mu.Unlock()
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r = s.waitRun(t, r.ID)
+	if r.Status != runs.RunSucceeded {
+		t.Fatalf("run %s: %s", r.Status, r.Error)
+	}
+	out, err := session.Open(ctx, s.dev.Backend.Store, *r.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := out.Version()
+	if v.Usage.TotalTokens != 278 || v.Producer.Model != "gpt-test" || len(v.Chunks) != 3 {
+		t.Fatalf("version usage %+v model %q chunks %d", v.Usage, v.Producer.Model, len(v.Chunks))
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 || !reqs[0].Stream || reqs[0].Header.Get("Authorization") != "Bearer sk-test" {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	if len(reqs[0].Tools) != 6 {
+		t.Fatalf("%d tools sent", len(reqs[0].Tools))
+	}
+	last := reqs[1].Messages[len(reqs[1].Messages)-1]
+	if last.Role != "tool" || last.ToolCallID != "call_1" || last.Content == nil || *last.Content != `{"bytes_written":13}` {
+		t.Fatalf("tool message %+v", last)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := text.String(); got != "Saving.Done: fizz.py is written." {
+		t.Fatalf("streamed %q", got)
 	}
 }
