@@ -148,13 +148,23 @@ func Resolver(getenv func(string) string) worker.ResolveFunc {
 
 // NewWorker builds a worker on a backend. Unless cfg names its own
 // Workspaces or Sandboxes, steps with tools run in the "local" sandbox
-// backend over a fresh temporary directory. Unless cfg names its own MCP,
+// backend. Unless cfg names its own Workspaces, each step's workspace is
+// restored from and snapshotted to the bus's object store
+// ([worker.SnapshotWorkspaces], limits from [WorkspaceLimits]), so files
+// travel with the session between workers. Unless cfg names its own MCP,
 // the worker gets an MCP manager (closed when the worker's Run returns)
 // that runs the commands RATH_MCP_ALLOW lists (comma-separated; "*" for
 // any; unset for none) with PATH and HOME from getenv.
 func NewWorker(ctx context.Context, b *Backend, getenv func(string) string, cfg worker.Config) (*worker.Worker, error) {
 	if cfg.Workspaces == nil && cfg.Sandboxes == nil {
 		cfg.Sandboxes = sandbox.NewRegistry(local.New(local.Config{}))
+	}
+	if cfg.Workspaces == nil && cfg.Sandboxes != nil {
+		ws, err := snapshotWorkspaces(b.Bus, cfg.Sandboxes, getenv, cfg)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Workspaces = ws
 	}
 	cfg = cfg.WithDefaults()
 	cons, err := b.Bus.Consumer(ctx, cfg.Queue)

@@ -42,6 +42,8 @@ func (c *Coordinator) Handler() http.Handler {
 	api.HandleFunc("POST /v1/sessions/{id}/fork", c.forkSession)
 	api.HandleFunc("POST /v1/sessions/{id}/detach", c.detachSession)
 	api.HandleFunc("POST /v1/sessions/{id}/merge", c.mergeSession)
+	api.HandleFunc("GET /v1/sessions/{id}/files", c.sessionFiles)
+	api.HandleFunc("GET /v1/sessions/{id}/diff", c.sessionDiff)
 	mux.Handle("/v1/", c.auth(api))
 	return mux
 }
@@ -391,6 +393,9 @@ func (c *Coordinator) decode(w http.ResponseWriter, r *http.Request, v any) bool
 // fail translates an error into an HTTP status and a JSON error body.
 func (c *Coordinator) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, code := http.StatusInternalServerError, "internal"
+	if st, cd, ok := workspaceStatus(err); ok {
+		status, code = st, cd
+	}
 	switch {
 	case errors.Is(err, ErrBadRequest), errors.Is(err, session.ErrInvalidID), errors.Is(err, session.ErrInvalidChunk),
 		errors.Is(err, session.ErrInvalidVersion):

@@ -55,6 +55,9 @@ type Config struct {
 	// per queue to tell a lost job from one waiting behind a backlog;
 	// default 10,000.
 	QueueScanLimit int
+	// Workspaces reads workspace snapshot manifests for the files and diff
+	// endpoints; default: the bus's object store, when the bus has one.
+	Workspaces Manifests
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 }
@@ -93,6 +96,8 @@ type Coordinator struct {
 	runs  *runs.Store
 	bus   Bus
 	log   *slog.Logger
+
+	manifests Manifests
 }
 
 // New returns a coordinator over a migrated store, its run store and a bus.
@@ -101,7 +106,14 @@ func New(graph store.Store, rs *runs.Store, b Bus, cfg Config) (*Coordinator, er
 		return nil, errors.New("coordinator: store, run store and bus are required")
 	}
 	cfg = cfg.WithDefaults()
-	return &Coordinator{cfg: cfg, graph: graph, runs: rs, bus: b, log: cfg.Logger}, nil
+	manifests := cfg.Workspaces
+	if manifests == nil {
+		var err error
+		if manifests, err = defaultManifests(b); err != nil {
+			return nil, err
+		}
+	}
+	return &Coordinator{cfg: cfg, graph: graph, runs: rs, bus: b, log: cfg.Logger, manifests: manifests}, nil
 }
 
 // SubmitRequest is the body of POST /v1/runs: forward a session (an existing

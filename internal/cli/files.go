@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"cmp"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rath-run/rath/internal/coordinator"
+	"github.com/rath-run/rath/pkg/client"
+	"github.com/rath-run/rath/pkg/workspace"
+)
+
+// workspaceFlags are the flags of the session commands that read workspace
+// snapshots: those live in the coordinator's JetStream object store, so
+// these commands ask the coordinator (or `rathctl dev`), not the store.
+type workspaceFlags struct {
+	server string
+	token  string
+}
+
+func (w *workspaceFlags) register(c *cobra.Command) {
+	c.Flags().StringVar(&w.server, "server", "", "coordinator URL (env RATH_SERVER; default http://127.0.0.1:7420)")
+	c.Flags().StringVar(&w.token, "token", "", "API bearer token (env RATH_TOKEN)")
+}
+
+func (w *workspaceFlags) client(output string) (*client.Client, error) {
+	if output != "text" && output != "json" {
+		return nil, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", output)}
+	}
+	return client.New(cmp.Or(w.server, os.Getenv("RATH_SERVER"), "http://127.0.0.1:7420"), cmp.Or(w.token, os.Getenv("RATH_TOKEN")))
+}
+
+// newSessionFilesCmds returns `session files ID` and `session diff A B`.
+// p prints with the session command's --output.
+func newSessionFilesCmds(p *printer) []*cobra.Command {
+	var wf workspaceFlags
+	files := &cobra.Command{
+		Use:   "files ID",
+		Short: "list a version's workspace (its snapshot's files) through the coordinator",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			cl, err := wf.client(p.f.output)
+			if err != nil {
+				return err
+			}
+			var v coordinator.FilesView
+			if err := cl.Do(cmd.Context(), "GET", "/v1/sessions/"+id.String()+"/files", nil, &v); err != nil {
+				return err
+			}
+			return p.files(v)
+		},
+	}
+	wf.register(files)
+
+	var df workspaceFlags
+	diff := &cobra.Command{
+		Use:   "diff A B",
+		Short: "show which workspace files changed from version A to version B (A added, D removed, M changed)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			b, err := parseID(args[1])
+			if err != nil {
+				return err
+			}
+			cl, err := df.client(p.f.output)
+			if err != nil {
+				return err
+			}
+			var v coordinator.DiffView
+			path := "/v1/sessions/" + a.String() + "/diff?to=" + url.QueryEscape(b.String())
+			if err := cl.Do(cmd.Context(), "GET", path, nil, &v); err != nil {
+				return err
+			}
+			return p.diff(v)
+		},
+	}
+	df.register(diff)
+	return []*cobra.Command{files, diff}
+}
+
+// modeString formats an entry like ls -l: "drwxr-xr-x", "-rw-r--r--",
+// "lrwxrwxrwx".
+func modeString(e workspace.Entry) string {
+	switch e.Type {
+	case workspace.TypeDir:
+		return "d" + fs.FileMode(e.Mode).String()[1:]
+	case workspace.TypeSymlink:
+		return "lrwxrwxrwx"
+	}
+	return fs.FileMode(e.Mode).String()
+}
+
+func (p *printer) files(v coordinator.FilesView) error {
+	if p.f.output == "json" {
+		return p.json(v)
+	}
+	out := p.env.Out
+	if v.Snapshot == "" {
+		_, err := fmt.Fprintf(out, "%s: empty workspace (no snapshot)\n", v.ID)
+		return err
+	}
+	if _, err := fmt.Fprintf(out, "snapshot %s  %d files, %d bytes\n", v.Snapshot, v.Files, v.Bytes); err != nil {
+		return err
+	}
+	for _, e := range v.Entries {
+		var err error
+		switch e.Type {
+		case workspace.TypeFile:
+			_, err = fmt.Fprintf(out, "%s %10d  %s\n", modeString(e), e.Size, e.Path)
+		case workspace.TypeDir:
+			_, err = fmt.Fprintf(out, "%s %10s  %s/\n", modeString(e), "-", e.Path)
+		default:
+			_, err = fmt.Fprintf(out, "%s %10s  %s -> %s\n", modeString(e), "-", e.Path, e.Target)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *printer) diff(v coordinator.DiffView) error {
+	if p.f.output == "json" {
+		return p.json(v)
+	}
+	letter := map[workspace.ChangeKind]string{workspace.Added: "A", workspace.Removed: "D", workspace.Changed: "M"}
+	for _, c := range v.Changes {
+		suffix := ""
+		if e := cmp.Or(c.After, c.Before); e != nil && e.Type == workspace.TypeDir {
+			suffix = "/"
+		}
+		if _, err := fmt.Fprintf(p.env.Out, "%s  %s%s\n", letter[c.Kind], c.Path, suffix); err != nil {
+			return err
+		}
+	}
+	return nil
+}

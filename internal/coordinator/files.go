@@ -1,0 +1,132 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/workspace"
+)
+
+// Manifests reads workspace snapshot manifests (a *workspace.Snapshotter).
+type Manifests interface {
+	Manifest(ctx context.Context, id string) (*workspace.Manifest, error)
+}
+
+// errNoWorkspaces is returned by the workspace endpoints of a coordinator
+// that has no workspace store.
+var errNoWorkspaces = errors.New("coordinator: no workspace store configured")
+
+// defaultManifests reads manifests from the bus's object store when the bus
+// has one (a *bus.Bus does).
+func defaultManifests(b Bus) (Manifests, error) {
+	ws, ok := b.(interface{ Workspaces() jetstream.ObjectStore })
+	if !ok || ws.Workspaces() == nil {
+		return nil, nil
+	}
+	return workspace.New(workspace.JetStream(ws.Workspaces()), workspace.Config{})
+}
+
+// FilesView is the body of GET /v1/sessions/{id}/files.
+type FilesView struct {
+	ID session.ID `json:"id"`
+	// Snapshot is the version's workspace snapshot id; "" when it has no
+	// files.
+	Snapshot string            `json:"snapshot"`
+	Files    int               `json:"files"`
+	Bytes    int64             `json:"bytes"`
+	Entries  []workspace.Entry `json:"entries"`
+}
+
+// DiffView is the body of GET /v1/sessions/{id}/diff?to=B.
+type DiffView struct {
+	From         session.ID         `json:"from"`
+	To           session.ID         `json:"to"`
+	FromSnapshot string             `json:"from_snapshot"`
+	ToSnapshot   string             `json:"to_snapshot"`
+	Changes      []workspace.Change `json:"changes"`
+}
+
+// manifestOf returns a version's workspace manifest.
+func (c *Coordinator) manifestOf(ctx context.Context, s session.Session) (*workspace.Manifest, error) {
+	if c.manifests == nil {
+		return nil, errNoWorkspaces
+	}
+	id := s.Placement().Snapshot
+	m, err := c.manifests.Manifest(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("workspace of version %s: %w", s.ID(), err)
+	}
+	return m, nil
+}
+
+func (c *Coordinator) sessionFiles(w http.ResponseWriter, r *http.Request) {
+	s, ok := c.open(w, r)
+	if !ok {
+		return
+	}
+	m, err := c.manifestOf(r.Context(), s)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, FilesView{
+		ID: s.ID(), Snapshot: s.Placement().Snapshot,
+		Files: m.Files(), Bytes: m.TotalBytes(), Entries: nonNil(m.Entries),
+	})
+}
+
+func (c *Coordinator) sessionDiff(w http.ResponseWriter, r *http.Request) {
+	a, ok := c.open(w, r)
+	if !ok {
+		return
+	}
+	to := r.URL.Query().Get("to")
+	if to == "" {
+		c.fail(w, r, badRequest("to: required (the version to compare with)"))
+		return
+	}
+	bid, err := session.ParseID(to)
+	if err != nil {
+		c.fail(w, r, fmt.Errorf("%w: to: %w", ErrBadRequest, err))
+		return
+	}
+	b, err := session.Open(r.Context(), c.graph, bid)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	ma, err := c.manifestOf(r.Context(), a)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	mb, err := c.manifestOf(r.Context(), b)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, DiffView{
+		From: a.ID(), To: b.ID(),
+		FromSnapshot: a.Placement().Snapshot, ToSnapshot: b.Placement().Snapshot,
+		Changes: nonNil(workspace.Diff(ma, mb)),
+	})
+}
+
+// workspaceStatus maps workspace errors to an HTTP status and code; ok is
+// false for other errors.
+func workspaceStatus(err error) (status int, code string, ok bool) {
+	switch {
+	case errors.Is(err, errNoWorkspaces):
+		return http.StatusServiceUnavailable, "unavailable", true
+	case errors.Is(err, workspace.ErrNotFound):
+		return http.StatusNotFound, "not_found", true
+	case errors.Is(err, workspace.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge, "too_large", true
+	}
+	return 0, "", false
+}
