@@ -22,7 +22,7 @@ func (l *replayLookup) Def() tool.Def {
 }
 func (l *replayLookup) ResourceKey(json.RawMessage) string { return "lookup" }
 func (l *replayLookup) Call(_ context.Context, _ tool.Env, args json.RawMessage) (any, error) {
-	return map[string]any{"q": json.RawMessage(args), "answer": l.answer}, nil
+	return map[string]any{"q": args, "answer": l.answer}, nil
 }
 
 // TestReplayThroughTheLoop records a step with the scripted model and the
