@@ -170,6 +170,9 @@ func (a *Agent) Run(ctx context.Context, s session.Session, m Meta) (Result, err
 				"message": "the endpoint's content filter stopped the reply"})
 		case resp.Refusal != "" && resp.Content == "" && len(resp.ToolCalls) == 0:
 			note(map[string]any{"event": "refusal", "round": round + 1, "refusal": resp.Refusal})
+		case resp.FinishReason == llm.FinishLength:
+			note(map[string]any{"event": "length", "round": round + 1,
+				"message": "the reply was cut at the model's token limit (params.max_tokens or the endpoint's)"})
 		case resp.Content == "" && len(resp.ToolCalls) == 0:
 			note(map[string]any{"event": "empty_response", "round": round + 1, "finish_reason": resp.FinishReason,
 				"message": "the model returned neither text nor tool calls"})

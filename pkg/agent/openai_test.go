@@ -103,6 +103,7 @@ func TestBadModelOutput(t *testing.T) {
 		{"refusal", llmtest.Reply{Refusal: "I can't help with that."}, "refusal", "I can't help with that."},
 		{"content filter", llmtest.Reply{Content: "partial", FinishReason: "content_filter"}, "content_filter", "partial"},
 		{"empty", llmtest.Reply{}, "empty_response", ""},
+		{"length", llmtest.Reply{Content: "cut sho", FinishReason: "length"}, "length", "cut sho"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

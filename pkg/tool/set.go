@@ -194,6 +194,15 @@ func (s *Set) Len() int {
 	return len(s.tools)
 }
 
+// Tools returns the tools, sorted by name; add to them with
+// NewSet(append(s.Tools(), more...)...).
+func (s *Set) Tools() []Tool {
+	if s == nil {
+		return nil
+	}
+	return slices.Clone(s.tools)
+}
+
 // Defs returns the tools' definitions, sorted by name.
 func (s *Set) Defs() []Def {
 	if s == nil {
