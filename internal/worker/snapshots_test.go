@@ -37,7 +37,7 @@ type wsRig struct {
 	inspect *workspace.Snapshotter
 }
 
-func newWSRig(t *testing.T) *wsRig {
+func newWSRig(t *testing.T, backends func() *sandbox.Registry) *wsRig {
 	t.Helper()
 	ctx := context.Background()
 	b, _, _ := bustest.NewWith(t, bustest.Options{InProcess: true})
@@ -55,7 +55,7 @@ func newWSRig(t *testing.T) *wsRig {
 	r := &wsRig{bus: b, graph: st, runs: rs, inspect: snapshotter(t, b)}
 	for i := range 2 {
 		r.tmp[i] = t.TempDir()
-		r.startWorker(t, i)
+		r.startWorker(t, i, backends())
 	}
 	return r
 }
@@ -71,7 +71,7 @@ func snapshotter(t *testing.T, b *bus.Bus) *workspace.Snapshotter {
 
 func queueOf(i int) string { return []string{"ws-a", "ws-b"}[i] }
 
-func (r *wsRig) startWorker(t *testing.T, i int) {
+func (r *wsRig) startWorker(t *testing.T, i int, backends *sandbox.Registry) {
 	t.Helper()
 	ctx := context.Background()
 	cons, err := r.bus.Consumer(ctx, queueOf(i))
@@ -85,7 +85,7 @@ func (r *wsRig) startWorker(t *testing.T, i int) {
 		Name: "ws-worker-" + queueOf(i), Queue: queueOf(i), Slots: 2, MaxDeliver: r.bus.Config().MaxDeliver,
 		FetchWait: 200 * time.Millisecond, ShutdownTimeout: 10 * time.Second,
 		Workspaces: &worker.SnapshotWorkspaces{
-			Backends:  sandbox.NewRegistry(local.New(local.Config{})),
+			Backends:  backends,
 			Snapshots: snapshotter(t, r.bus),
 			Dir:       r.tmp[i],
 		},
@@ -98,6 +98,8 @@ func (r *wsRig) startWorker(t *testing.T, i int) {
 	go func() { defer close(done); _ = w.Run(wctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 }
+
+func localBackends() *sandbox.Registry { return sandbox.NewRegistry(local.New(local.Config{})) }
 
 func call(name string, args map[string]string) llm.ScriptReply {
 	b, _ := json.Marshal(args)
@@ -127,7 +129,7 @@ func (r *wsRig) step(t *testing.T, i int, in session.ID, reply llm.ScriptReply) 
 	}
 	spec := agent.Spec{
 		Name: "files", Model: "scripted",
-		Tools:  []string{builtin.WriteWorkspaceFile, builtin.ReadWorkspaceFile},
+		Tools:  []string{builtin.WriteWorkspaceFile, builtin.ReadWorkspaceFile, builtin.RunShellCommand},
 		Script: append(script, reply, llm.ScriptReply{Content: "done"}),
 	}
 	target, err := json.Marshal(spec)
@@ -224,7 +226,7 @@ func emptyDir(t *testing.T, dir string) {
 // branches change files independently.
 func TestWorkspaceTravelsAndForks(t *testing.T) {
 	t.Parallel()
-	r := newWSRig(t)
+	r := newWSRig(t, localBackends)
 	ctx := context.Background()
 	in, err := session.FromUserMessage(ctx, r.graph, "keep notes")
 	if err != nil {
