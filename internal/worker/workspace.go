@@ -52,7 +52,8 @@ func (t *TempWorkspaces) Open(ctx context.Context, in *session.Version) (sandbox
 	place := in.Placement
 	b, err := t.Backends.Get(cmp.Or(place.Backend, DefaultBackend))
 	if err != nil {
-		return nil, nil, fmt.Errorf("workspace: %w", err)
+		// Retrying on this worker cannot help.
+		return nil, nil, permanent(fmt.Errorf("workspace: %w", err))
 	}
 	dir, err := os.MkdirTemp(t.Dir, "rath-ws-")
 	if err != nil {
