@@ -57,3 +57,20 @@ func TestShellAndCodeOnLocal(t *testing.T) {
 		}
 	}
 }
+
+func TestClosedSandbox(t *testing.T) {
+	t.Parallel()
+	sb := openLocal(t)
+	if err := sb.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, args string }{
+		{"read_workspace_file", `{"path":"a"}`},
+		{"write_workspace_file", `{"path":"a","content":""}`},
+		{"run_shell_command", `{"cmd":"true"}`},
+	} {
+		if _, kind := run(t, sb, c.name, c.args); kind != tool.KindSandboxClosed {
+			t.Errorf("%s: kind %q", c.name, kind)
+		}
+	}
+}
