@@ -61,5 +61,6 @@ func newRoot(env *Env) *cobra.Command {
 	})
 	root.AddCommand(newDemoCmd(env), newDevCmd(env), newRunCmd(env), newRunsCmd(env))
 	root.AddCommand(newSessionCmd(env), newMigrateCmd(env))
+	root.AddCommand(newConfigCmd(env))
 	return root
 }
