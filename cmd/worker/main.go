@@ -12,6 +12,8 @@
 // heartbeat well under the ack wait.
 //
 // Model credentials come from OPENAI_API_KEY and friends (docs/models.md).
+// RATH_MCP_ALLOW lists the MCP server commands agent specs may run on this
+// host (comma-separated, "*" for any; unset: none; docs/tools.md).
 // SIGTERM stops pulling, lets steps finish within --shutdown-timeout, and
 // exits 0.
 package main
