@@ -12,6 +12,7 @@ import (
 
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store/pgstore"
+	"github.com/rath-run/rath/pkg/store/storetest"
 )
 
 func TestAppendOnlyTriggers(t *testing.T) {
@@ -143,6 +144,30 @@ func TestMigrateTwiceAndConcurrently(t *testing.T) {
 	}
 }
 
+// TestMigrateFromProcesses: separate processes migrating one empty database
+// at once take turns on goose's lock; each migration is applied once.
+func TestMigrateFromProcesses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := newDB(t, false)
+	storetest.RunHelpers(t, 3, helperMigrateEnv+"="+url)
+	st, err := pgstore.Open(ctx, url, pgstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var applied, distinct int
+	if err := st.Pool().QueryRow(ctx, `SELECT count(*), count(DISTINCT version_id) FROM goose_db_version WHERE version_id > 0 AND is_applied`).Scan(&applied, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if applied != distinct || applied < 5 {
+		t.Fatalf("goose recorded %d applications of %d migrations, want each once and at least 5", applied, distinct)
+	}
+	if _, err := session.FromUserMessage(ctx, st, "migrated by others"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // proxy forwards TCP to target until stopped; restart brings it back on the
 // same address, like a database server restarting.
 type proxy struct {
@@ -229,7 +254,8 @@ func TestDatabaseDownAndBack(t *testing.T) {
 	px.stop()
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err = s.Append(cctx, session.Assistant("during the outage"))
+	during := session.Extension{Op: session.OpStep, Key: "step-during-outage", Chunks: []session.Chunk{session.Assistant("during the outage")}}
+	_, err = s.Extend(cctx, during)
 	if !errors.Is(err, session.ErrUnavailable) {
 		t.Fatalf("append while down = %v, want ErrUnavailable", err)
 	}
@@ -252,8 +278,21 @@ func TestDatabaseDownAndBack(t *testing.T) {
 			t.Fatalf("store did not recover: %v", err)
 		}
 	}
-	if _, err := s.Append(ctx, session.Assistant("after the outage")); err != nil {
+	// The step that failed during the outage is retried with its key: it
+	// commits once, and a second retry returns the same version.
+	first, err := s.Extend(ctx, during)
+	if err != nil {
 		t.Fatal(err)
+	}
+	again, err := s.Extend(ctx, during)
+	if err != nil || again.ID() != first.ID() {
+		t.Fatalf("second retry = %v %v, want the committed %s", again.ID(), err, first.ID())
+	}
+	if _, err := first.Append(ctx, session.Assistant("after the outage")); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := st.Verify(ctx); err != nil || rep.Versions != 3 {
+		t.Fatalf("verify after the outage: %+v %v, want 3 versions", rep, err)
 	}
 	// A closed store is unavailable, not a panic.
 	st.Close()

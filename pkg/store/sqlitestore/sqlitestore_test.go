@@ -10,6 +10,7 @@ import (
 
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store/sqlitestore"
+	"github.com/rath-run/rath/pkg/store/storetest"
 )
 
 func TestAppendOnlyTriggers(t *testing.T) {
@@ -101,6 +102,30 @@ func TestMigrateTwiceAndConcurrently(t *testing.T) {
 	}
 	if got, err := stores[2].Get(ctx, s.ID()); err != nil || got.Hash != s.Hash() {
 		t.Fatalf("version after re-migrating: %v %v", got, err)
+	}
+}
+
+// TestMigrateFromProcesses: separate processes migrating one new file at
+// once all succeed; each migration is applied once.
+func TestMigrateFromProcesses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rath.db")
+	storetest.RunHelpers(t, 3, helperMigrateEnv+"="+path)
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var applied, distinct int
+	if err := st.DB().QueryRowContext(ctx, `SELECT count(*), count(DISTINCT version_id) FROM goose_db_version WHERE version_id > 0 AND is_applied`).Scan(&applied, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if applied != distinct || applied < 5 {
+		t.Fatalf("goose recorded %d applications of %d migrations, want each once and at least 5", applied, distinct)
+	}
+	if _, err := session.FromUserMessage(ctx, st, "migrated by others"); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1,0 +1,30 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/rath-run/rath/pkg/store/pgstore"
+)
+
+// helperMigrateEnv, when set, makes this test binary a helper process that
+// migrates the database it names and exits (see TestMigrateFromProcesses).
+const helperMigrateEnv = "RATH_PGSTORE_MIGRATE_HELPER_URL"
+
+func TestMain(m *testing.M) {
+	if url := os.Getenv(helperMigrateEnv); url != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		st, err := pgstore.Open(ctx, url, pgstore.Options{Migrate: true})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helper migrate:", err)
+			os.Exit(1)
+		}
+		st.Close()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}

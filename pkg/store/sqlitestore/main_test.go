@@ -1,0 +1,34 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/rath-run/rath/pkg/store/sqlitestore"
+)
+
+// helperMigrateEnv, when set, makes this test binary a helper process that
+// migrates the database file it names and exits (see
+// TestMigrateFromProcesses).
+const helperMigrateEnv = "RATH_SQLITESTORE_MIGRATE_HELPER_PATH"
+
+func TestMain(m *testing.M) {
+	if path := os.Getenv(helperMigrateEnv); path != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{Migrate: true})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helper migrate:", err)
+			os.Exit(1)
+		}
+		if err := st.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "helper close:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
