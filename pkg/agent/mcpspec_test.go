@@ -55,3 +55,37 @@ func TestParseSpecMCPInvalid(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParseSpec decodes arbitrary documents as agent specs: never a panic,
+// and what parses validates, MCP entries included.
+func FuzzParseSpec(f *testing.F) {
+	for _, s := range []string{
+		"name: a\nmodel: gpt-x\n",
+		"name: a\nmodel: scripted\nscript: [hi]\n",
+		"name: a\nmodel: m\nmcp: [{name: files, command: ./server, args: [--root, /d], env: {K: V}, tools: [read], timeout_seconds: 5}]\n",
+		`{"name":"a","model":"m","mcp":[{"name":"x","command":"c"},{"name":"x","command":"d"}]}`,
+		"name: a\nmodel: m\nmcp: [{name: a_b, command: x}]\n",
+		"name: a\nmodel: m\nmcp: {name: a}\n",
+		"mcp: [[[\n",
+		"",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := ParseSpec(b)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidSpec) {
+				t.Fatalf("error %v does not wrap ErrInvalidSpec", err)
+			}
+			return
+		}
+		if err := s.Validate(); err != nil {
+			t.Fatalf("parsed spec does not validate: %v", err)
+		}
+		for i := range s.MCP {
+			if err := s.MCP[i].Validate(); err != nil {
+				t.Fatalf("mcp[%d] does not validate: %v", i, err)
+			}
+		}
+	})
+}
