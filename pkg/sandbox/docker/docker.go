@@ -7,7 +7,7 @@
 // A sandbox's container is created on its first Exec and reused by later
 // calls; Close removes it, and a sandbox idle for Config.IdleTimeout has its
 // container removed (the next call creates a fresh one over the same
-// workspace). Every container is labelled rath.sandbox=1. Hardening, all by
+// workspace). Every container is labeled rath.sandbox=1. Hardening, all by
 // default:
 //
 //   - network mode "none" unless the spec's Network asks for egress
@@ -461,11 +461,14 @@ func (s *Sandbox) create(ctx context.Context) (string, error) {
 	return res.ID, nil
 }
 
-// wrapper reports the command's pid (its process group: a docker exec
-// process leads its own) on the first stderr line, then execs the command,
-// or reports that it does not exist.
+// wrapper runs every command. It reports its pid on the first stderr line
+// (a docker exec process leads its own process group, so the pid names the
+// group a timeout kills), refuses a command that does not exist, runs the
+// command, reports its exit status on a stderr trailer tagged with a
+// per-call nonce ($0), and kills what is left of its process group, so a
+// command's background processes do not outlive the call (as on local).
 const (
-	wrapper     = `echo $$ >&2; command -v -- "$1" >/dev/null 2>&1 || { echo "rath-exec: not found" >&2; exit 127; }; exec "$@"`
+	wrapper     = `echo $$ >&2; command -v -- "$1" >/dev/null 2>&1 || { echo "rath-exec: not found" >&2; exit 127; }; "$@"; echo "$0:$?" >&2; kill -KILL 0`
 	notFoundMsg = "rath-exec: not found\n"
 )
 
@@ -499,11 +502,12 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	timeout := cmp.Or(req.Timeout, s.timeout)
 	maxOut := cmp.Or(req.MaxOutput, s.b.cfg.MaxOutput)
 	start := time.Now()
+	nonce := newNonce()
 	ex, err := s.b.cli.ExecCreate(ctx, id, client.ExecCreateOptions{
 		User:         s.user,
 		Env:          envList(req.Env),
 		WorkingDir:   path.Join(workspaceMount, dir),
-		Cmd:          append([]string{"/bin/sh", "-c", wrapper, "rath-exec"}, argv...),
+		Cmd:          append([]string{"/bin/sh", "-c", wrapper, nonce}, argv...),
 		AttachStdin:  len(req.Stdin) > 0,
 		AttachStdout: true,
 		AttachStderr: true,
@@ -514,7 +518,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		}
 		return sandbox.ExecResult{}, fmt.Errorf("docker: exec create: %w", err)
 	}
-	// The stream must outlive a cancelled ctx until the kill lands.
+	// The stream must outlive a canceled ctx until the kill lands.
 	att, err := s.b.cli.ExecAttach(context.WithoutCancel(ctx), ex.ID, client.ExecAttachOptions{})
 	if err != nil {
 		return sandbox.ExecResult{}, fmt.Errorf("docker: exec attach: %w", err)
@@ -522,7 +526,8 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	defer att.Close()
 
 	stdout, stderr := capbuf.New(maxOut), capbuf.New(maxOut)
-	pidw := &pidWriter{next: stderr, got: make(chan struct{})}
+	trailer := &trailerWriter{next: stderr, marker: []byte(nonce + ":")}
+	pidw := &pidWriter{next: trailer, got: make(chan struct{})}
 	var wg sync.WaitGroup
 	if len(req.Stdin) > 0 {
 		wg.Go(func() {
@@ -557,18 +562,22 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	}
 	att.Close()
 	wg.Wait()
+	trailer.flush()
 
 	res := sandbox.ExecResult{TimedOut: timedOut}
 	res.Stdout, res.StdoutTruncated = stdout.Bytes()
 	res.Stderr, res.StderrTruncated = stderr.Bytes()
 	insp, err := s.b.cli.ExecInspect(context.WithoutCancel(ctx), ex.ID, client.ExecInspectOptions{})
 	res.Elapsed = time.Since(start)
-	if err != nil {
+	if err != nil && !timedOut { // a timeout may have removed the container
 		return res, fmt.Errorf("docker: exec inspect: %w", err)
 	}
 	res.ExitCode = insp.ExitCode
-	if timedOut && insp.Running {
+	switch {
+	case timedOut:
 		res.ExitCode = 128 + int(syscall.SIGKILL)
+	case trailer.found:
+		res.ExitCode = trailer.code
 	}
 	if ctx.Err() != nil && !timedOut {
 		return res, fmt.Errorf("docker: exec %q: %w", argv[0], ctx.Err())
@@ -626,6 +635,70 @@ func (s *Sandbox) runQuiet(ctx context.Context, id string, cmd []string) (int, e
 	return insp.ExitCode, nil
 }
 
+func newNonce() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "rath-exit-" + hex.EncodeToString(b[:])
+}
+
+// trailerWriter passes stderr on, taking out the wrapper's exit trailer
+// "<nonce>:<status>\n" wherever it appears (a straggler may write after
+// it). Not safe for concurrent use; stdcopy writes from one goroutine.
+type trailerWriter struct {
+	next   io.Writer
+	marker []byte
+	pend   []byte
+	found  bool
+	code   int
+}
+
+func (w *trailerWriter) Write(p []byte) (int, error) {
+	w.pend = append(w.pend, p...)
+	for {
+		i := bytes.Index(w.pend, w.marker)
+		if i < 0 {
+			break
+		}
+		rest := w.pend[i+len(w.marker):]
+		j := bytes.IndexByte(rest, '\n')
+		if j < 0 {
+			if len(rest) <= 4 { // "255" at most, then the newline: wait for it
+				w.forward(w.pend[:i])
+				w.pend = append(w.pend[:0], w.pend[i:]...)
+				return len(p), nil
+			}
+			j = -1
+		}
+		code, err := strconv.Atoi(string(rest[:max(j, 0)]))
+		if j < 0 || err != nil {
+			// Not a trailer after all: pass the marker's first byte on.
+			w.forward(w.pend[:i+1])
+			w.pend = append(w.pend[:0], w.pend[i+1:]...)
+			continue
+		}
+		w.found, w.code = true, code
+		w.forward(w.pend[:i])
+		w.pend = append(w.pend[:0], rest[j+1:]...)
+	}
+	// Keep a tail that could be the start of a marker.
+	if keep := len(w.marker) - 1; len(w.pend) > keep {
+		w.forward(w.pend[:len(w.pend)-keep])
+		w.pend = append(w.pend[:0], w.pend[len(w.pend)-keep:]...)
+	}
+	return len(p), nil
+}
+
+func (w *trailerWriter) forward(b []byte) {
+	if len(b) > 0 {
+		_, _ = w.next.Write(b)
+	}
+}
+
+func (w *trailerWriter) flush() {
+	w.forward(w.pend)
+	w.pend = nil
+}
+
 // pidWriter takes the wrapper's first stderr line (the pid) and passes the
 // rest on.
 type pidWriter struct {
@@ -648,7 +721,7 @@ func (w *pidWriter) Write(p []byte) (int, error) {
 	if i < 0 {
 		if len(w.line)+len(p) > 32 { // not a pid line: pass everything on
 			w.done = true
-			rest := append(w.line, p...)
+			rest := append(slices.Clip(w.line), p...)
 			w.mu.Unlock()
 			close(w.got)
 			_, _ = w.next.Write(rest)
