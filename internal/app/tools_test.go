@@ -91,6 +91,10 @@ func TestDevRunWithBuiltinTools(t *testing.T) {
 			calls++
 		case "step.tool_result":
 			results++
+		case "step.committed":
+			if !strings.Contains(string(e.Data), `"stop":"model"`) {
+				t.Errorf("step.committed %s lacks the stop reason", e.Data)
+			}
 		}
 	}
 	if calls != 5 || results != 5 {

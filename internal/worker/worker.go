@@ -305,12 +305,24 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		return
 	}
 	w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.committed",
-		Data: mustJSON(map[string]any{"version": out.ID(), "usage": out.Usage(), "len": out.Len()})})
+		Data: mustJSON(committedData(out))})
 	if r.Status.Terminal() {
 		w.publishRunEnd(ctx, r)
 	}
 	w.ack(ctx, d, log)
 	log.Info("step committed", slog.String("version", out.ID().String()))
+}
+
+// committedData is a step.committed event's data: the version, its usage
+// and length, and why the loop stopped (model, max_tool_rounds or a budget).
+func committedData(out session.Session) map[string]any {
+	d := map[string]any{"version": out.ID(), "usage": out.Usage(), "len": out.Len()}
+	for _, e := range out.Version().Extras {
+		if e.Key == "loop.stop" || e.Key == "loop.truncated" {
+			d[strings.TrimPrefix(e.Key, "loop.")] = e.Value
+		}
+	}
+	return d
 }
 
 // touchEvery touches the step in the store every heartbeat until stopped.

@@ -66,7 +66,7 @@ type Event struct {
 	Round  int    `json:"round"`
 	CallID string `json:"call_id"`
 	Name   string `json:"name"`
-	// Arguments are the call's raw arguments (tool.call).
+	// Arguments are the call's raw arguments (tool.call), cut at 4 KiB.
 	Arguments string `json:"arguments,omitempty"`
 	// OK and ErrorKind describe the result (tool.result).
 	OK        bool   `json:"ok"`

@@ -21,6 +21,8 @@ const (
 	// maxArgsDetail caps the raw arguments echoed in an
 	// invalid_tool_arguments body.
 	maxArgsDetail = 2000
+	// maxEventArgs caps the arguments a tool.call event carries.
+	maxEventArgs = 4096
 	// DefaultToolTimeout bounds one tool call unless
 	// limits.tool_timeout_seconds says otherwise.
 	DefaultToolTimeout = 2 * time.Minute
@@ -45,7 +47,7 @@ func (a *Agent) runTools(ctx context.Context, round int, calls []session.ToolCal
 	groups := map[string][]call{}
 	var order []string
 	for i, c := range calls {
-		a.emit(m, Event{Type: "tool.call", Round: round, CallID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
+		a.emit(m, Event{Type: "tool.call", Round: round, CallID: c.ID, Name: c.Function.Name, Arguments: cutString(c.Function.Arguments, maxEventArgs)})
 		args, err := tool.DecodeArgs(c.Function.Arguments)
 		if err != nil {
 			bodies[i] = errorBody(&tool.Error{Kind: tool.KindInvalidArguments, Message: err.Error(),
