@@ -32,6 +32,7 @@ pricing: {input_per_mtok: 0.15, output_per_mtok: 0.6}
 		{`{name: a, model: m, pricing: {output_per_mtok: -1}}`, "pricing.output_per_mtok"},
 		{`{name: a, model: m, pricing: {per_token: 1}}`, "per_token"},
 		{`{name: a, model: m, tools: [""]}`, "tools[0]"},
+		{`{name: a, model: m, params: {extra: {stream: false}}}`, "params.extra.stream"},
 	} {
 		_, err := agent.ParseSpec([]byte(tc.doc))
 		if !errors.Is(err, agent.ErrInvalidSpec) || !strings.Contains(err.Error(), tc.field) {

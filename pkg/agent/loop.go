@@ -212,9 +212,11 @@ func (a *Agent) request(model string, msgs []llm.Message, tools []llm.Tool) llm.
 		Stop:            p.Stop,
 		ReasoningEffort: p.ReasoningEffort,
 		ResponseFormat:  p.ResponseFormat,
+		Extra:           p.Extra,
 	}
 	if len(tools) > 0 {
 		req.ToolChoice = p.ToolChoice
+		req.ParallelToolCalls = p.ParallelToolCalls
 	}
 	return req
 }

@@ -50,6 +50,10 @@ func TestStreamedToolCallsThroughTheWire(t *testing.T) {
 		}}
 	}
 	a := openAIAgent(t, srv, echo("zeta"), echo("alpha"))
+	no := false
+	a.Spec.Params.ParallelToolCalls = &no
+	a.Spec.Params.ToolChoice = "auto"
+	a.Spec.Params.Extra = map[string]any{"user": "tester"}
 	var text strings.Builder
 	out, err := a.Step(context.Background(), userSession(t, "do both"), agent.Meta{OnDelta: func(d string) { text.WriteString(d) }})
 	if err != nil {
@@ -76,6 +80,9 @@ func TestStreamedToolCallsThroughTheWire(t *testing.T) {
 	reqs := srv.Requests()
 	if len(reqs) != 2 || !reqs[0].Stream {
 		t.Fatalf("%d requests", len(reqs))
+	}
+	if j := reqs[0].JSON; j["parallel_tool_calls"] != false || j["tool_choice"] != "auto" || j["user"] != "tester" {
+		t.Fatalf("params not passed through: %v %v %v", j["parallel_tool_calls"], j["tool_choice"], j["user"])
 	}
 	if reqs[0].Tools[0].Function.Name != "alpha" || reqs[0].Tools[1].Function.Name != "zeta" {
 		t.Fatalf("tools not sorted: %+v", reqs[0].Tools)

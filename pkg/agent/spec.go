@@ -229,6 +229,11 @@ type Params struct {
 	ToolChoice      string          `json:"tool_choice,omitempty"`
 	ReasoningEffort string          `json:"reasoning_effort,omitempty"`
 	ResponseFormat  json.RawMessage `json:"response_format,omitempty"`
+	// ParallelToolCalls is sent when set and the agent has tools.
+	ParallelToolCalls *bool `json:"parallel_tool_calls,omitempty"`
+	// Extra fields are merged into the request body last (OpenRath's
+	// extra_create_args); "stream" and "stream_options" are refused.
+	Extra map[string]any `json:"extra,omitempty"`
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
@@ -297,6 +302,11 @@ func (s *Spec) Validate() error {
 		}
 		if r.DelayMS < 0 {
 			return bad(fmt.Sprintf("script[%d].delay_ms", i), "must be ≥ 0")
+		}
+	}
+	for _, k := range []string{"stream", "stream_options"} {
+		if _, ok := s.Params.Extra[k]; ok {
+			return bad("params.extra."+k, "the worker chooses streaming")
 		}
 	}
 	for i, t := range s.Tools {
