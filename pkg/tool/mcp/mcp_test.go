@@ -424,12 +424,73 @@ func TestToolName(t *testing.T) {
 	}
 }
 
+// alive reports whether the process runs (a zombie does not).
 func alive(pid string) bool {
 	var n int
 	if _, err := fmt.Sscan(pid, &n); err != nil {
 		return false
 	}
-	return syscall.Kill(n, 0) == nil
+	if syscall.Kill(n, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n))
+	if err != nil {
+		return !os.IsNotExist(err)
+	}
+	// The state follows the command name in parentheses.
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func TestCloseKillsProcessGroup(t *testing.T) {
+	t.Parallel()
+	m, err := mcp.NewManager(mcp.Config{AllowCommands: []string{serverBin}, Env: mcp.HostEnv(os.Getenv), TerminateTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ts := tools(t, m, spec("srv"))
+	var r struct{ Text string }
+	if err := json.Unmarshal([]byte(mustCall(t, ts["srv__spawn"], `{}`)), &r); err != nil {
+		t.Fatal(err)
+	}
+	if !alive(r.Text) {
+		t.Fatalf("child %s not running", r.Text)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; alive(r.Text); n++ {
+		if n > 500 {
+			t.Fatalf("the server's child %s survives Close", r.Text)
+		}
+		waitABit()
+	}
+}
+
+func TestToolListChanged(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, mcp.Config{})
+	ts := tools(t, m, spec("srv"))
+	if _, ok := ts["srv__grown"]; ok {
+		t.Fatal("grown listed before it exists")
+	}
+	mustCall(t, ts["srv__grow"], `{}`)
+	// The server notifies the client; the next listing has the new tool.
+	for n := 0; ; n++ {
+		ts = tools(t, m, spec("srv"))
+		if g, ok := ts["srv__grown"]; ok {
+			if got := mustCall(t, g, `{}`); got != `{"text":"grown"}` {
+				t.Fatalf("grown = %s", got)
+			}
+			return
+		}
+		if n > 500 {
+			t.Fatal("the tool list was never refreshed")
+		}
+		waitABit()
+	}
 }
 
 // waitABit yields between polls of a condition with a deadline.

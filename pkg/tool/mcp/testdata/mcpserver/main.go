@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"time"
@@ -129,6 +130,21 @@ func main() {
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			fmt.Println("{{{ not json")
 			return text("garbled"), nil
+		})
+
+	srv.AddTool(&sdk.Tool{Name: "spawn", Description: "Starts a long sleep in a child process.", InputSchema: obj("")},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			child := exec.Command("sleep", "600")
+			if err := child.Start(); err != nil {
+				return nil, err
+			}
+			return text(fmt.Sprint(child.Process.Pid)), nil
+		})
+	srv.AddTool(&sdk.Tool{Name: "grow", Description: "Adds the tool grown.", InputSchema: obj("")},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			srv.AddTool(&sdk.Tool{Name: "grown", Description: "Added at run time.", InputSchema: obj("")},
+				func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return text("grown"), nil })
+			return text("grew"), nil
 		})
 
 	if err := srv.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
