@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -134,7 +133,7 @@ func TestSecurityPrivilegedSyscalls(t *testing.T) {
 	b := newBackend(t, docker.Config{})
 	sb, dir := openSandbox(t, b, session.Spec{})
 	probe := filepath.Join(dir, "probe")
-	build := exec.Command(runtime.GOROOT()+"/bin/go", "build", "-o", probe, "./testdata/probe")
+	build := exec.Command("go", "build", "-o", probe, "./testdata/probe")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build probe: %v\n%s", err, out)
