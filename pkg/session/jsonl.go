@@ -59,7 +59,7 @@ import (
 	"unicode/utf8"
 )
 
-// ErrFormat: input is not well-formed session JSONL.
+// ErrFormat means the input is not well-formed session JSONL.
 var ErrFormat = errors.New("rath: malformed session JSONL")
 
 // JSONLSchemaVersion is the schema_version [Export] writes and the newest
@@ -342,7 +342,7 @@ func Import(ctx context.Context, g Graph, r io.Reader) (Session, error) {
 			SchemaVersion *int    `json:"schema_version"`
 		}
 		if err := json.Unmarshal(line, &peek); err != nil {
-			return Session{}, fmt.Errorf("line %d: %w: malformed JSON: %v", n, ErrFormat, err)
+			return Session{}, fmt.Errorf("line %d: %w: malformed JSON: %w", n, ErrFormat, err)
 		}
 		if peek.Record == nil {
 			return Session{}, fmt.Errorf("line %d: %w: record has no \"record\" field", n, ErrFormat)
@@ -365,7 +365,7 @@ func Import(ctx context.Context, g Graph, r io.Reader) (Session, error) {
 			}
 			var h jsonlHeader
 			if err := decodeStrict(line, &h); err != nil {
-				return Session{}, fmt.Errorf("line %d: %w: header: %v", n, ErrFormat, err)
+				return Session{}, fmt.Errorf("line %d: %w: header: %w", n, ErrFormat, err)
 			}
 			if h.Head == (ID{}) {
 				return Session{}, fmt.Errorf("line %d: %w: header has no head version id", n, ErrFormat)
@@ -380,7 +380,7 @@ func Import(ctx context.Context, g Graph, r io.Reader) (Session, error) {
 				if errors.Is(err, ErrInvalidChunk) || errors.Is(err, ErrTooLarge) {
 					return Session{}, fmt.Errorf("line %d: version: %w", n, err)
 				}
-				return Session{}, fmt.Errorf("line %d: %w: version: %v", n, ErrFormat, err)
+				return Session{}, fmt.Errorf("line %d: %w: version: %w", n, ErrFormat, err)
 			}
 			v := rec.Version
 			if v.ID == (ID{}) {

@@ -205,7 +205,7 @@ func TestJSONLImportRejects(t *testing.T) {
 		{"unknown chunk kind", strings.NewReader(hdr + strings.Replace(rootLine, `"kind":"user"`, `"kind":"shout"`, 1) + childLine), session.ErrInvalidChunk, "line 2: "},
 		{"bad payload shape", strings.NewReader(hdr + strings.Replace(rootLine, `"content":"hello"`, `"content":"hello","extra":1`, 1) + childLine), session.ErrInvalidChunk, "line 2: "},
 		{"unknown record", strings.NewReader(hdr + `{"record":"comment"}` + "\n" + rootLine + childLine), session.ErrFormat, `line 2: ` + session.ErrFormat.Error() + `: unknown record type "comment"`},
-		{"unknown field", strings.NewReader(hdr + strings.Replace(rootLine, `"op":"create"`, `"op":"create","colour":"red"`, 1) + childLine), session.ErrFormat, "line 2: "},
+		{"unknown field", strings.NewReader(hdr + strings.Replace(rootLine, `"op":"create"`, `"op":"create","shade":"red"`, 1) + childLine), session.ErrFormat, "line 2: "},
 		{"hash mismatch", strings.NewReader(hdr + rootLine + strings.Replace(childLine, "world", "w0rld", 1)), session.ErrHashMismatch, "line 3: version " + child.ID().String() + ": "},
 		{"cycle", strings.NewReader(fmt.Sprintf(`{"record":"rath.session","schema_version":1,"head":"%s"}`+"\n", id1) + cyc(id1, id2) + cyc(id2, id1)), session.ErrCycle, "line "},
 		{"absent parent", strings.NewReader(hdr + childLine), session.ErrNotFound, "line 2: version " + child.ID().String() + ": parent " + root.ID().String() + " is neither"},

@@ -191,7 +191,7 @@ func canonicalExtras(id ID, es []Extra) ([]Extra, error) {
 		}
 		c, err := canonicalJSON(v)
 		if err != nil {
-			return nil, fmt.Errorf("%w: version %s: extra %q: value is not JSON: %v", ErrInvalidVersion, id, e.Key, err)
+			return nil, fmt.Errorf("%w: version %s: extra %q: value is not JSON: %w", ErrInvalidVersion, id, e.Key, err)
 		}
 		if out == nil && !bytes.Equal(c, e.Value) {
 			out = slices.Clone(es)

@@ -54,9 +54,11 @@ func translate(op string, err error) error {
 	if errors.As(err, &connErr) || errors.As(err, &netErr) || errors.Is(err, io.EOF) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
 		errors.Is(err, net.ErrClosed) || isClosedPool(err) {
-		return fmt.Errorf("%s: %w: %v", op, session.ErrUnavailable, err)
+		// The driver's error is described, not wrapped: callers branch on
+		// the session sentinels, never on pgx types.
+		return fmt.Errorf("%s: %w: %v", op, session.ErrUnavailable, err) //nolint:errorlint // see above
 	}
-	return fmt.Errorf("%s: postgres: %v", op, err)
+	return fmt.Errorf("%s: postgres: %v", op, err) //nolint:errorlint // the driver stays behind the seam
 }
 
 func isClosedPool(err error) bool {

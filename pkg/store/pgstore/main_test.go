@@ -16,15 +16,19 @@ const helperMigrateEnv = "RATH_PGSTORE_MIGRATE_HELPER_URL"
 
 func TestMain(m *testing.M) {
 	if url := os.Getenv(helperMigrateEnv); url != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		st, err := pgstore.Open(ctx, url, pgstore.Options{Migrate: true})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "helper migrate:", err)
-			os.Exit(1)
-		}
-		st.Close()
-		os.Exit(0)
+		os.Exit(helperMigrate(url))
 	}
 	os.Exit(m.Run())
+}
+
+func helperMigrate(url string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := pgstore.Open(ctx, url, pgstore.Options{Migrate: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper migrate:", err)
+		return 1
+	}
+	st.Close()
+	return 0
 }

@@ -693,6 +693,18 @@ func (s *Store) CountRows(ctx context.Context) (versions, chunks, edges int64, e
 	return versions, chunks, edges, translate("count rows", err)
 }
 
+// RowBytes returns the stored size of a version's own rows (its version
+// row, chunk rows and lineage rows, as pg_column_size counts them; index
+// entries not included).
+func (s *Store) RowBytes(ctx context.Context, id session.ID) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT
+		(SELECT coalesce(sum(pg_column_size(v.*)), 0) FROM versions v WHERE v.id = $1) +
+		(SELECT coalesce(sum(pg_column_size(c.*)), 0) FROM chunks c WHERE c.version_id = $1) +
+		(SELECT coalesce(sum(pg_column_size(l.*)), 0) FROM lineage l WHERE l.child_id = $1)`, id).Scan(&n)
+	return n, translate("row bytes", err)
+}
+
 // Analyze refreshes the planner statistics of the graph tables (what
 // autovacuum does on its own schedule), as after a bulk load.
 func (s *Store) Analyze(ctx context.Context) error {

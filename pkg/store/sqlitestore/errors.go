@@ -30,7 +30,7 @@ func translate(op string, err error) error {
 		return fmt.Errorf("%s: %w", op, session.ErrNotFound)
 	}
 	if errors.Is(err, sql.ErrConnDone) || errors.Is(err, sql.ErrTxDone) {
-		return fmt.Errorf("%s: %w: %v", op, session.ErrUnavailable, err)
+		return fmt.Errorf("%s: %w: %v", op, session.ErrUnavailable, err) //nolint:errorlint // the driver stays behind the seam
 	}
 	var se *sqlite.Error
 	if errors.As(err, &se) {
@@ -49,5 +49,5 @@ func translate(op string, err error) error {
 	if err.Error() == "sql: database is closed" {
 		return fmt.Errorf("%s: %w: store is closed", op, session.ErrUnavailable)
 	}
-	return fmt.Errorf("%s: sqlite: %v", op, err)
+	return fmt.Errorf("%s: sqlite: %v", op, err) //nolint:errorlint // the driver stays behind the seam
 }

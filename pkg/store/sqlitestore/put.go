@@ -31,25 +31,29 @@ func (d *db) headers(ctx context.Context, q querier, ids []session.ID) (map[sess
 	}
 	for len(missing) > 0 {
 		n := min(len(missing), 500)
-		part := missing[:n]
+		if err := readHeaders(ctx, q, missing[:n], out); err != nil {
+			return nil, err
+		}
 		missing = missing[n:]
-		rows, err := q.QueryContext(ctx, `SELECT id, hash, len FROM versions WHERE id IN (?`+strings.Repeat(",?", n-1)+`)`, part...)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var h graphrow.Header
-			if err := rows.Scan(&h.ID, &h.Hash, &h.Len); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			out[h.ID] = h
-		}
-		if err := rows.Close(); err != nil {
-			return nil, err
-		}
 	}
 	return out, nil
+}
+
+// readHeaders adds the headers of the stored versions among ids to out.
+func readHeaders(ctx context.Context, q querier, ids []any, out map[session.ID]graphrow.Header) error {
+	rows, err := q.QueryContext(ctx, `SELECT id, hash, len FROM versions WHERE id IN (?`+strings.Repeat(",?", len(ids)-1)+`)`, ids...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var h graphrow.Header
+		if err := rows.Scan(&h.ID, &h.Hash, &h.Len); err != nil {
+			return err
+		}
+		out[h.ID] = h
+	}
+	return rows.Err()
 }
 
 // Put implements [session.Graph].

@@ -83,7 +83,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if path != Memory {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, fmt.Errorf("open sqlite store: %w: %v", session.ErrUnavailable, err)
+			return nil, fmt.Errorf("open sqlite store: %w: %w", session.ErrUnavailable, err)
 		}
 	}
 	w, err := sql.Open("sqlite", dsn(path, false))

@@ -16,6 +16,12 @@ type RowCounter interface {
 	CountRows(ctx context.Context) (versions, chunks, edges int64, err error)
 }
 
+// RowSizer is implemented by stores that can size a version's own rows;
+// the fork benchmark reports the bytes a fork writes with it.
+type RowSizer interface {
+	RowBytes(ctx context.Context, id session.ID) (int64, error)
+}
+
 // memChain builds, in a memory graph, a root followed by n versions each
 // made by next, and returns them in commit order.
 func memChain(b *testing.B, root []session.Chunk, n int, next func(s session.Session, i int) (session.Session, error)) []*session.Version {
@@ -75,11 +81,16 @@ func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 			v0, c0, e0 = must3(rc.CountRows(ctx))(b)
 		}
 		n := 0
+		var last session.Session
 		for b.Loop() {
-			if _, err := s.Fork(ctx); err != nil {
+			var err error
+			if last, err = s.Fork(ctx); err != nil {
 				b.Fatal(err)
 			}
 			n++
+		}
+		if rs, ok := st.(RowSizer); ok {
+			b.ReportMetric(float64(must(rs.RowBytes(ctx, last.ID()))(b)), "row-bytes/op")
 		}
 		if rc != nil {
 			v1, c1, e1 := must3(rc.CountRows(ctx))(b)
