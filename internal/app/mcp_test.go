@@ -70,6 +70,28 @@ func TestDevRunWithMCPTools(t *testing.T) {
 	}
 }
 
+// TestDevRunMCPNotAllowed: a worker whose RATH_MCP_ALLOW does not list the
+// command fails the step at once, with the reason, and starts nothing.
+func TestDevRunMCPNotAllowed(t *testing.T) {
+	t.Parallel()
+	s := startDev(t, "", app.DevConfig{Workers: 1, Getenv: func(k string) string {
+		if k == "RATH_MCP_ALLOW" {
+			return "/usr/local/bin/mcp-files, /usr/local/bin/mcp-web"
+		}
+		return ""
+	}})
+	spec := `{"name": "mcp-user", "model": "scripted", "script": ["unused"],
+	  "mcp": [{"name": "shell", "command": "/bin/sh", "args": ["-c", "echo pwned"]}]}`
+	r := s.waitRun(t, s.submit(t, spec, "hi").ID)
+	if r.Status != runs.RunFailed || !strings.Contains(r.Error, `command "/bin/sh"`) ||
+		!strings.Contains(r.Error, "not allowed on this worker") {
+		t.Fatalf("run ended %s: %q", r.Status, r.Error)
+	}
+	if len(r.Steps) != 1 || r.Steps[0].Attempts != 1 {
+		t.Fatalf("steps = %+v, want one attempt (a permanent failure)", r.Steps)
+	}
+}
+
 // runBodies submits spec, waits for success and returns the tool_result
 // bodies of the output version.
 func runBodies(t *testing.T, s *stack, spec string) []string {
