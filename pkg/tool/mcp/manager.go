@@ -179,11 +179,12 @@ func (m *Manager) serverTools(ctx context.Context, spec agent.MCPServer) ([]tool
 	if !m.allowed(spec.Command) {
 		return nil, fmt.Errorf("%w: command %q (the worker's operator lists allowed commands, e.g. RATH_MCP_ALLOW)", ErrNotAllowed, spec.Command)
 	}
-	s, err := m.server(spec)
+	s, err := m.acquire(spec)
 	if err != nil {
 		return nil, err
 	}
 	listed, err := s.listTools(ctx)
+	s.release(err == nil)
 	if err != nil {
 		return nil, err
 	}
@@ -226,9 +227,10 @@ func (m *Manager) allowed(command string) bool {
 	return false
 }
 
-// server returns the server for spec, creating it (not yet started) if
-// needed.
-func (m *Manager) server(spec agent.MCPServer) (*server, error) {
+// acquire returns the server for spec, creating it (not yet started) if
+// needed, and counts a use in flight, so the idle sweep leaves it alone
+// until the caller calls release.
+func (m *Manager) acquire(spec agent.MCPServer) (*server, error) {
 	key := serverKey(spec)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -240,11 +242,12 @@ func (m *Manager) server(spec agent.MCPServer) (*server, error) {
 		s = newServer(m, key, spec)
 		m.servers[key] = s
 	}
-	s.touch()
+	s.begin()
 	return s, nil
 }
 
-// sweepIdle stops servers unused for IdleTimeout with no call in flight.
+// sweepIdle stops servers unused for IdleTimeout with no use in flight.
+// It holds m.mu while it checks, so a server being acquired is never swept.
 func (m *Manager) sweepIdle() {
 	now := time.Now()
 	var idle []*server

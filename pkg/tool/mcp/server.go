@@ -63,12 +63,6 @@ func newServer(m *Manager, key string, spec agent.MCPServer) *server {
 	return &server{m: m, key: key, spec: spec, connect: make(chan struct{}, 1), lastUsed: time.Now()}
 }
 
-func (s *server) touch() {
-	s.mu.Lock()
-	s.lastUsed = time.Now()
-	s.mu.Unlock()
-}
-
 // idleSince returns how long the server has been unused, or 0 while a call
 // is in flight.
 func (s *server) idleSince(now time.Time) time.Duration {
@@ -80,7 +74,8 @@ func (s *server) idleSince(now time.Time) time.Duration {
 	return now.Sub(s.lastUsed)
 }
 
-// begin and end bracket a call, keeping the server from idling out.
+// begin and release bracket a use (see Manager.acquire), keeping the
+// server from idling out; a successful use resets the restart backoff.
 func (s *server) begin() {
 	s.mu.Lock()
 	s.inflight++
@@ -88,7 +83,7 @@ func (s *server) begin() {
 	s.mu.Unlock()
 }
 
-func (s *server) end(ok bool) {
+func (s *server) release(ok bool) {
 	s.mu.Lock()
 	s.inflight--
 	s.lastUsed = time.Now()
@@ -134,7 +129,9 @@ func (s *server) session(ctx context.Context) (*conn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
-		s.failLocked(err)
+		if ctx.Err() == nil { // a canceled caller is not the server's failure
+			s.failLocked(err)
+		}
 		return nil, err
 	}
 	if s.closed { // closed while starting
@@ -294,25 +291,20 @@ func (s *server) listTools(ctx context.Context) ([]*remoteTool, error) {
 		return ts, nil
 	}
 	s.mu.Unlock()
-	s.begin()
 	var out []*remoteTool
 	for t, err := range c.cs.Tools(ictx, nil) {
 		if err != nil {
-			s.end(false)
 			return nil, s.callError(ictx, c, "listing tools", err)
 		}
 		if len(out) == s.m.cfg.MaxTools {
-			s.end(false)
 			return nil, fmt.Errorf("%w: more than %d tools", ErrServer, s.m.cfg.MaxTools)
 		}
 		rt, err := newRemoteTool(t)
 		if err != nil {
-			s.end(false)
 			return nil, fmt.Errorf("%w: tool %q: %w", ErrServer, t.Name, err)
 		}
 		out = append(out, rt)
 	}
-	s.end(true)
 	s.mu.Lock()
 	if s.conn == c {
 		s.tools = out

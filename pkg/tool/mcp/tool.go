@@ -93,13 +93,12 @@ func (t *mcpTool) ResourceKey(json.RawMessage) string { return "mcp:" + t.spec.N
 func (t *mcpTool) Call(ctx context.Context, _ tool.Env, args json.RawMessage) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	s, err := t.m.server(t.spec)
+	s, err := t.m.acquire(t.spec)
 	if err != nil {
 		return nil, t.fail(err)
 	}
-	s.begin()
 	ok := false
-	defer func() { s.end(ok) }()
+	defer func() { s.release(ok) }()
 	c, err := s.session(ctx)
 	if err != nil {
 		return nil, t.fail(err)
