@@ -23,6 +23,7 @@ import (
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/llm"
 	"github.com/rath-run/rath/pkg/sandbox"
+	"github.com/rath-run/rath/pkg/sandbox/docker"
 	"github.com/rath-run/rath/pkg/sandbox/local"
 	"github.com/rath-run/rath/pkg/store"
 	"github.com/rath-run/rath/pkg/store/storeurl"
@@ -147,8 +148,9 @@ func Resolver(getenv func(string) string) worker.ResolveFunc {
 }
 
 // NewWorker builds a worker on a backend. Unless cfg names its own
-// Workspaces or Sandboxes, steps with tools run in the "local" sandbox
-// backend. Unless cfg names its own Workspaces, each step's workspace is
+// Workspaces or Sandboxes, steps with tools run in the backends of
+// [Sandboxes]: "local" for unplaced sessions, "docker" for sessions placed
+// there. Unless cfg names its own Workspaces, each step's workspace is
 // restored from and snapshotted to the bus's object store
 // ([worker.SnapshotWorkspaces], limits from [WorkspaceLimits]), so files
 // travel with the session between workers. Unless cfg names its own MCP,
@@ -157,7 +159,11 @@ func Resolver(getenv func(string) string) worker.ResolveFunc {
 // any; unset for none) with PATH and HOME from getenv.
 func NewWorker(ctx context.Context, b *Backend, getenv func(string) string, cfg worker.Config) (*worker.Worker, error) {
 	if cfg.Workspaces == nil && cfg.Sandboxes == nil {
-		cfg.Sandboxes = sandbox.NewRegistry(local.New(local.Config{}))
+		sbs, err := Sandboxes(getenv)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Sandboxes = sbs
 	}
 	if cfg.Workspaces == nil && cfg.Sandboxes != nil {
 		ws, err := snapshotWorkspaces(b.Bus, cfg.Sandboxes, getenv, cfg)
@@ -191,6 +197,19 @@ func NewWorker(ctx context.Context, b *Backend, getenv func(string) string, cfg 
 		return nil, err
 	}
 	return w, nil
+}
+
+// Sandboxes returns the worker's default sandbox backends: "local", and
+// "docker" on the Engine named by DOCKER_HOST (the local socket when unset),
+// with RATH_SANDBOX_IMAGE as its default image (rath-sandbox:busybox when
+// unset; scripts/sandbox-image.sh builds it). The Engine is contacted only
+// when a session placed on "docker" first runs a command.
+func Sandboxes(getenv func(string) string) (*sandbox.Registry, error) {
+	d, err := docker.New(docker.Config{Image: getenv("RATH_SANDBOX_IMAGE")})
+	if err != nil {
+		return nil, err
+	}
+	return sandbox.NewRegistry(local.New(local.Config{}), d), nil
 }
 
 // ParseMCPAllow splits RATH_MCP_ALLOW: commands separated by commas, "*"
