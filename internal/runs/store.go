@@ -163,43 +163,53 @@ func (s *Store) StartStep(ctx context.Context, stepID, worker string) (Step, err
 			stepID, worker, now); err != nil {
 			return fmt.Errorf("start step %s: %w", stepID, err)
 		}
-		if _, err := tx.ExecContext(ctx,
-			`UPDATE runs SET status = 'running', updated_at = $2 WHERE id = $1 AND status = 'pending'`,
-			st.RunID, now); err != nil {
-			return fmt.Errorf("start run %s: %w", st.RunID, err)
+		if r.Status == RunPending {
+			if _, err := tx.ExecContext(ctx,
+				`UPDATE runs SET status = 'running', updated_at = $2 WHERE id = $1 AND status = 'pending'`,
+				st.RunID, now); err != nil {
+				return fmt.Errorf("start run %s: %w", st.RunID, err)
+			}
 		}
-		st, err = getStep(ctx, tx, stepID)
-		return err
+		// The row as the UPDATE left it, without reading it back: every
+		// round trip inside the transaction holds its row locks longer.
+		st.Status, st.Attempts, st.Worker, st.UpdatedAt = StepRunning, st.Attempts+1, worker, now
+		if st.StartedAt == nil {
+			st.StartedAt = &now
+		}
+		return nil
 	})
 	return st, err
 }
 
 // CommitStep records that the step's version was committed. When no step of
 // the run is left unfinished, the run succeeds with the output of its last
-// step. Committing a committed step again is a no-op.
+// step. Committing a committed step again is a no-op. The returned run has
+// no Steps (read them with Get).
 func (s *Store) CommitStep(ctx context.Context, stepID string, output session.ID) (Run, error) {
-	var runID string
+	var r Run
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		st, err := getStep(ctx, tx, stepID)
 		if err != nil {
 			return err
 		}
-		runID = st.RunID
-		if st.Status == StepCommitted {
-			return nil
+		if st.Status != StepCommitted {
+			now := s.ts()
+			if _, err := tx.ExecContext(ctx,
+				`UPDATE steps SET status = 'committed', output_id = $2, error = '', finished_at = $3, updated_at = $3 WHERE id = $1`,
+				stepID, output.String(), now); err != nil {
+				return fmt.Errorf("commit step %s: %w", stepID, err)
+			}
+			if err := s.settleRun(ctx, tx, st.RunID, now); err != nil {
+				return err
+			}
 		}
-		now := s.ts()
-		if _, err := tx.ExecContext(ctx,
-			`UPDATE steps SET status = 'committed', output_id = $2, error = '', finished_at = $3, updated_at = $3 WHERE id = $1`,
-			stepID, output.String(), now); err != nil {
-			return fmt.Errorf("commit step %s: %w", stepID, err)
-		}
-		return s.settleRun(ctx, tx, st.RunID, now)
+		r, err = getRun(ctx, tx, st.RunID)
+		return err
 	})
 	if err != nil {
 		return Run{}, err
 	}
-	return s.Get(ctx, runID)
+	return r, nil
 }
 
 // settleRun ends a run whose steps have all ended: succeeded with the last
