@@ -45,7 +45,7 @@ func snapshotWorkspaces(b *bus.Bus, backends *sandbox.Registry, getenv func(stri
 	if err != nil {
 		return nil, err
 	}
-	snaps, err := workspace.New(workspace.JetStream(b.Workspaces()), workspace.Config{Limits: lim})
+	snaps, err := workspace.New(workspace.JetStream(b.JetStream(), b.Workspaces()), workspace.Config{Limits: lim})
 	if err != nil {
 		return nil, err
 	}

@@ -24,11 +24,14 @@ var errNoWorkspaces = errors.New("coordinator: no workspace store configured")
 // defaultManifests reads manifests from the bus's object store when the bus
 // has one (a *bus.Bus does).
 func defaultManifests(b Bus) (Manifests, error) {
-	ws, ok := b.(interface{ Workspaces() jetstream.ObjectStore })
+	ws, ok := b.(interface {
+		JetStream() jetstream.JetStream
+		Workspaces() jetstream.ObjectStore
+	})
 	if !ok || ws.Workspaces() == nil {
 		return nil, nil
 	}
-	return workspace.New(workspace.JetStream(ws.Workspaces()), workspace.Config{})
+	return workspace.New(workspace.JetStream(ws.JetStream(), ws.Workspaces()), workspace.Config{})
 }
 
 // FilesView is the body of GET /v1/sessions/{id}/files.

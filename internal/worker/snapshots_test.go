@@ -62,7 +62,7 @@ func newWSRig(t *testing.T, backends func() *sandbox.Registry) *wsRig {
 
 func snapshotter(t *testing.T, b *bus.Bus) *workspace.Snapshotter {
 	t.Helper()
-	s, err := workspace.New(workspace.JetStream(b.Workspaces()), workspace.Config{})
+	s, err := workspace.New(workspace.JetStream(b.JetStream(), b.Workspaces()), workspace.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,11 +3,17 @@ package workspace
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sync"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -29,12 +35,140 @@ type Store interface {
 }
 
 // JetStream adapts a JetStream object store bucket (the bus's
-// rath-workspaces) to [Store].
-func JetStream(obs jetstream.ObjectStore) Store { return jsStore{obs: obs} }
+// rath-workspaces) to [Store]; js is a long-lived JetStream context on the
+// same connection (the bus's). Objects are read with the object store API
+// and written in its format (chunks on $O.<bucket>.C.<id>, then the meta
+// message on $O.<bucket>.M.<name>), so any object store client reads them.
+//
+// Writes do not go through ObjectStore.Put: in nats.go v1.55.0 each Put
+// makes a throwaway JetStream context whose reconnect-listener goroutine
+// can start after Put has torn the context down and then block forever on
+// a nil channel — a goroutine leaked per unlucky Put (about 1 in 200 under
+// load here). Publishing through js's one async publisher has no such race.
+func JetStream(js jetstream.JetStream, obs jetstream.ObjectStore) Store {
+	return &jsStore{js: js, obs: obs}
+}
 
-type jsStore struct{ obs jetstream.ObjectStore }
+// jsChunkSize is the object store's default chunk size; jsWindow bounds
+// the chunks in flight per Put.
+const (
+	jsChunkSize = 128 << 10
+	jsWindow    = 32
+)
 
-func (s jsStore) Exists(ctx context.Context, name string) (bool, error) {
+type jsStore struct {
+	js  jetstream.JetStream
+	obs jetstream.ObjectStore
+
+	mu     sync.Mutex
+	bucket string
+	stream jetstream.Stream
+}
+
+// bucketName returns the bucket's name, and caches its stream's handle.
+func (s *jsStore) bucketName(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bucket == "" {
+		st, err := s.obs.Status(ctx)
+		if err != nil {
+			return "", fmt.Errorf("object store: status: %w", err)
+		}
+		stream, err := s.js.Stream(ctx, "OBJ_"+st.Bucket())
+		if err != nil {
+			return "", fmt.Errorf("object store: stream of %s: %w", st.Bucket(), err)
+		}
+		s.bucket, s.stream = st.Bucket(), stream
+	}
+	return s.bucket, nil
+}
+
+func (s *jsStore) Put(ctx context.Context, name string, r io.Reader) (int64, error) {
+	bucket, err := s.bucketName(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	info := jetstream.ObjectInfo{
+		ObjectMeta: jetstream.ObjectMeta{Name: name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: jsChunkSize}},
+		Bucket:     bucket,
+		NUID:       hex.EncodeToString(id[:]),
+	}
+	chunkSubj := "$O." + bucket + ".C." + info.NUID
+	h := sha256.New()
+	var pending []jetstream.PubAckFuture
+	wait := func(f jetstream.PubAckFuture) error {
+		select {
+		case <-f.Ok():
+			return nil
+		case err := <-f.Err():
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	err = func() error {
+		for {
+			// A fresh buffer per chunk (in flight until acked), sized by
+			// what was read: small files cost small buffers.
+			buf, rerr := io.ReadAll(io.LimitReader(r, jsChunkSize))
+			if rerr != nil {
+				return rerr
+			}
+			if len(buf) > 0 {
+				h.Write(buf)
+				f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: chunkSubj, Data: buf})
+				if err != nil {
+					return err
+				}
+				pending = append(pending, f)
+				info.Size += uint64(len(buf))
+				info.Chunks++
+				if len(pending) >= jsWindow {
+					if err := wait(pending[0]); err != nil {
+						return err
+					}
+					pending = pending[1:]
+				}
+			}
+			if len(buf) < jsChunkSize {
+				for _, f := range pending {
+					if err := wait(f); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+		}
+	}()
+	if err == nil {
+		info.Digest = jetstream.GetObjectDigestValue(h)
+		err = s.putMeta(ctx, bucket, info)
+	}
+	if err != nil {
+		if st, serr := s.js.Stream(context.WithoutCancel(ctx), "OBJ_"+bucket); serr == nil {
+			_ = st.Purge(context.WithoutCancel(ctx), jetstream.WithPurgeSubject(chunkSubj))
+		}
+		return 0, fmt.Errorf("object store: put %s: %w", name, err)
+	}
+	return int64(info.Size), nil
+}
+
+// putMeta publishes the object's meta message, replacing earlier ones.
+func (s *jsStore) putMeta(ctx context.Context, bucket string, info jetstream.ObjectInfo) error {
+	b, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	m := nats.NewMsg("$O." + bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(info.Name)))
+	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	m.Data = b
+	_, err = s.js.PublishMsg(ctx, m)
+	return err
+}
+
+func (s *jsStore) Exists(ctx context.Context, name string) (bool, error) {
 	_, err := s.obs.GetInfo(ctx, name)
 	switch {
 	case err == nil:
@@ -45,15 +179,36 @@ func (s jsStore) Exists(ctx context.Context, name string) (bool, error) {
 	return false, fmt.Errorf("object store: stat %s: %w", name, err)
 }
 
-func (s jsStore) Put(ctx context.Context, name string, r io.Reader) (int64, error) {
-	info, err := s.obs.Put(ctx, jetstream.ObjectMeta{Name: name}, r)
-	if err != nil {
-		return 0, fmt.Errorf("object store: put %s: %w", name, err)
+// Get reads an object of at most one chunk (most workspace files) with two
+// direct gets, its meta and its chunk, verifying size and digest; larger
+// ones through the object store API, which verifies them as it streams.
+func (s *jsStore) Get(ctx context.Context, name string) (io.ReadCloser, error) {
+	if _, err := s.bucketName(ctx); err != nil {
+		return nil, err
 	}
-	return int64(info.Size), nil
-}
-
-func (s jsStore) Get(ctx context.Context, name string) (io.ReadCloser, error) {
+	info, err := s.obs.GetInfo(ctx, name)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
+		}
+		return nil, fmt.Errorf("object store: get %s: %w", name, err)
+	}
+	if info.Chunks <= 1 && (info.Opts == nil || info.Opts.Link == nil) {
+		var data []byte
+		if info.Chunks == 1 {
+			msg, err := s.stream.GetLastMsgForSubject(ctx, "$O."+info.Bucket+".C."+info.NUID)
+			if err != nil {
+				return nil, fmt.Errorf("object store: get %s: %w", name, err)
+			}
+			data = msg.Data
+		}
+		h := sha256.New()
+		h.Write(data)
+		if uint64(len(data)) != info.Size || jetstream.GetObjectDigestValue(h) != info.Digest {
+			return nil, fmt.Errorf("%w: object %s", ErrCorrupt, name)
+		}
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}
 	res, err := s.obs.Get(ctx, name)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrObjectNotFound) {
@@ -64,7 +219,7 @@ func (s jsStore) Get(ctx context.Context, name string) (io.ReadCloser, error) {
 	return res, nil
 }
 
-func (s jsStore) Delete(ctx context.Context, name string) error {
+func (s *jsStore) Delete(ctx context.Context, name string) error {
 	if err := s.obs.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 		return fmt.Errorf("object store: delete %s: %w", name, err)
 	}

@@ -35,7 +35,7 @@ func jetStreamBackend(t *testing.T) backend {
 	b, _, _ := bustest.NewWith(t, bustest.Options{InProcess: true})
 	return backend{
 		name:  "jetstream",
-		store: workspace.JetStream(b.Workspaces()),
+		store: workspace.JetStream(b.JetStream(), b.Workspaces()),
 		stored: func(t *testing.T) uint64 {
 			t.Helper()
 			return streamBytes(t, b)
@@ -654,5 +654,75 @@ func TestManifestDeterministic(t *testing.T) {
 	}
 	if !bytes.Contains(enc, []byte(`"path":"src/a-b.txt"`)) || bytes.Index(enc, []byte(`"src/a-b.txt"`)) > bytes.Index(enc, []byte(`"src/a/deep"`)) {
 		t.Errorf("manifest is not in byte order: %s", enc)
+	}
+}
+
+type failingReader struct{ n int }
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if f.n <= 0 {
+		return 0, errors.New("disk on fire")
+	}
+	n := min(len(p), f.n)
+	f.n -= n
+	return n, nil
+}
+
+// TestJetStreamStoreFormat: what the adapter writes is a regular object
+// store object (multi-chunk, empty, replaced), read back by the object
+// store API with its digest check; a failed put leaves nothing behind.
+func TestJetStreamStoreFormat(t *testing.T) {
+	b, _, _ := bustest.NewWith(t, bustest.Options{InProcess: true})
+	st := workspace.JetStream(b.JetStream(), b.Workspaces())
+	c := ctx(t)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 300<<10/16+7) // 2.x chunks
+	for name, data := range map[string][]byte{"blob/big": big, "blob/empty": {}} {
+		n, err := st.Put(c, name, bytes.NewReader(data))
+		if err != nil || n != int64(len(data)) {
+			t.Fatalf("Put %s: %d, %v", name, n, err)
+		}
+		got, err := b.Workspaces().GetBytes(c, name)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("GetBytes %s: %d bytes, %v", name, len(got), err)
+		}
+		info, err := b.Workspaces().GetInfo(c, name)
+		if err != nil || info.Size != uint64(len(data)) || info.Digest == "" {
+			t.Fatalf("GetInfo %s: %+v, %v", name, info, err)
+		}
+	}
+	if _, err := st.Put(c, "blob/big", strings.NewReader("replaced")); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := st.Get(c, "blob/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	_ = rc.Close()
+	if err != nil || string(got) != "replaced" {
+		t.Fatalf("replaced object reads %q, %v", got, err)
+	}
+
+	before := streamBytes(t, b)
+	if _, err := st.Put(c, "blob/broken", &failingReader{n: 200 << 10}); err == nil || !strings.Contains(err.Error(), "disk on fire") {
+		t.Fatalf("Put from a failing reader: %v", err)
+	}
+	if ok, err := st.Exists(c, "blob/broken"); ok || err != nil {
+		t.Errorf("a failed put is visible: %v %v", ok, err)
+	}
+	if after := streamBytes(t, b); after != before {
+		t.Errorf("a failed put left %d bytes of chunks", after-before)
+	}
+	if err := st.Delete(c, "blob/big"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := st.Exists(c, "blob/big"); ok {
+		t.Error("deleted object still exists")
+	}
+	if _, err := st.Get(c, "blob/big"); !errors.Is(err, workspace.ErrNotFound) {
+		t.Errorf("Get of a deleted object: %v, want ErrNotFound", err)
+	}
+	if err := st.Delete(c, "blob/never"); err != nil {
+		t.Errorf("Delete of a missing object: %v", err)
 	}
 }
