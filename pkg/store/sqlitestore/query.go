@@ -1,13 +1,16 @@
 package sqlitestore
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
@@ -25,8 +28,9 @@ func depthLimit(maxDepth int) int {
 // (lane, hi, d) says the versions of lane at pos <= hi are ancestors at
 // depth d + hi - pos; the walk leaves a lane at its start and its merges.
 // CROSS JOIN fixes SQLite's join order to entries first. The rows come
-// packed in one value, "ID DEPTH OP LEN CREATED_AT SEQ" each, unaggregated:
-// graphrow.Nearest keeps each version's shortest depth and sorts.
+// packed in one value, "ID DEPTH OP LEN CREATED_AT SEQ " each, unaggregated,
+// with the number of entries: graphrow.Nearest keeps each version's shortest
+// depth (only needed with more than one entry) and sorts.
 const ancestorsSQL = `
 WITH RECURSIVE
 start AS (SELECT id, lane, pos FROM versions WHERE id = ?1),
@@ -43,7 +47,8 @@ entry(lane, hi, d) AS (
 	  AND l.child_id = x.id AND (x.pos = 0 OR l.ordinal > 0) AND p.id = l.parent_id
 	  AND e.d + e.hi - x.pos + 1 <= ?2
 )
-SELECT count(*), group_concat(x.id || ' ' || (e.d + e.hi - x.pos) || ' ' || x.op || ' ' || x.len || ' ' || x.created_at || ' ' || x.seq, ' ')
+SELECT count(*), (SELECT count(*) FROM entry),
+	group_concat(x.id || ' ' || (e.d + e.hi - x.pos) || ' ' || x.op || ' ' || x.len || ' ' || x.created_at || ' ' || x.seq || ' ', '')
 FROM entry e CROSS JOIN versions x
 WHERE x.lane = e.lane AND x.pos <= e.hi AND x.pos >= e.hi - (?2 - e.d)`
 
@@ -64,31 +69,92 @@ func (d *db) Ancestors(ctx context.Context, id session.ID, maxDepth int) ([]stor
 	if _, err := d.Get(ctx, id); err != nil {
 		return nil, fmt.Errorf("ancestors: %w", err)
 	}
-	var n int
+	var n, entries int
 	var packed []byte
-	if err := d.r.QueryRowContext(ctx, ancestorsSQL, id.String(), depthLimit(maxDepth)).Scan(&n, &packed); err != nil {
+	if err := d.r.QueryRowContext(ctx, ancestorsSQL, id.String(), depthLimit(maxDepth)).Scan(&n, &entries, &packed); err != nil {
 		return nil, translate("ancestors", err)
 	}
-	reached := make([]graphrow.Reached, 0, n)
-	fields := strings.Fields(string(packed))
-	if len(fields) != 6*n {
-		return nil, fmt.Errorf("ancestors: %w: %d packed fields for %d rows", session.ErrHashMismatch, len(fields), n)
+	reached, err := unpackReached(packed, n)
+	if err != nil {
+		return nil, fmt.Errorf("ancestors: %w", err)
 	}
-	for f := fields; len(f) > 0; f = f[6:] {
-		var r graphrow.Reached
-		var err error
-		r.ID, err = session.ParseID(f[0])
-		depth, err2 := strconv.Atoi(f[1])
-		r.Len, _ = strconv.Atoi(f[3])
-		created, err3 := time.Parse(timeLayout, f[4])
-		r.Seq, _ = strconv.ParseInt(f[5], 10, 64)
-		if err != nil || err2 != nil || err3 != nil {
-			return nil, fmt.Errorf("ancestors: %w: stored row %q does not parse", session.ErrHashMismatch, strings.Join(f[:6], " "))
+	return graphrow.Nearest(reached, true, entries <= 1), nil
+}
+
+// unpackReached parses ancestorsSQL's n packed rows.
+func unpackReached(packed []byte, n int) ([]graphrow.Reached, error) {
+	out := make([]graphrow.Reached, 0, n)
+	var f [6][]byte
+	for len(packed) > 0 {
+		for i := range f {
+			var ok bool
+			if f[i], packed, ok = bytes.Cut(packed, []byte{' '}); !ok {
+				return nil, fmt.Errorf("%w: stored row %d does not unpack", session.ErrHashMismatch, len(out))
+			}
 		}
-		r.Depth, r.Op, r.CreatedAt = depth, session.Op(f[2]), created
-		reached = append(reached, r)
+		var r graphrow.Reached
+		var err [5]error
+		r.ID, err[0] = uuid.ParseBytes(f[0])
+		r.Depth, err[1] = strconv.Atoi(string(f[1]))
+		r.Op = opOf(f[2])
+		r.Len, err[2] = strconv.Atoi(string(f[3]))
+		r.CreatedAt, err[3] = parseTime(f[4])
+		r.Seq, err[4] = strconv.ParseInt(string(f[5]), 10, 64)
+		if e := errors.Join(err[:]...); e != nil {
+			return nil, fmt.Errorf("%w: stored row %d: %w", session.ErrHashMismatch, len(out), e)
+		}
+		out = append(out, r)
 	}
-	return graphrow.Nearest(reached, true), nil
+	if len(out) != n {
+		return nil, fmt.Errorf("%w: %d rows unpacked to %d", session.ErrHashMismatch, n, len(out))
+	}
+	return out, nil
+}
+
+// opOf returns the Op spelled by b, without allocating for known ops.
+func opOf(b []byte) session.Op {
+	switch string(b) {
+	case string(session.OpCreate):
+		return session.OpCreate
+	case string(session.OpAppend):
+		return session.OpAppend
+	case string(session.OpStep):
+		return session.OpStep
+	case string(session.OpFork):
+		return session.OpFork
+	case string(session.OpDetach):
+		return session.OpDetach
+	case string(session.OpMerge):
+		return session.OpMerge
+	case string(session.OpPlace):
+		return session.OpPlace
+	}
+	return session.Op(b)
+}
+
+// parseTime parses created_at in timeLayout ("2006-01-02T15:04:05.000000000Z")
+// by position, several times faster than time.Parse.
+func parseTime(b []byte) (time.Time, error) {
+	bad := len(b) != len(timeLayout) || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' ||
+		b[16] != ':' || b[19] != '.' || b[29] != 'Z'
+	num := func(lo, hi int) int {
+		n := 0
+		for _, c := range b[lo:hi] {
+			if c < '0' || c > '9' {
+				bad = true
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n
+	}
+	if bad {
+		return time.Time{}, fmt.Errorf("created_at %q is not %s", b, timeLayout)
+	}
+	t := time.Date(num(0, 4), time.Month(num(5, 7)), num(8, 10), num(11, 13), num(14, 16), num(17, 19), num(20, 29), time.UTC)
+	if bad {
+		return time.Time{}, fmt.Errorf("created_at %q is not %s", b, timeLayout)
+	}
+	return t, nil
 }
 
 // Descendants implements [store.Store].

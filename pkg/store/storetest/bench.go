@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
@@ -20,6 +21,18 @@ type RowCounter interface {
 // the fork benchmark reports the bytes a fork writes with it.
 type RowSizer interface {
 	RowBytes(ctx context.Context, id session.ID) (int64, error)
+}
+
+// reportCPU adds a cpu-ms/op metric to b: the process's CPU time per
+// iteration since start. On a shared, loaded machine wall time includes
+// waiting for a core; CPU time does not. For the embedded store it covers
+// the whole operation (SQLite runs in process), for Postgres only the
+// client's side.
+func reportCPU(b *testing.B, start time.Duration, ok bool) {
+	end, ok2 := processCPU()
+	if ok && ok2 && b.N > 0 {
+		b.ReportMetric(float64(end-start)/float64(b.N)/1e6, "cpu-ms/op")
+	}
 }
 
 // memChain builds, in a memory graph, a root followed by n versions each
@@ -82,6 +95,7 @@ func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 		}
 		n := 0
 		var last session.Session
+		cpu, ok := processCPU()
 		for b.Loop() {
 			var err error
 			if last, err = s.Fork(ctx); err != nil {
@@ -89,6 +103,7 @@ func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 			}
 			n++
 		}
+		reportCPU(b, cpu, ok)
 		if rs, ok := st.(RowSizer); ok {
 			b.ReportMetric(float64(must(rs.RowBytes(ctx, last.ID()))(b)), "row-bytes/op")
 		}
@@ -120,11 +135,13 @@ func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 			b.Skip("store has no uncached load")
 		}
 		ctx := ctxFor(b)
+		cpu, ok := processCPU()
 		for b.Loop() {
 			if t := must(u.LoadTranscriptUncached(ctx, tip))(b); len(t) != 10_000 {
 				b.Fatalf("loaded %d chunks", len(t))
 			}
 		}
+		reportCPU(b, cpu, ok)
 	})
 	b.Run("Load10kCached", func(b *testing.B) {
 		st, tip := load10k(b)
@@ -154,11 +171,13 @@ func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 			}
 		}
 		tip := vs[len(vs)-1].ID
+		cpu, ok := processCPU()
 		for b.Loop() {
 			if a := must(st.Ancestors(ctx, tip, 0))(b); len(a) != 10_000 {
 				b.Fatalf("%d ancestors", len(a))
 			}
 		}
+		reportCPU(b, cpu, ok)
 	})
 
 	b.Run("Descendants100k", func(b *testing.B) {

@@ -90,22 +90,29 @@ type Reached struct {
 
 // Nearest keeps each version's shortest depth and orders the result nearest
 // first, ties by commit order (newest first when newestFirst, as ancestors
-// are listed). The walks return rows unaggregated because grouping in Go is
-// cheaper than in either database for the common case of no duplicates.
-func Nearest(rs []Reached, newestFirst bool) []store.Relative {
-	best := make(map[session.ID]int, len(rs))
-	kept := rs[:0:0]
-	for _, r := range rs {
-		if i, ok := best[r.ID]; ok {
-			if r.Depth < kept[i].Depth {
-				kept[i] = r
+// are listed). unique says the walk cannot have reached a version twice (it
+// entered one lane once), which skips the deduplication. The walks return
+// rows unaggregated because grouping in Go is cheaper than in SQLite; rows
+// usually come farthest first, so they are reversed before the (then
+// mostly skipped) sort.
+func Nearest(rs []Reached, newestFirst, unique bool) []store.Relative {
+	kept := rs
+	if !unique {
+		best := make(map[session.ID]int, len(rs))
+		kept = rs[:0:0]
+		for _, r := range rs {
+			if i, ok := best[r.ID]; ok {
+				if r.Depth < kept[i].Depth {
+					kept[i] = r
+				}
+				continue
 			}
-			continue
+			best[r.ID] = len(kept)
+			kept = append(kept, r)
 		}
-		best[r.ID] = len(kept)
-		kept = append(kept, r)
 	}
-	slices.SortFunc(kept, func(a, b Reached) int {
+	slices.Reverse(kept)
+	order := func(a, b Reached) int {
 		if c := cmp.Compare(a.Depth, b.Depth); c != 0 {
 			return c
 		}
@@ -113,7 +120,10 @@ func Nearest(rs []Reached, newestFirst bool) []store.Relative {
 			return cmp.Compare(b.Seq, a.Seq)
 		}
 		return cmp.Compare(a.Seq, b.Seq)
-	})
+	}
+	if !slices.IsSortedFunc(kept, order) {
+		slices.SortFunc(kept, order)
+	}
 	out := make([]store.Relative, len(kept))
 	for i, r := range kept {
 		out[i] = r.Relative
