@@ -447,12 +447,7 @@ func (w *Worker) withMCP(ctx context.Context, spec agent.Spec, tools *tool.Set) 
 		}
 		return nil, err
 	}
-	all := make([]tool.Tool, 0, tools.Len()+len(extra))
-	for _, d := range tools.Defs() {
-		t, _ := tools.Get(d.Name)
-		all = append(all, t)
-	}
-	set, err := tool.NewSet(append(all, extra...)...)
+	set, err := tool.NewSet(append(tools.Tools(), extra...)...)
 	if err != nil {
 		return nil, permanent(fmt.Errorf("agent %s: mcp: %w", spec.Name, err))
 	}
