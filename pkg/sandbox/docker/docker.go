@@ -138,6 +138,7 @@ type Backend struct {
 	cli      *client.Client
 	ownsCli  bool
 	instance string // labels this backend's containers
+	owner    string // host:pid of the process that created them
 }
 
 // New returns the backend. It does not contact the Engine; see [Backend.Ping].
@@ -170,7 +171,39 @@ func New(cfg Config) (*Backend, error) {
 	var id [6]byte
 	_, _ = rand.Read(id[:])
 	b.instance = hex.EncodeToString(id[:])
+	host, _ := os.Hostname()
+	b.owner = host + ":" + strconv.Itoa(os.Getpid())
 	return b, nil
+}
+
+// RemoveOrphans removes sandbox containers whose creating process ran on
+// this host and is gone (a crashed worker's or test's leftovers), and
+// returns how many it removed. Containers of live processes, and of other
+// hosts, are left alone. Workers may call it at start.
+func (b *Backend) RemoveOrphans(ctx context.Context) (int, error) {
+	res, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", Label+"=1")})
+	if err != nil {
+		return 0, fmt.Errorf("docker: list sandbox containers: %w", err)
+	}
+	host, _ := os.Hostname()
+	n := 0
+	for _, c := range res.Items {
+		h, p, ok := strings.Cut(c.Labels[Label+".owner"], ":")
+		pid, err := strconv.Atoi(p)
+		if !ok || err != nil || h != host || pid <= 0 || processAlive(pid) {
+			continue
+		}
+		if _, err := b.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return n, fmt.Errorf("docker: remove orphan %s: %w", short(c.ID), err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // Ping checks that the Engine answers and negotiates the API version.
@@ -441,6 +474,7 @@ func (s *Sandbox) create(ctx context.Context) (string, error) {
 		Labels: map[string]string{
 			Label:                "1",
 			Label + ".backend":   b.instance,
+			Label + ".owner":     b.owner,
 			Label + ".workspace": s.fs.Dir(),
 		},
 	}

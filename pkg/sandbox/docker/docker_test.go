@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"go.uber.org/goleak"
 
@@ -30,7 +31,6 @@ func TestMain(m *testing.M) {
 	engineErr = setup()
 	code := m.Run()
 	if engine != nil {
-		prune()
 		engine.Close()
 	}
 	if code == 0 {
@@ -66,15 +66,17 @@ func setup() error {
 	return nil
 }
 
+// prune removes sandbox containers left by test processes that are gone
+// (containers of other, live test processes are theirs).
 func prune() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := engine.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", docker.Label+"=1")})
+	b, err := docker.New(docker.Config{Client: engine})
 	if err != nil {
 		return
 	}
-	for _, c := range res.Items {
-		_, _ = engine.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+	if n, err := b.RemoveOrphans(ctx); err != nil || n > 0 {
+		fmt.Fprintf(os.Stderr, "removed %d leftover sandbox containers (%v)\n", n, err)
 	}
 }
 
@@ -262,5 +264,35 @@ func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRemoveOrphans: containers of a dead creator on this host are removed;
+// a live creator's are kept.
+func TestRemoveOrphans(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, docker.Config{})
+	sb, _ := openSandbox(t, b, session.Spec{})
+	exec1(t, sb, sandbox.ExecRequest{Shell: "true"})
+	live := sb.ContainerID()
+	// A container labeled as made by a process that has exited.
+	dead := exec.Command("true")
+	must(t, dead.Run())
+	host, _ := os.Hostname()
+	res, err := engine.ContainerCreate(t.Context(), client.ContainerCreateOptions{
+		Image: docker.DefaultImage,
+		Config: &container.Config{Cmd: []string{"true"}, Labels: map[string]string{
+			docker.Label: "1", docker.Label + ".owner": fmt.Sprintf("%s:%d", host, dead.Process.Pid),
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.RemoveOrphans(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, res.ID)
+	if _, err := engine.ContainerInspect(t.Context(), live, client.ContainerInspectOptions{}); err != nil {
+		t.Fatalf("live sandbox's container removed: %v", err)
 	}
 }
