@@ -80,20 +80,20 @@ func newMigrateCmd(env *Env) *cobra.Command {
 }
 
 func newSessionCmd(env *Env) *cobra.Command {
-	var f storeFlags
+	var f sessionFlags
 	c := &cobra.Command{
 		Use:   "session",
-		Short: "read and write the Session Graph directly in a store",
+		Short: "read and write the Session Graph: through a coordinator (--server) or directly in a store (--store)",
 	}
 	f.register(c)
-	p := &printer{env: env, f: &f}
+	p := &printer{env: env, f: &f.storeFlags}
 
 	var sys, user, assistant string
 	newCmd := &cobra.Command{
 		Use:   "new",
 		Short: "create a session from a system and/or user message",
 		Args:  cobra.NoArgs,
-		RunE: f.withStore(func(ctx context.Context, st store.Store, _ []string) error {
+		RunE: f.with(func(ctx context.Context, g sessionGraph, _ []string) error {
 			var chunks []session.Chunk
 			if sys != "" {
 				chunks = append(chunks, session.System(sys))
@@ -104,11 +104,7 @@ func newSessionCmd(env *Env) *cobra.Command {
 			if len(chunks) == 0 {
 				return &exitError{code: 2, err: errors.New("session new needs --user TEXT or --system TEXT")}
 			}
-			s, err := session.New(ctx, st, chunks...)
-			if err != nil {
-				return err
-			}
-			return p.version(s.Version())
+			return p.version(g.New(ctx, chunks))
 		}),
 	}
 	newCmd.Flags().StringVar(&sys, "system", "", "system message")
@@ -118,7 +114,7 @@ func newSessionCmd(env *Env) *cobra.Command {
 		Use:   "append ID",
 		Short: "append a user or assistant message to a session version",
 		Args:  cobra.ExactArgs(1),
-		RunE: f.withStore(func(ctx context.Context, st store.Store, args []string) error {
+		RunE: f.with(func(ctx context.Context, g sessionGraph, args []string) error {
 			var chunks []session.Chunk
 			if user != "" {
 				chunks = append(chunks, session.User(user))
@@ -129,14 +125,11 @@ func newSessionCmd(env *Env) *cobra.Command {
 			if len(chunks) == 0 {
 				return &exitError{code: 2, err: errors.New("session append needs --user TEXT or --assistant TEXT")}
 			}
-			s, err := openSession(ctx, st, args[0])
+			id, err := parseID(args[0])
 			if err != nil {
 				return err
 			}
-			if s, err = s.Append(ctx, chunks...); err != nil {
-				return err
-			}
-			return p.version(s.Version())
+			return p.version(g.Append(ctx, id, chunks))
 		}),
 	}
 	appendCmd.Flags().StringVar(&user, "user", "", "user message")
@@ -146,16 +139,16 @@ func newSessionCmd(env *Env) *cobra.Command {
 		Use:   "show ID",
 		Short: "print a version and its full transcript",
 		Args:  cobra.ExactArgs(1),
-		RunE: f.withStore(func(ctx context.Context, st store.Store, args []string) error {
-			s, err := openSession(ctx, st, args[0])
+		RunE: f.with(func(ctx context.Context, g sessionGraph, args []string) error {
+			id, err := parseID(args[0])
 			if err != nil {
 				return err
 			}
-			chunks, err := s.Chunks(ctx)
+			in, chunks, err := g.Show(ctx, id)
 			if err != nil {
 				return err
 			}
-			return p.show(s.Version(), chunks)
+			return p.show(in, chunks)
 		}),
 	}
 
@@ -164,12 +157,12 @@ func newSessionCmd(env *Env) *cobra.Command {
 		Use:   "log ID",
 		Short: "print a version's lineage ancestors, nearest first",
 		Args:  cobra.ExactArgs(1),
-		RunE: f.withStore(func(ctx context.Context, st store.Store, args []string) error {
+		RunE: f.with(func(ctx context.Context, g sessionGraph, args []string) error {
 			id, err := parseID(args[0])
 			if err != nil {
 				return err
 			}
-			anc, err := st.Ancestors(ctx, id, depth)
+			anc, err := g.Ancestors(ctx, id, depth)
 			if err != nil {
 				return err
 			}
@@ -178,44 +171,37 @@ func newSessionCmd(env *Env) *cobra.Command {
 	}
 	logCmd.Flags().IntVar(&depth, "depth", 0, "stop this many edges away (0: no limit)")
 
-	unary := func(use, short string, op func(session.Session, context.Context) (session.Session, error)) *cobra.Command {
+	unary := func(use, short string, op func(sessionGraph, context.Context, session.ID) (store.Info, error)) *cobra.Command {
 		return &cobra.Command{
 			Use:   use + " ID",
 			Short: short,
 			Args:  cobra.ExactArgs(1),
-			RunE: f.withStore(func(ctx context.Context, st store.Store, args []string) error {
-				s, err := openSession(ctx, st, args[0])
+			RunE: f.with(func(ctx context.Context, g sessionGraph, args []string) error {
+				id, err := parseID(args[0])
 				if err != nil {
 					return err
 				}
-				if s, err = op(s, ctx); err != nil {
-					return err
-				}
-				return p.version(s.Version())
+				return p.version(op(g, ctx, id))
 			}),
 		}
 	}
-	forkCmd := unary("fork", "fork a version (one small row, whatever its length)", session.Session.Fork)
-	detachCmd := unary("detach", "start a new root with a version's transcript", session.Session.Detach)
+	forkCmd := unary("fork", "fork a version (one small row, whatever its length)", sessionGraph.Fork)
+	detachCmd := unary("detach", "start a new root with a version's transcript", sessionGraph.Detach)
 
 	mergeCmd := &cobra.Command{
 		Use:   "merge A B",
 		Short: "merge B's new chunks into A (both become parents)",
 		Args:  cobra.ExactArgs(2),
-		RunE: f.withStore(func(ctx context.Context, st store.Store, args []string) error {
-			a, err := openSession(ctx, st, args[0])
+		RunE: f.with(func(ctx context.Context, g sessionGraph, args []string) error {
+			a, err := parseID(args[0])
 			if err != nil {
 				return err
 			}
-			b, err := openSession(ctx, st, args[1])
+			b, err := parseID(args[1])
 			if err != nil {
 				return err
 			}
-			m, err := a.Merge(ctx, b)
-			if err != nil {
-				return err
-			}
-			return p.version(m.Version())
+			return p.version(g.Merge(ctx, a, b))
 		}),
 	}
 
@@ -224,8 +210,8 @@ func newSessionCmd(env *Env) *cobra.Command {
 		Use:   "list",
 		Short: "list versions in commit order (--roots: sessions only)",
 		Args:  cobra.NoArgs,
-		RunE: f.withStore(func(ctx context.Context, st store.Store, _ []string) error {
-			page, err := st.List(ctx, lp)
+		RunE: f.with(func(ctx context.Context, g sessionGraph, _ []string) error {
+			page, err := g.List(ctx, lp)
 			if err != nil {
 				return err
 			}
@@ -241,19 +227,19 @@ func newSessionCmd(env *Env) *cobra.Command {
 		Use:   "export ID",
 		Short: "write a version and its ancestry as JSONL to stdout",
 		Args:  cobra.ExactArgs(1),
-		RunE: f.withStore(func(ctx context.Context, st store.Store, args []string) error {
+		RunE: f.with(func(ctx context.Context, g sessionGraph, args []string) error {
 			id, err := parseID(args[0])
 			if err != nil {
 				return err
 			}
-			return session.Export(ctx, st, id, env.Out)
+			return g.Export(ctx, id, env.Out)
 		}),
 	}
 	importCmd := &cobra.Command{
 		Use:   "import FILE",
 		Short: "import a JSONL export (FILE, or - for stdin) and print the imported head",
 		Args:  cobra.ExactArgs(1),
-		RunE: f.withStore(func(ctx context.Context, st store.Store, args []string) error {
+		RunE: f.with(func(ctx context.Context, g sessionGraph, args []string) error {
 			var r io.Reader = env.In
 			if args[0] != "-" {
 				file, err := os.Open(args[0])
@@ -263,24 +249,12 @@ func newSessionCmd(env *Env) *cobra.Command {
 				defer file.Close()
 				r = file
 			}
-			s, err := session.Import(ctx, st, r)
-			if err != nil {
-				return err
-			}
-			return p.version(s.Version())
+			return p.version(g.Import(ctx, r))
 		}),
 	}
 	c.AddCommand(newCmd, appendCmd, showCmd, logCmd, forkCmd, detachCmd, mergeCmd, listCmd, exportCmd, importCmd)
 	c.AddCommand(newSessionFilesCmds(p)...)
 	return c
-}
-
-func openSession(ctx context.Context, g session.Graph, arg string) (session.Session, error) {
-	id, err := parseID(arg)
-	if err != nil {
-		return session.Session{}, err
-	}
-	return session.Open(ctx, g, id)
 }
 
 // printer writes results as text or JSON.
@@ -310,22 +284,29 @@ func infoLine(in store.Info) string {
 	return line
 }
 
-func (p *printer) version(v *session.Version) error {
-	if p.f.output == "json" {
-		return p.json(store.InfoOf(v))
+// version prints the version an operation returned, or its error.
+func (p *printer) version(in store.Info, err error) error {
+	if err != nil {
+		return err
 	}
-	_, err := fmt.Fprintln(p.env.Out, infoLine(store.InfoOf(v)))
+	if p.f.output == "json" {
+		return p.json(in)
+	}
+	_, err = fmt.Fprintln(p.env.Out, infoLine(in))
 	return err
 }
 
-func (p *printer) show(v *session.Version, chunks []session.Chunk) error {
+func (p *printer) show(in store.Info, chunks []session.Chunk) error {
 	if p.f.output == "json" {
+		if chunks == nil {
+			chunks = []session.Chunk{}
+		}
 		return p.json(struct {
 			Version    store.Info      `json:"version"`
 			Transcript []session.Chunk `json:"transcript"`
-		}{store.InfoOf(v), chunks})
+		}{in, chunks})
 	}
-	if _, err := fmt.Fprintln(p.env.Out, infoLine(store.InfoOf(v))); err != nil {
+	if _, err := fmt.Fprintln(p.env.Out, infoLine(in)); err != nil {
 		return err
 	}
 	for i, c := range chunks {

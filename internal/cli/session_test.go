@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/pkg/store"
 )
 
@@ -32,31 +33,60 @@ func okJSON(t *testing.T, v any, args ...string) {
 	}
 }
 
+// TestSessionCommands runs every session command against a store directly
+// (--store) and through a coordinator's API (--server): one implementation
+// of each command, two graphs behind it.
 func TestSessionCommands(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	db := "sqlite:" + filepath.Join(dir, "rath.db")
+	t.Run("store", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		sessionCommands(t, dir, func(name string) []string {
+			return []string{"--store", "sqlite:" + filepath.Join(dir, name+".db")}
+		})
+	})
+	t.Run("server", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		servers := map[string]string{}
+		for _, name := range []string{"rath", "other", "third"} {
+			sd := filepath.Join(dir, name)
+			d, err := app.StartDev(context.Background(), app.DevConfig{Dir: sd, Addr: "127.0.0.1:0", Workers: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(d.Close)
+			servers[name] = d.URL
+		}
+		sessionCommands(t, dir, func(name string) []string { return []string{"--server", servers[name]} })
+	})
+}
+
+// sessionCommands drives the session commands; graph returns the flags
+// that select one of three independent graphs: "rath", "other", "third".
+func sessionCommands(t *testing.T, dir string, graph func(name string) []string) {
+	db := graph("rath")
 	var root, a, b, fork, merged, detached store.Info
-	okJSON(t, &root, "session", "new", "--system", "be brief", "--user", "plan a trip", "--store", db)
+	okJSON(t, &root, with(db, "session", "new", "--system", "be brief", "--user", "plan a trip")...)
 	if root.Op != "create" || root.Len != 2 || len(root.Parents) != 0 {
 		t.Fatalf("new = %+v", root)
 	}
-	okJSON(t, &a, "session", "append", root.ID.String(), "--assistant", "Kyoto", "--store", db)
-	okJSON(t, &fork, "session", "fork", root.ID.String(), "--store", db)
+	okJSON(t, &a, with(db, "session", "append", root.ID.String(), "--assistant", "Kyoto")...)
+	okJSON(t, &fork, with(db, "session", "fork", root.ID.String())...)
 	if fork.Op != "fork" || fork.Len != 2 || fork.OwnChunks != 0 || fork.Parents[0] != root.ID {
 		t.Fatalf("fork = %+v", fork)
 	}
-	okJSON(t, &b, "session", "append", fork.ID.String(), "--assistant", "Osaka", "--store", db)
-	okJSON(t, &merged, "session", "merge", a.ID.String(), b.ID.String(), "--store", db)
+	okJSON(t, &b, with(db, "session", "append", fork.ID.String(), "--assistant", "Osaka")...)
+	okJSON(t, &merged, with(db, "session", "merge", a.ID.String(), b.ID.String())...)
 	if merged.Op != "merge" || merged.Len != 4 || len(merged.Parents) != 2 {
 		t.Fatalf("merge = %+v", merged)
 	}
-	okJSON(t, &detached, "session", "detach", merged.ID.String(), "--store", db)
+	okJSON(t, &detached, with(db, "session", "detach", merged.ID.String())...)
 	if detached.Op != "detach" || len(detached.Parents) != 0 || detached.Len != 4 {
 		t.Fatalf("detach = %+v", detached)
 	}
 
-	code, out, errOut := rathctl(t, "", "session", "show", merged.ID.String(), "--store", db)
+	code, out, errOut := rathctl(t, "", with(db, "session", "show", merged.ID.String())...)
 	if code != 0 {
 		t.Fatalf("show: %d %s", code, errOut)
 	}
@@ -69,29 +99,29 @@ func TestSessionCommands(t *testing.T) {
 		Version    store.Info        `json:"version"`
 		Transcript []json.RawMessage `json:"transcript"`
 	}
-	okJSON(t, &shown, "session", "show", merged.ID.String(), "--store", db)
+	okJSON(t, &shown, with(db, "session", "show", merged.ID.String())...)
 	if shown.Version.ID != merged.ID || len(shown.Transcript) != 4 {
 		t.Fatalf("show json = %+v", shown)
 	}
 
 	var anc []store.Relative
-	okJSON(t, &anc, "session", "log", merged.ID.String(), "--store", db)
+	okJSON(t, &anc, with(db, "session", "log", merged.ID.String())...)
 	if len(anc) != 4 || anc[0].Depth != 1 || anc[len(anc)-1].ID != root.ID {
 		t.Fatalf("log = %+v", anc)
 	}
 
 	var page store.Page
-	okJSON(t, &page, "session", "list", "--roots", "--store", db)
+	okJSON(t, &page, with(db, "session", "list", "--roots")...)
 	if len(page.Versions) != 2 || page.Versions[0].ID != root.ID || page.Versions[1].ID != detached.ID {
 		t.Fatalf("list --roots = %+v", page)
 	}
-	code, out, _ = rathctl(t, "", "session", "list", "--limit", "2", "--store", db)
+	code, out, _ = rathctl(t, "", with(db, "session", "list", "--limit", "2")...)
 	if code != 0 || strings.Count(out, "\n") != 3 || !strings.Contains(out, "next page: --after ") {
 		t.Fatalf("list --limit 2: %d %q", code, out)
 	}
 
 	// Export from this store, import into another, same transcript.
-	code, exported, errOut := rathctl(t, "", "session", "export", merged.ID.String(), "--store", db)
+	code, exported, errOut := rathctl(t, "", with(db, "session", "export", merged.ID.String())...)
 	if code != 0 {
 		t.Fatalf("export: %d %s", code, errOut)
 	}
@@ -99,24 +129,63 @@ func TestSessionCommands(t *testing.T) {
 	if err := os.WriteFile(file, []byte(exported), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	other := "sqlite:" + filepath.Join(dir, "other.db")
+	other := graph("other")
 	var imported store.Info
-	okJSON(t, &imported, "session", "import", file, "--store", other)
+	okJSON(t, &imported, with(other, "session", "import", file)...)
 	if imported.Len != 4 || imported.Hash == "" {
 		t.Fatalf("import = %+v", imported)
 	}
-	okJSON(t, &shown, "session", "show", imported.ID.String(), "--store", other)
+	okJSON(t, &shown, with(other, "session", "show", imported.ID.String())...)
 	if len(shown.Transcript) != 4 {
 		t.Fatalf("imported transcript has %d chunks", len(shown.Transcript))
 	}
-	code, out, _ = rathctl(t, exported, "session", "import", "-", "--store", "sqlite:"+filepath.Join(dir, "third.db"))
+	code, out, _ = rathctl(t, exported, append([]string{"session", "import", "-"}, graph("third")...)...)
 	if code != 0 || !strings.Contains(out, "len=4") {
 		t.Fatalf("import from stdin: %d %q", code, out)
 	}
+}
 
-	code, out, _ = rathctl(t, "", "migrate", "--store", db)
+func TestMigrateCommand(t *testing.T) {
+	t.Parallel()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "rath.db")
+	code, out, _ := rathctl(t, "", "migrate", "--store", db)
 	if code != 0 || strings.TrimSpace(out) != "migrated" {
 		t.Fatalf("migrate: %d %q", code, out)
+	}
+}
+
+// TestSessionCommandErrorsServer checks errors through the API: the
+// coordinator's error reaches the user, with the exit code.
+func TestSessionCommandErrorsServer(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d, err := app.StartDev(context.Background(), app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	bad := filepath.Join(dir, "bad.jsonl")
+	if err := os.WriteFile(bad, []byte("{not json\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown id", []string{"session", "show", "0199a3a4-7d5c-7000-8000-000000000000", "--server", d.URL}, 1, "version not found"},
+		{"unknown id export", []string{"session", "export", "0199a3a4-7d5c-7000-8000-000000000000", "--server", d.URL}, 1, "404"},
+		{"bad import", []string{"session", "import", bad, "--server", d.URL}, 1, "400"},
+		{"both", []string{"session", "list", "--server", d.URL, "--store", "sqlite:x.db"}, 2, "not both"},
+		{"bad server", []string{"session", "list", "--server", "ftp://x"}, 2, "server URL"},
+		{"down", []string{"session", "list", "--server", "http://127.0.0.1:1"}, 1, "connection refused"},
+	}
+	for _, c := range cases {
+		code, _, errOut := rathctl(t, "", c.args...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d mentioning %q", c.name, code, errOut, c.code, c.want)
+		}
 	}
 }
 
@@ -149,3 +218,6 @@ func TestSessionCommandErrors(t *testing.T) {
 		}
 	}
 }
+
+// with returns args followed by the graph-selecting flags.
+func with(flags []string, args ...string) []string { return append(args, flags...) }

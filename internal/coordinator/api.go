@@ -42,6 +42,8 @@ func (c *Coordinator) Handler() http.Handler {
 	api.HandleFunc("POST /v1/sessions/{id}/fork", c.forkSession)
 	api.HandleFunc("POST /v1/sessions/{id}/detach", c.detachSession)
 	api.HandleFunc("POST /v1/sessions/{id}/merge", c.mergeSession)
+	api.HandleFunc("GET /v1/sessions/{id}/export", c.exportSession)
+	api.HandleFunc("POST /v1/sessions/import", c.importSession)
 	api.HandleFunc("GET /v1/sessions/{id}/files", c.sessionFiles)
 	api.HandleFunc("GET /v1/sessions/{id}/diff", c.sessionDiff)
 	mux.Handle("/v1/", c.auth(api))
@@ -365,6 +367,38 @@ func (c *Coordinator) mergeSession(w http.ResponseWriter, r *http.Request) {
 	c.respond(w, r, out, err)
 }
 
+// exportSession streams a version and its ancestry as Rath session JSONL
+// (docs/session-jsonl.md). The version is checked first, so an unknown id
+// is a 404; an error after the stream started cuts it short (the JSONL is
+// then incomplete, which its reader detects).
+func (c *Coordinator) exportSession(w http.ResponseWriter, r *http.Request) {
+	s, ok := c.open(w, r)
+	if !ok {
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	if err := session.Export(r.Context(), c.graph, s.ID(), w); err != nil {
+		c.log.WarnContext(r.Context(), "export cut short", slog.String("id", s.ID().String()), slog.Any("error", err))
+	}
+}
+
+// importSession imports a session JSONL body of at most MaxImportBytes and
+// returns the imported head version.
+func (c *Coordinator) importSession(w http.ResponseWriter, r *http.Request) {
+	body := http.MaxBytesReader(w, r.Body, c.cfg.MaxImportBytes)
+	s, err := session.Import(r.Context(), c.graph, body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("import body exceeds %d bytes", c.cfg.MaxImportBytes))
+			return
+		}
+		c.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, view(s))
+}
+
 func (c *Coordinator) respond(w http.ResponseWriter, r *http.Request, s session.Session, err error) {
 	if err != nil {
 		c.fail(w, r, err)
@@ -398,7 +432,7 @@ func (c *Coordinator) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	switch {
 	case errors.Is(err, ErrBadRequest), errors.Is(err, session.ErrInvalidID), errors.Is(err, session.ErrInvalidChunk),
-		errors.Is(err, session.ErrInvalidVersion):
+		errors.Is(err, session.ErrInvalidVersion), errors.Is(err, session.ErrFormat), errors.Is(err, session.ErrHashMismatch):
 		status, code = http.StatusBadRequest, "bad_request"
 	case errors.Is(err, session.ErrNotFound), errors.Is(err, runs.ErrNotFound):
 		status, code = http.StatusNotFound, "not_found"

@@ -37,6 +37,8 @@ type Config struct {
 	Token string
 	// MaxBodyBytes bounds a request body; default 1 MiB.
 	MaxBodyBytes int64
+	// MaxImportBytes bounds a session JSONL import body; default 64 MiB.
+	MaxImportBytes int64
 	// ReconcileInterval is how often the leader scans for lost steps;
 	// default 10s.
 	ReconcileInterval time.Duration
@@ -70,6 +72,7 @@ func (c Config) WithDefaults() Config {
 	}
 	c.Queue = cmp.Or(c.Queue, "default")
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, 1<<20)
+	c.MaxImportBytes = cmp.Or(c.MaxImportBytes, 64<<20)
 	c.ReconcileInterval = cmp.Or(c.ReconcileInterval, 10*time.Second)
 	c.StaleAfter = cmp.Or(c.StaleAfter, 2*time.Minute)
 	c.LeaseTTL = cmp.Or(c.LeaseTTL, 3*c.ReconcileInterval)

@@ -68,21 +68,39 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	return nil
 }
 
-func (c *Client) send(ctx context.Context, method, path string, body any) (*http.Response, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, fmt.Errorf("%s %s: encode body: %w", method, path, err)
-		}
-		rd = bytes.NewReader(b)
+// Stream sends a request whose body (nil for none) is read from body with
+// the given content type, and copies the reply's body to w: for what is not
+// JSON, such as a session's JSONL export. Error replies are [*APIError]s.
+func (c *Client) Stream(ctx context.Context, method, path string, body io.Reader, contentType string, w io.Writer) error {
+	resp, err := c.sendRaw(ctx, method, path, body, contentType)
+	if err != nil {
+		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	defer resp.Body.Close()
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return fmt.Errorf("%s %s: read reply: %w", method, path, err)
+	}
+	return nil
+}
+
+func (c *Client) send(ctx context.Context, method, path string, body any) (*http.Response, error) {
+	if body == nil {
+		return c.sendRaw(ctx, method, path, nil, "")
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: encode body: %w", method, path, err)
+	}
+	return c.sendRaw(ctx, method, path, bytes.NewReader(b), "application/json")
+}
+
+func (c *Client) sendRaw(ctx context.Context, method, path string, body io.Reader, contentType string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return nil, err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
