@@ -42,8 +42,12 @@ func benchBus(b *testing.B) (*bus.Bus, workspace.Store) {
 }
 
 func newBenchSnapshotter(b *testing.B, st workspace.Store) *workspace.Snapshotter {
+	return newBenchSnapshotterC(b, st, 0)
+}
+
+func newBenchSnapshotterC(b *testing.B, st workspace.Store, conc int) *workspace.Snapshotter {
 	b.Helper()
-	s, err := workspace.New(st, workspace.Config{})
+	s, err := workspace.New(st, workspace.Config{Concurrency: conc})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -131,7 +135,8 @@ func BenchmarkSnapshot1000Files(b *testing.B) {
 
 // BenchmarkRestore1000Files restores a 1,000-file workspace (1 KiB per
 // file) from the embedded JetStream object store into an empty directory,
-// as a worker that has never seen it does (no manifest cache).
+// as a worker that has never seen it does (no manifest cache), at the
+// default concurrency (8) and at 32.
 func BenchmarkRestore1000Files(b *testing.B) {
 	const files, size = 1000, 1024
 	_, st := benchBus(b)
@@ -141,22 +146,26 @@ func BenchmarkRestore1000Files(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	parent := b.TempDir()
-	b.SetBytes(files * size)
-	b.ResetTimer()
-	for i := range b.N {
-		b.StopTimer()
-		s := newBenchSnapshotter(b, st)
-		dst := filepath.Join(parent, fmt.Sprint(i))
-		b.StartTimer()
-		if _, err := s.Restore(context.Background(), res.ID, dst); err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		if err := os.RemoveAll(dst); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
+	for _, conc := range []int{workspace.DefaultConcurrency, 32} {
+		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
+			parent := b.TempDir()
+			b.SetBytes(files * size)
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				s := newBenchSnapshotterC(b, st, conc)
+				dst := filepath.Join(parent, fmt.Sprint(i))
+				b.StartTimer()
+				if _, err := s.Restore(context.Background(), res.ID, dst); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if err := os.RemoveAll(dst); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
 	}
 }
 
