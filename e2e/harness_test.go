@@ -359,6 +359,18 @@ func (c *cluster) checkOneCommit(g store.Store, r runs.Run) {
 	if len(page.Versions) != 1 {
 		c.t.Fatalf("run %s produced %d versions, want 1: %+v", r.ID, len(page.Versions), page.Versions)
 	}
+	// The same through the API, as a user would look.
+	out, err := c.rathctl("session", "list", "--run", r.ID, "-o", "json")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var viaAPI store.Page
+	if err := json.Unmarshal(out, &viaAPI); err != nil {
+		c.t.Fatalf("rathctl session list output %q: %v", out, err)
+	}
+	if len(viaAPI.Versions) != 1 || viaAPI.Versions[0].ID != *r.Output {
+		c.t.Fatalf("rathctl session list --run %s = %+v, want the one output %s", r.ID, viaAPI.Versions, r.Output)
+	}
 }
 
 // bus connects a test client to the cluster's NATS server.
