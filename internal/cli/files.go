@@ -2,6 +2,7 @@ package cli
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
@@ -14,30 +15,21 @@ import (
 	"github.com/rath-run/rath/pkg/workspace"
 )
 
-// workspaceFlags are the flags of the session commands that read workspace
-// snapshots: those live in the coordinator's JetStream object store, so
-// these commands ask the coordinator (or `rathctl dev`), not the store.
-type workspaceFlags struct {
-	server string
-	token  string
-}
-
-func (w *workspaceFlags) register(c *cobra.Command) {
-	c.Flags().StringVar(&w.server, "server", "", "coordinator URL (env RATH_SERVER; default http://127.0.0.1:7420)")
-	c.Flags().StringVar(&w.token, "token", "", "API bearer token (env RATH_TOKEN)")
-}
-
-func (w *workspaceFlags) client(output string) (*client.Client, error) {
-	if output != "text" && output != "json" {
-		return nil, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", output)}
-	}
-	return client.New(cmp.Or(w.server, os.Getenv("RATH_SERVER"), "http://127.0.0.1:7420"), cmp.Or(w.token, os.Getenv("RATH_TOKEN")))
-}
-
 // newSessionFilesCmds returns `session files ID` and `session diff A B`.
-// p prints with the session command's --output.
-func newSessionFilesCmds(p *printer) []*cobra.Command {
-	var wf workspaceFlags
+// Workspace snapshots live in the coordinator's JetStream object store, so
+// these always ask a coordinator (or `rathctl dev`): the session command's
+// --server, else RATH_SERVER, else http://127.0.0.1:7420. p prints with the
+// session command's --output.
+func newSessionFilesCmds(p *printer, f *sessionFlags) []*cobra.Command {
+	apiClient := func() (*client.Client, error) {
+		if f.url != "" {
+			return nil, &exitError{code: 2, err: errors.New("workspaces are read through a coordinator: give --server (or RATH_SERVER), not --store")}
+		}
+		if f.output != "text" && f.output != "json" {
+			return nil, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", f.output)}
+		}
+		return client.New(cmp.Or(f.server, os.Getenv("RATH_SERVER"), "http://127.0.0.1:7420"), cmp.Or(f.token, os.Getenv("RATH_TOKEN")))
+	}
 	files := &cobra.Command{
 		Use:   "files ID",
 		Short: "list a version's workspace (its snapshot's files) through the coordinator",
@@ -47,7 +39,7 @@ func newSessionFilesCmds(p *printer) []*cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := wf.client(p.f.output)
+			cl, err := apiClient()
 			if err != nil {
 				return err
 			}
@@ -58,9 +50,6 @@ func newSessionFilesCmds(p *printer) []*cobra.Command {
 			return p.files(v)
 		},
 	}
-	wf.register(files)
-
-	var df workspaceFlags
 	diff := &cobra.Command{
 		Use:   "diff A B",
 		Short: "show which workspace files changed from version A to version B (A added, D removed, M changed)",
@@ -74,7 +63,7 @@ func newSessionFilesCmds(p *printer) []*cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := df.client(p.f.output)
+			cl, err := apiClient()
 			if err != nil {
 				return err
 			}
@@ -86,7 +75,6 @@ func newSessionFilesCmds(p *printer) []*cobra.Command {
 			return p.diff(v)
 		},
 	}
-	df.register(diff)
 	return []*cobra.Command{files, diff}
 }
 

@@ -135,3 +135,11 @@ func TestSessionFilesAndDiff(t *testing.T) {
 		t.Errorf("diff with a malformed id: exit %d, %q; want 2", code, errOut)
 	}
 }
+
+func TestSessionFilesNeedsACoordinator(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := rathctl(t, "", "session", "files", session.NewID().String(), "--store", "sqlite:"+filepath.Join(t.TempDir(), "x.db"))
+	if code != 2 || !strings.Contains(errOut, "--server") {
+		t.Errorf("files with --store: exit %d, %q; want 2 asking for --server", code, errOut)
+	}
+}

@@ -253,7 +253,7 @@ func newSessionCmd(env *Env) *cobra.Command {
 		}),
 	}
 	c.AddCommand(newCmd, appendCmd, showCmd, logCmd, forkCmd, detachCmd, mergeCmd, listCmd, exportCmd, importCmd)
-	c.AddCommand(newSessionFilesCmds(p)...)
+	c.AddCommand(newSessionFilesCmds(p, &f)...)
 	return c
 }
 
