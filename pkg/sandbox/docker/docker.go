@@ -123,6 +123,10 @@ type Config struct {
 	// User ("uid:gid") commands run as. Default: the workspace owner, or
 	// 65534:65534 for a root-owned workspace. Root ("0") is refused.
 	User string
+	// SeccompProfile, when set, is a seccomp profile (JSON) replacing the
+	// Engine's default, e.g. to refuse ptrace, which the default profile
+	// allows between the sandbox's own processes. Default: the Engine's.
+	SeccompProfile string
 	// EgressNetwork is the Docker network for specs asking for egress.
 	// Default "bridge".
 	EgressNetwork string
@@ -443,10 +447,14 @@ func (s *Sandbox) create(ctx context.Context) (string, error) {
 	}
 	pids := b.cfg.PidsLimit
 	init := true
+	secOpts := []string{"no-new-privileges"}
+	if b.cfg.SeccompProfile != "" {
+		secOpts = append(secOpts, "seccomp="+b.cfg.SeccompProfile)
+	}
 	hc := &container.HostConfig{
 		NetworkMode:    container.NetworkMode(s.network),
 		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges"},
+		SecurityOpt:    secOpts,
 		ReadonlyRootfs: true,
 		IpcMode:        "private",
 		Init:           &init,

@@ -132,14 +132,7 @@ func TestSecurityPrivilegedSyscalls(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, docker.Config{})
 	sb, dir := openSandbox(t, b, session.Spec{})
-	probe := filepath.Join(dir, "probe")
-	build := exec.Command("go", "build", "-o", probe, "./testdata/probe")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build probe: %v\n%s", err, out)
-	}
-	must(t, os.Chmod(probe, 0o755))
-	must(t, os.Chown(probe, 65534, 65534))
+	buildProbe(t, dir)
 	res := exec1(t, sb, sandbox.ExecRequest{Argv: []string{"./probe"}})
 	lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
 	if len(lines) != 8 {
@@ -201,6 +194,35 @@ func TestSecurityFloodStdout(t *testing.T) {
 	res := exec1(t, sb, sandbox.ExecRequest{Shell: "yes flood & yes flood >&2", Timeout: 2 * time.Second, MaxOutput: capBytes})
 	if !res.TimedOut || len(res.Stdout) != capBytes || !res.StdoutTruncated || len(res.Stderr) != capBytes || !res.StderrTruncated {
 		t.Errorf("timed out %v, stdout %d truncated %v, stderr %d truncated %v", res.TimedOut, len(res.Stdout), res.StdoutTruncated, len(res.Stderr), res.StderrTruncated)
+	}
+	healthy(t, b, sb)
+}
+
+// buildProbe builds testdata/probe, statically, into the workspace dir.
+func buildProbe(t *testing.T, dir string) {
+	t.Helper()
+	probe := filepath.Join(dir, "probe")
+	build := exec.Command("go", "build", "-o", probe, "./testdata/probe")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build probe: %v\n%s", err, out)
+	}
+	must(t, os.Chmod(probe, 0o755))
+	must(t, os.Chown(probe, 65534, 65534))
+}
+
+// TestSecuritySeccompProfileRefusesPtrace: an operator's seccomp profile
+// (Config.SeccompProfile) replaces the Engine's; one refusing ptrace makes
+// PTRACE_ATTACH fail with EPERM.
+func TestSecuritySeccompProfileRefusesPtrace(t *testing.T) {
+	t.Parallel()
+	profile := `{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["ptrace","process_vm_readv","process_vm_writev"],"action":"SCMP_ACT_ERRNO","errnoRet":1}]}`
+	b := newBackend(t, docker.Config{SeccompProfile: profile})
+	sb, dir := openSandbox(t, b, session.Spec{})
+	buildProbe(t, dir)
+	res := exec1(t, sb, sandbox.ExecRequest{Argv: []string{"./probe"}})
+	if !strings.Contains(string(res.Stdout), "ptrace_attach_init 1 ") {
+		t.Fatalf("ptrace not refused with EPERM:\n%s\n%s", res.Stdout, res.Stderr)
 	}
 	healthy(t, b, sb)
 }
