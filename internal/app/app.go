@@ -26,6 +26,7 @@ import (
 	"github.com/rath-run/rath/pkg/sandbox/docker"
 	"github.com/rath-run/rath/pkg/sandbox/local"
 	"github.com/rath-run/rath/pkg/store"
+	"github.com/rath-run/rath/pkg/store/sqlitestore"
 	"github.com/rath-run/rath/pkg/store/storeurl"
 	"github.com/rath-run/rath/pkg/tool/mcp"
 )
@@ -91,7 +92,12 @@ func OpenBackend(ctx context.Context, cfg BackendConfig) (*Backend, error) {
 			return nil, fmt.Errorf("migrate: %w", err)
 		}
 	}
-	if b.Runs, b.runsDB, err = runs.Open(ctx, cfg.StoreURL); err != nil {
+	if sq, ok := b.Store.(*sqlitestore.Store); ok {
+		// One SQLite writer for graph and runs: two connections writing the
+		// same file would wait on each other in SQLite's busy handler, which
+		// sleeps up to 100 ms a time; one connection queues them in Go.
+		b.Runs = runs.NewStore(sq.DB(), nil)
+	} else if b.Runs, b.runsDB, err = runs.Open(ctx, cfg.StoreURL); err != nil {
 		_ = b.Close()
 		return nil, err
 	}

@@ -20,7 +20,11 @@ func Open(ctx context.Context, url string) (*Store, *sql.DB, error) {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		db, err = sql.Open("pgx", url)
 		if err == nil {
+			// Keep every connection idle in the pool: database/sql keeps 2 by
+			// default, and under load each extra transaction would then
+			// open (and fork) a new Postgres backend.
 			db.SetMaxOpenConns(16)
+			db.SetMaxIdleConns(16)
 		}
 	case strings.HasPrefix(url, "sqlite:"):
 		path := strings.TrimPrefix(url, "sqlite:")
@@ -43,5 +47,7 @@ func Open(ctx context.Context, url string) (*Store, *sql.DB, error) {
 		_ = db.Close()
 		return nil, nil, fmt.Errorf("run store: connect: %w", err)
 	}
-	return NewStore(db, nil), db, nil
+	st := NewStore(db, nil)
+	st.relaxed = db.Driver() != nil && !strings.HasPrefix(url, "sqlite:")
+	return st, db, nil
 }

@@ -18,6 +18,9 @@ import (
 type Store struct {
 	db  *sql.DB
 	now func() time.Time
+	// relaxed: the database is Postgres, where the transactions of
+	// StartStep and CommitStep skip waiting for their WAL flush.
+	relaxed bool
 }
 
 // NewStore returns a Store over db. now is the clock (time.Now when nil).
@@ -144,7 +147,7 @@ func (s *Store) GetStep(ctx context.Context, id string) (Step, error) {
 // ErrTerminal with the stored step, so the worker can settle the delivery.
 func (s *Store) StartStep(ctx context.Context, stepID, worker string) (Step, error) {
 	var st Step
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.relaxedTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		if st, err = getStep(ctx, tx, stepID); err != nil {
 			return err
@@ -187,7 +190,7 @@ func (s *Store) StartStep(ctx context.Context, stepID, worker string) (Step, err
 // no Steps (read them with Get).
 func (s *Store) CommitStep(ctx context.Context, stepID string, output session.ID) (Run, error) {
 	var r Run
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.relaxedTx(ctx, func(tx *sql.Tx) error {
 		st, err := getStep(ctx, tx, stepID)
 		if err != nil {
 			return err
@@ -358,9 +361,30 @@ func (s *Store) steps(ctx context.Context, runID string) ([]Step, error) {
 }
 
 func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	return s.txMode(ctx, false, fn)
+}
+
+// relaxedTx runs fn in a transaction whose commit, on Postgres, does not
+// wait for its WAL flush (synchronous_commit off): a crash may lose the
+// last such commits, never corrupt them. Only the worker's bookkeeping uses
+// it — marking a step running and recording its commit — because both are
+// recovered after a crash: the version itself is committed durably by the
+// graph store first, the job is redelivered or the reconciler settles the
+// step from the version keyed by its id. A run's creation never uses it.
+func (s *Store) relaxedTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	return s.txMode(ctx, s.relaxed, fn)
+}
+
+func (s *Store) txMode(ctx context.Context, relaxed bool, fn func(*sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
+	}
+	if relaxed {
+		if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit TO OFF`); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("relax commit: %w", err)
+		}
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
