@@ -48,6 +48,6 @@ func Open(ctx context.Context, url string) (*Store, *sql.DB, error) {
 		return nil, nil, fmt.Errorf("run store: connect: %w", err)
 	}
 	st := NewStore(db, nil)
-	st.relaxed = db.Driver() != nil && !strings.HasPrefix(url, "sqlite:")
+	st.relaxed = !strings.HasPrefix(url, "sqlite:")
 	return st, db, nil
 }
