@@ -2,11 +2,14 @@ package pgstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
@@ -77,6 +80,9 @@ func (d *db) relatives(ctx context.Context, op, query string, id session.ID, max
 		return nil, translate(op, err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Relative, error) {
+		if r, ok := decodeRelative(row.FieldDescriptions(), row.RawValues()); ok {
+			return r, nil
+		}
 		var r store.Relative
 		var created time.Time
 		var nanos int16
@@ -89,6 +95,41 @@ func (d *db) relatives(ctx context.Context, op, query string, id session.ID, max
 	}
 	return out, nil
 }
+
+// decodeRelative decodes a row of (id uuid, depth int4, op text, len int4,
+// created_at timestamptz, created_nanos int2) from the binary wire format
+// without allocating (walks return thousands of them); ok is false when the
+// row is not in that form, and the caller scans it instead.
+func decodeRelative(fds []pgconn.FieldDescription, raw [][]byte) (r store.Relative, ok bool) {
+	want := [6]struct {
+		oid  uint32
+		size int
+	}{{pgtype.UUIDOID, 16}, {pgtype.Int4OID, 4}, {pgtype.TextOID, -1}, {pgtype.Int4OID, 4}, {pgtype.TimestamptzOID, 8}, {pgtype.Int2OID, 2}}
+	if len(fds) != len(want) || len(raw) != len(want) {
+		return r, false
+	}
+	for i, w := range want {
+		// text is its bytes in either format; the others must be binary.
+		binaryOrText := fds[i].Format == pgx.BinaryFormatCode || w.oid == pgtype.TextOID
+		if !binaryOrText || fds[i].DataTypeOID != w.oid || raw[i] == nil || (w.size >= 0 && len(raw[i]) != w.size) {
+			return r, false
+		}
+	}
+	micros := int64(binary.BigEndian.Uint64(raw[4]))
+	if micros == math.MaxInt64 || micros == math.MinInt64 { // ±infinity
+		return r, false
+	}
+	r.ID = session.ID(raw[0])
+	r.Depth = int(int32(binary.BigEndian.Uint32(raw[1])))
+	r.Op = graphrow.OpOf(raw[2])
+	r.Len = int(int32(binary.BigEndian.Uint32(raw[3])))
+	// timestamptz counts microseconds from 2000-01-01 00:00 UTC.
+	r.CreatedAt = time.UnixMicro(postgresEpochMicros + micros).UTC().Add(time.Duration(int16(binary.BigEndian.Uint16(raw[5]))))
+	return r, true
+}
+
+// postgresEpochMicros is 2000-01-01 00:00 UTC in Unix microseconds.
+const postgresEpochMicros = 946_684_800_000_000
 
 // Children implements [store.Store].
 func (d *db) Children(ctx context.Context, id session.ID) ([]store.Info, error) {

@@ -219,16 +219,19 @@ func infoOf(v *session.Version, own int) store.Info {
 	return in
 }
 
+// scanChunks reads (kind, payload) rows. Both are text, whose wire form in
+// either format is the bytes themselves, so the raw values are used
+// directly: kinds without allocating, payloads copied into an arena.
 func scanChunks(rows pgx.Rows) ([]session.Chunk, error) {
 	defer rows.Close()
 	var out []session.Chunk
+	var arena graphrow.Arena
 	for rows.Next() {
-		var kind string
-		var payload []byte
-		if err := rows.Scan(&kind, &payload); err != nil {
-			return nil, err
+		raw := rows.RawValues()
+		if len(raw) != 2 || raw[0] == nil || raw[1] == nil {
+			return nil, fmt.Errorf("%w: stored chunk %d has a NULL kind or payload", session.ErrHashMismatch, len(out))
 		}
-		c, err := session.ChunkFromCanonical(session.Kind(kind), payload)
+		c, err := session.ChunkFromCanonical(graphrow.KindOf(raw[0]), arena.Copy(raw[1]))
 		if err != nil {
 			return nil, fmt.Errorf("%w: stored chunk: %w", session.ErrHashMismatch, err)
 		}

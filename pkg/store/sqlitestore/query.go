@@ -96,7 +96,7 @@ func unpackReached(packed []byte, n int) ([]graphrow.Reached, error) {
 		var err [5]error
 		r.ID, err[0] = uuid.ParseBytes(f[0])
 		r.Depth, err[1] = strconv.Atoi(string(f[1]))
-		r.Op = opOf(f[2])
+		r.Op = graphrow.OpOf(f[2])
 		r.Len, err[2] = strconv.Atoi(string(f[3]))
 		r.CreatedAt, err[3] = parseTime(f[4])
 		r.Seq, err[4] = strconv.ParseInt(string(f[5]), 10, 64)
@@ -109,27 +109,6 @@ func unpackReached(packed []byte, n int) ([]graphrow.Reached, error) {
 		return nil, fmt.Errorf("%w: %d rows unpacked to %d", session.ErrHashMismatch, n, len(out))
 	}
 	return out, nil
-}
-
-// opOf returns the Op spelled by b, without allocating for known ops.
-func opOf(b []byte) session.Op {
-	switch string(b) {
-	case string(session.OpCreate):
-		return session.OpCreate
-	case string(session.OpAppend):
-		return session.OpAppend
-	case string(session.OpStep):
-		return session.OpStep
-	case string(session.OpFork):
-		return session.OpFork
-	case string(session.OpDetach):
-		return session.OpDetach
-	case string(session.OpMerge):
-		return session.OpMerge
-	case string(session.OpPlace):
-		return session.OpPlace
-	}
-	return session.Op(b)
 }
 
 // parseTime parses created_at in timeLayout ("2006-01-02T15:04:05.000000000Z")

@@ -405,7 +405,7 @@ func unpackChunks(packed []byte, n int) ([]session.Chunk, error) {
 		if !ok || err1 != nil || err2 != nil || length < 0 || length > len(rest) {
 			return nil, fmt.Errorf("%w: stored chunk %d does not unpack", session.ErrHashMismatch, len(entries))
 		}
-		c, err := session.ChunkFromCanonical(session.Kind(fields[1]), rest[:length:length])
+		c, err := session.ChunkFromCanonical(graphrow.KindOf(fields[1]), rest[:length:length])
 		if err != nil {
 			return nil, fmt.Errorf("%w: stored chunk at ord %d: %w", session.ErrHashMismatch, ord, err)
 		}
