@@ -45,7 +45,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Println("ready", srv.ClientURL())
+	fmt.Fprintln(os.Stdout, "ready", srv.ClientURL())
 	<-ctx.Done()
 	srv.Shutdown()
 	return nil

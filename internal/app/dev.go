@@ -92,7 +92,7 @@ func StartDev(ctx context.Context, cfg DevConfig) (*Dev, error) {
 		d.Close()
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		d.Close()
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)

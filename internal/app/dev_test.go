@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -139,8 +140,8 @@ func TestBadSubmissions(t *testing.T) {
 	}
 	for _, tc := range cases {
 		err := s.cl.Do(ctx, "POST", "/v1/runs", tc.body, nil)
-		apiErr, ok := err.(*client.APIError)
-		if !ok || apiErr.Status != tc.status {
+		var apiErr *client.APIError
+		if !errors.As(err, &apiErr) || apiErr.Status != tc.status {
 			t.Errorf("%s: err = %v, want status %d", tc.name, err, tc.status)
 		}
 	}

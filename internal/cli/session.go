@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -240,7 +239,7 @@ func newSessionCmd(env *Env) *cobra.Command {
 		Short: "import a JSONL export (FILE, or - for stdin) and print the imported head",
 		Args:  cobra.ExactArgs(1),
 		RunE: f.with(func(ctx context.Context, g sessionGraph, args []string) error {
-			var r io.Reader = env.In
+			r := env.In
 			if args[0] != "-" {
 				file, err := os.Open(args[0])
 				if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -208,7 +209,7 @@ func TestSessionCommandErrors(t *testing.T) {
 		{"merge arity", []string{"session", "merge", "a"}, 1, "accepts 2 arg"},
 	}
 	for _, c := range cases {
-		args := append(c.args, "--store", db)
+		args := slices.Concat(c.args, []string{"--store", db})
 		if c.name == "bad store" {
 			args = c.args
 		}
