@@ -10,9 +10,9 @@ import (
 func TestParseURI(t *testing.T) {
 	good := map[string]string{
 		"memory://user/memories/preferences/dark_mode": "memory://user/memories/preferences/dark_mode",
-		"memory://agent/x":                             "memory://agent/x",
-		"memory://resources/a/b.md":                    "memory://resources/a/b.md",
-		"memory://session/s1/commits/1":                "memory://session/s1/commits/1",
+		"memory://agent/x":              "memory://agent/x",
+		"memory://resources/a/b.md":     "memory://resources/a/b.md",
+		"memory://session/s1/commits/1": "memory://session/s1/commits/1",
 	}
 	for in, want := range good {
 		u, err := memory.ParseURI(in)
@@ -25,19 +25,19 @@ func TestParseURI(t *testing.T) {
 		}
 	}
 	bad := map[string]string{
-		"":                         "empty",
-		"memory://":                "no scope",
-		"memory://user":            "names only the scope",
-		"memory://user/":           "empty segment 1",
-		"memory://user/a//b":       "empty segment 2",
-		"memory://user/./a":        `segment 1 is "."`,
-		"memory://user/a/..":       `segment 2 is ".."`,
-		"memory://tenant/a":        `unknown scope "tenant"`,
-		"viking://user/a":          `scheme "viking://"`,
-		"file:///etc/passwd":       `scheme "file://"`,
-		"user/a":                   "does not start with memory://",
-		"memory://user/a\nb":       "control character",
-		"memory://user/a\\..\\b":   "backslash",
+		"":                       "empty",
+		"memory://":              "no scope",
+		"memory://user":          "names only the scope",
+		"memory://user/":         "empty segment 1",
+		"memory://user/a//b":     "empty segment 2",
+		"memory://user/./a":      `segment 1 is "."`,
+		"memory://user/a/..":     `segment 2 is ".."`,
+		"memory://tenant/a":      `unknown scope "tenant"`,
+		"viking://user/a":        `scheme "viking://"`,
+		"file:///etc/passwd":     `scheme "file://"`,
+		"user/a":                 "does not start with memory://",
+		"memory://user/a\nb":     "control character",
+		"memory://user/a\\..\\b": "backslash",
 		"memory://user/" + strings.Repeat("a", 2000): "MaxURIBytes",
 	}
 	for in, want := range bad {

@@ -1,0 +1,524 @@
+// Package sqlmem is the one SQL implementation of [memory.Store] behind
+// the embedded (SQLite) and Postgres backends. Queries are written with '?'
+// placeholders and rebound to $n for Postgres; the schema is migration
+// 00006_memory in both dialects.
+package sqlmem
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/rath-run/rath/pkg/memory"
+)
+
+// Store implements memory.Store over db.
+type Store struct {
+	db       *sql.DB
+	dollar   bool // Postgres placeholders
+	closed   atomic.Bool
+	closeFn  func() error
+	now      func() time.Time
+	maxBatch int
+}
+
+var _ memory.Store = (*Store)(nil)
+
+// New returns a Store over db. dollar selects $n placeholders (Postgres);
+// closeFn runs on Close.
+func New(db *sql.DB, dollar bool, closeFn func() error) *Store {
+	return &Store{db: db, dollar: dollar, closeFn: closeFn, now: time.Now, maxBatch: 500}
+}
+
+// DB returns the underlying database.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Close implements memory.Store.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if s.closeFn != nil {
+		return s.closeFn()
+	}
+	return nil
+}
+
+func (s *Store) q(query string) string {
+	if !s.dollar {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(query); i++ {
+		if query[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(query[i])
+	}
+	return b.String()
+}
+
+func (s *Store) check() error {
+	if s.closed.Load() {
+		return &memory.Error{Kind: memory.KindStoreClosed, Message: "store is closed"}
+	}
+	return nil
+}
+
+func internal(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var me *memory.Error
+	if errors.As(err, &me) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("memory %s: %w", op, err)
+	}
+	return fmt.Errorf("memory %s: %w", op, &memory.Error{Kind: memory.KindInternal, Message: err.Error()})
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// prefixRange returns the half-open [lo, hi) URI range of a scope prefix
+// ending in '/'.
+func prefixRange(prefix string) (string, string) {
+	return prefix, prefix[:len(prefix)-1] + "0"
+}
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+// Remember implements memory.Store.
+func (s *Store) Remember(ctx context.Context, ns string, w memory.Write) (memory.Item, error) {
+	if err := s.check(); err != nil {
+		return memory.Item{}, err
+	}
+	p, err := memory.Prepare(ns, w)
+	if err != nil {
+		return memory.Item{}, err
+	}
+	now := micros(s.now())
+	created := now
+	err = s.tx(ctx, p.Namespace, p.URI, func(tx *sql.Tx) error {
+		var (
+			oldText string
+			oldDL   int64
+			oldCr   int64
+			deleted sql.NullInt64
+		)
+		err := tx.QueryRowContext(ctx, s.q(`SELECT text, dl, created_at, deleted_at FROM memory_items WHERE namespace = ? AND uri = ?`), p.Namespace, p.URI).
+			Scan(&oldText, &oldDL, &oldCr, &deleted)
+		live := false
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return err
+		default:
+			live = !deleted.Valid
+			if live {
+				created = oldCr
+			}
+		}
+		docs, dlDelta := int64(1), int64(p.DL)
+		if live {
+			docs, dlDelta = 0, int64(p.DL)-oldDL
+			if err := s.dropPostings(ctx, tx, p.Namespace, p.URI, oldText); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO memory_items (namespace, uri, text, metadata, dl, version_id, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (namespace, uri) DO UPDATE SET text = excluded.text, metadata = excluded.metadata, dl = excluded.dl,
+  version_id = excluded.version_id, created_at = excluded.created_at, updated_at = excluded.updated_at,
+  deleted_at = NULL, deleted_version_id = NULL`),
+			p.Namespace, p.URI, p.Text, p.Metadata, p.DL, p.VersionID, created, now); err != nil {
+			return err
+		}
+		if err := s.addPostings(ctx, tx, p); err != nil {
+			return err
+		}
+		if err := s.bumpStats(ctx, tx, p.Namespace, docs, dlDelta); err != nil {
+			return err
+		}
+		return s.log(ctx, tx, p.Namespace, p.URI, "remember", p.VersionID, now)
+	})
+	if err != nil {
+		return memory.Item{}, internal("remember "+p.URI, err)
+	}
+	md, _ := memory.DecodeMetadata(p.Metadata)
+	return memory.Item{Namespace: p.Namespace, URI: p.URI, Text: p.Text, Metadata: md,
+		CreatedAt: fromMicros(created), UpdatedAt: fromMicros(now), VersionID: p.VersionID}, nil
+}
+
+// tx runs fn in a transaction holding the item's lock: SQLite's
+// immediate transactions serialize writers already; on Postgres a
+// transaction-scoped advisory lock on (namespace, uri) serializes writers
+// of one item, even before its row exists.
+func (s *Store) tx(ctx context.Context, ns, uri string, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if s.dollar {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 7))`, ns+"\n"+uri); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+func distinct(text string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range memory.Tokenize(text) {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (s *Store) dropPostings(ctx context.Context, tx *sql.Tx, ns, uri, text string) error {
+	terms := distinct(text)
+	for len(terms) > 0 {
+		n := min(len(terms), s.maxBatch)
+		args := []any{ns, uri}
+		for _, t := range terms[:n] {
+			args = append(args, t)
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM memory_postings WHERE namespace = ? AND uri = ? AND term IN (`+placeholders(n)+`)`), args...); err != nil {
+			return err
+		}
+		terms = terms[n:]
+	}
+	return nil
+}
+
+func (s *Store) addPostings(ctx context.Context, tx *sql.Tx, p memory.Prepared) error {
+	terms := make([]string, 0, len(p.Terms))
+	for t := range p.Terms {
+		terms = append(terms, t)
+	}
+	for len(terms) > 0 {
+		n := min(len(terms), s.maxBatch)
+		var b strings.Builder
+		b.WriteString(`INSERT INTO memory_postings (namespace, term, uri, tf, dl) VALUES `)
+		args := make([]any, 0, 5*n)
+		for i, t := range terms[:n] {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("(?, ?, ?, ?, ?)")
+			args = append(args, p.Namespace, t, p.URI, p.Terms[t], p.DL)
+		}
+		if _, err := tx.ExecContext(ctx, s.q(b.String()), args...); err != nil {
+			return err
+		}
+		terms = terms[n:]
+	}
+	return nil
+}
+
+func (s *Store) bumpStats(ctx context.Context, tx *sql.Tx, ns string, docs, dl int64) error {
+	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO memory_stats (namespace, docs, total_dl) VALUES (?, ?, ?)
+ON CONFLICT (namespace) DO UPDATE SET docs = memory_stats.docs + excluded.docs, total_dl = memory_stats.total_dl + excluded.total_dl`), ns, docs, dl)
+	return err
+}
+
+func (s *Store) log(ctx context.Context, tx *sql.Tx, ns, uri, op, version string, at int64) error {
+	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO memory_log (namespace, uri, op, version_id, at) VALUES (?, ?, ?, ?, ?)`), ns, uri, op, version, at)
+	return err
+}
+
+const itemCols = `namespace, uri, text, metadata, version_id, created_at, updated_at, deleted_at, deleted_version_id`
+
+type scanner interface{ Scan(...any) error }
+
+func scanItem(r scanner) (memory.Item, error) {
+	var (
+		it      memory.Item
+		md      string
+		cr, up  int64
+		del     sql.NullInt64
+		delVers sql.NullString
+	)
+	if err := r.Scan(&it.Namespace, &it.URI, &it.Text, &md, &it.VersionID, &cr, &up, &del, &delVers); err != nil {
+		return memory.Item{}, err
+	}
+	m, err := memory.DecodeMetadata(md)
+	if err != nil {
+		return memory.Item{}, err
+	}
+	it.Metadata, it.CreatedAt, it.UpdatedAt = m, fromMicros(cr), fromMicros(up)
+	if del.Valid {
+		it.DeletedAt, it.DeletedVersionID = fromMicros(del.Int64), delVers.String
+	}
+	return it, nil
+}
+
+// Read implements memory.Store.
+func (s *Store) Read(ctx context.Context, ns, uri string) (memory.Item, error) {
+	if err := s.check(); err != nil {
+		return memory.Item{}, err
+	}
+	ns, err := memory.CheckNamespace(ns)
+	if err != nil {
+		return memory.Item{}, err
+	}
+	u, err := memory.ParseURI(uri)
+	if err != nil {
+		return memory.Item{}, err
+	}
+	it, err := scanItem(s.db.QueryRowContext(ctx, s.q(`SELECT `+itemCols+` FROM memory_items WHERE namespace = ? AND uri = ?`), ns, u.String()))
+	if errors.Is(err, sql.ErrNoRows) || err == nil && !it.DeletedAt.IsZero() {
+		return memory.Item{}, &memory.Error{Kind: memory.KindNotFound, Message: fmt.Sprintf("no item %s in namespace %q", u, ns)}
+	}
+	return it, internal("read "+u.String(), err)
+}
+
+// List implements memory.Store: items in URI order.
+func (s *Store) List(ctx context.Context, ns string, opts memory.ListOptions) ([]memory.Item, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ns, err := memory.CheckNamespace(ns)
+	if err != nil {
+		return nil, err
+	}
+	prefix, err := memory.ParseScope(opts.Scope)
+	if err != nil {
+		return nil, err
+	}
+	query := `SELECT ` + itemCols + ` FROM memory_items WHERE namespace = ?`
+	args := []any{ns}
+	if prefix != "" {
+		lo, hi := prefixRange(prefix)
+		query += ` AND uri >= ? AND uri < ?`
+		args = append(args, lo, hi)
+	}
+	if !opts.IncludeDeleted {
+		query += ` AND deleted_at IS NULL`
+	}
+	query += ` ORDER BY uri`
+	if opts.Limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, opts.Limit)
+	}
+	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
+	if err != nil {
+		return nil, internal("list", err)
+	}
+	defer rows.Close()
+	var out []memory.Item
+	for rows.Next() {
+		it, err := scanItem(rows)
+		if err != nil {
+			return nil, internal("list", err)
+		}
+		out = append(out, it)
+	}
+	return out, internal("list", rows.Err())
+}
+
+// Delete implements memory.Store: the row stays as a tombstone.
+func (s *Store) Delete(ctx context.Context, ns, uri, versionID string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	ns, err := memory.CheckNamespace(ns)
+	if err != nil {
+		return err
+	}
+	u, err := memory.ParseURI(uri)
+	if err != nil {
+		return err
+	}
+	key := u.String()
+	now := micros(s.now())
+	err = s.tx(ctx, ns, key, func(tx *sql.Tx) error {
+		var (
+			text    string
+			dl      int64
+			deleted sql.NullInt64
+		)
+		err := tx.QueryRowContext(ctx, s.q(`SELECT text, dl, deleted_at FROM memory_items WHERE namespace = ? AND uri = ?`), ns, key).Scan(&text, &dl, &deleted)
+		if errors.Is(err, sql.ErrNoRows) || err == nil && deleted.Valid {
+			return &memory.Error{Kind: memory.KindNotFound, Message: fmt.Sprintf("no item %s in namespace %q", key, ns)}
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.dropPostings(ctx, tx, ns, key, text); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE memory_items SET deleted_at = ?, deleted_version_id = ? WHERE namespace = ? AND uri = ?`), now, versionID, ns, key); err != nil {
+			return err
+		}
+		if err := s.bumpStats(ctx, tx, ns, -1, -dl); err != nil {
+			return err
+		}
+		return s.log(ctx, tx, ns, key, "delete", versionID, now)
+	})
+	return internal("delete "+key, err)
+}
+
+// Recall implements memory.Store: postings of the query's terms, exact
+// BM25 in Go, then zero-score items in URI order to fill the top k.
+func (s *Store) Recall(ctx context.Context, ns string, q memory.Query) ([]memory.Hit, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ns, err := memory.CheckNamespace(ns)
+	if err != nil {
+		return nil, err
+	}
+	prefix, err := memory.CheckQuery(&q)
+	if err != nil {
+		return nil, err
+	}
+	hits, err := s.recall(ctx, ns, prefix, q)
+	return hits, internal("recall", err)
+}
+
+func (s *Store) recall(ctx context.Context, ns, prefix string, q memory.Query) ([]memory.Hit, error) {
+	var (
+		c     memory.Corpus
+		rng   string
+		rargs []any
+	)
+	if prefix == "" {
+		err := s.db.QueryRowContext(ctx, s.q(`SELECT docs, total_dl FROM memory_stats WHERE namespace = ?`), ns).Scan(&c.N, &c.SumDL)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+	} else {
+		lo, hi := prefixRange(prefix)
+		rng, rargs = ` AND uri >= ? AND uri < ?`, []any{lo, hi}
+		err := s.db.QueryRowContext(ctx, s.q(`SELECT count(*), coalesce(sum(dl), 0) FROM memory_items WHERE namespace = ?`+rng+` AND deleted_at IS NULL`), append([]any{ns}, rargs...)...).Scan(&c.N, &c.SumDL)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if c.N == 0 {
+		return nil, nil
+	}
+	terms := memory.Tokenize(q.Text)
+	uniq := distinct(q.Text)
+	postings := make(map[string][]memory.Posting, len(uniq))
+	if len(uniq) > 0 {
+		args := []any{ns}
+		for _, t := range uniq {
+			args = append(args, t)
+		}
+		args = append(args, rargs...)
+		rows, err := s.db.QueryContext(ctx, s.q(`SELECT term, uri, tf, dl FROM memory_postings WHERE namespace = ? AND term IN (`+placeholders(len(uniq))+`)`+rng), args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var t string
+			var p memory.Posting
+			if err := rows.Scan(&t, &p.URI, &p.TF, &p.DL); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			postings[t] = append(postings[t], p)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	scores := memory.Score(c, terms, postings)
+	hits := memory.Rank(scores, q.TopK)
+	if len(hits) < q.TopK && c.N > len(scores) {
+		zeros, err := s.zeroFill(ctx, ns, rng, rargs, scores, q.TopK-len(hits))
+		if err != nil {
+			return nil, err
+		}
+		hits = append(hits, zeros...)
+	}
+	return hits, s.fillSnippets(ctx, ns, hits)
+}
+
+// zeroFill returns up to need items in scope that are not in scored, in
+// URI order, with score 0.
+func (s *Store) zeroFill(ctx context.Context, ns, rng string, rargs []any, scored map[string]float64, need int) ([]memory.Hit, error) {
+	var out []memory.Hit
+	after := ""
+	for len(out) < need {
+		page := need + min(len(scored), 1000)
+		args := append(append([]any{ns}, rargs...), after, page)
+		rows, err := s.db.QueryContext(ctx, s.q(`SELECT uri FROM memory_items WHERE namespace = ?`+rng+` AND deleted_at IS NULL AND uri > ? ORDER BY uri LIMIT ?`), args...)
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for rows.Next() {
+			var u string
+			if err := rows.Scan(&u); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			n++
+			after = u
+			if _, ok := scored[u]; !ok && len(out) < need {
+				out = append(out, memory.Hit{URI: u})
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		if n < page {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) fillSnippets(ctx context.Context, ns string, hits []memory.Hit) error {
+	if len(hits) == 0 {
+		return nil
+	}
+	args := []any{ns}
+	pos := make(map[string]int, len(hits))
+	for i, h := range hits {
+		args = append(args, h.URI)
+		pos[h.URI] = i
+	}
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT uri, text, version_id FROM memory_items WHERE namespace = ? AND uri IN (`+placeholders(len(hits))+`)`), args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var u, text, v string
+		if err := rows.Scan(&u, &text, &v); err != nil {
+			return err
+		}
+		i := pos[u]
+		hits[i].Snippet, hits[i].VersionID = memory.Snippet(text), v
+	}
+	return rows.Err()
+}
