@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/rath-run/rath/pkg/llm"
+	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/sandbox"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/tool"
@@ -25,6 +26,9 @@ type Agent struct {
 	// Tools are the tools the model may call (see tool.Registry.Select);
 	// nil offers none.
 	Tools *tool.Set
+	// Memory is the store Spec.Memory names, resolved by the caller; nil
+	// disables recall and commit even when the spec binds a store.
+	Memory memory.Store
 }
 
 // Budget is a run's budget as a step sees it: the limits and what the run's
@@ -93,5 +97,24 @@ func (a *Agent) Step(ctx context.Context, s session.Session, m Meta) (session.Se
 		}
 		ext.Placement = &p
 	}
-	return s.Extend(ctx, ext)
+	out, err := s.Extend(ctx, ext)
+	if err != nil {
+		return session.Session{}, err
+	}
+	// The step is committed: a failed memory commit is reported, not a
+	// failed step (OpenRath swallows it too).
+	if err := a.commitMemory(ctx, out); err != nil && m.OnEvent != nil {
+		m.OnEvent(Event{Type: "memory.commit", ErrorKind: memoryErrorKind(err)})
+	} else if err == nil && a.Memory != nil && a.Spec.Memory.Commit && m.OnEvent != nil {
+		m.OnEvent(Event{Type: "memory.commit", OK: true})
+	}
+	return out, nil
+}
+
+func memoryErrorKind(err error) string {
+	var me *memory.Error
+	if errors.As(err, &me) {
+		return string(me.Kind)
+	}
+	return "internal"
 }

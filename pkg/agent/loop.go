@@ -110,12 +110,20 @@ func (a *Agent) Run(ctx context.Context, s session.Session, m Meta) (Result, err
 	if a.Spec.Instructions != "" {
 		msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: a.Spec.Instructions})
 	}
+	res := Result{Agent: a.Spec.Name, Model: model}
+	// Memory recalled with the last user message: recorded as a
+	// memory_recall chunk, shown to the model as a system message.
+	if c, text, ok := a.recall(ctx, chunks); ok {
+		res.Chunks = append(res.Chunks, c)
+		if text != "" {
+			msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: text})
+		}
+	}
 	msgs = append(msgs, llm.MessagesFromChunks(chunks)...)
 	var tools []llm.Tool
 	for _, d := range a.Tools.Defs() {
 		tools = append(tools, llm.Tool{Name: d.Name, Description: d.Description, Parameters: d.Parameters})
 	}
-	res := Result{Agent: a.Spec.Name, Model: model}
 	// add records a model-facing chunk and the message it becomes (built
 	// directly rather than decoded back from the chunk: this is the loop's
 	// hot path).

@@ -93,8 +93,9 @@ type Spec struct {
 	// MCP names stdio MCP servers whose tools the agent may call, in
 	// addition to Tools.
 	MCP []MCPServer `json:"mcp,omitempty"`
-	// Memory binds a memory store ("", "local" or a store name).
-	Memory string `json:"memory,omitempty"`
+	// Memory binds a memory store: a name ("local") or a [MemorySpec]
+	// object (store, namespace, top_k, scope, commit).
+	Memory MemorySpec `json:"memory,omitzero"`
 	Limits Limits `json:"limits,omitzero"`
 	// Pricing prices the model's tokens for cost budgets.
 	Pricing Pricing `json:"pricing,omitzero"`
@@ -313,6 +314,9 @@ func (s *Spec) Validate() error {
 		if strings.TrimSpace(t) == "" {
 			return bad(fmt.Sprintf("tools[%d]", i), "empty tool name")
 		}
+	}
+	if err := s.Memory.validate(); err != nil {
+		return err
 	}
 	if len(s.MCP) > MaxMCPServers {
 		return bad("mcp", "%d servers, limit %d", len(s.MCP), MaxMCPServers)

@@ -1,0 +1,203 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/rath-run/rath/pkg/memory"
+	"github.com/rath-run/rath/pkg/session"
+)
+
+// MemorySpec binds an agent to a memory store. In a spec it is either a
+// store name (`memory: local`) or an object
+// (`memory: {store: local, commit: true, top_k: 4, namespace: team/a}`).
+type MemorySpec struct {
+	// Store names the store: "local" (the deployment's persistent store:
+	// .rath/memory.db under rathctl dev, Postgres in a cluster). "" binds
+	// nothing.
+	Store string `json:"store,omitempty"`
+	// Namespace partitions the store; "" means memory.DefaultNamespace.
+	Namespace string `json:"namespace,omitempty"`
+	// TopK bounds the items recalled before a step; 0 means 4.
+	TopK int `json:"top_k,omitempty"`
+	// Scope restricts recall to a memory:// scope or directory.
+	Scope string `json:"scope,omitempty"`
+	// Commit archives the step's conversation into memory after the step
+	// (memory://session/<version id>/transcript), written by that version.
+	Commit bool `json:"commit,omitempty"`
+}
+
+// IsZero reports whether no store is bound.
+func (m MemorySpec) IsZero() bool { return m == MemorySpec{} }
+
+// MarshalJSON writes the string form when only the store is set, so specs
+// written as `memory: local` keep their shape.
+func (m MemorySpec) MarshalJSON() ([]byte, error) {
+	if m == (MemorySpec{Store: m.Store}) {
+		return json.Marshal(m.Store)
+	}
+	type plain MemorySpec
+	return json.Marshal(plain(m))
+}
+
+// UnmarshalJSON accepts a string (the store) or an object; unknown fields
+// are refused.
+func (m *MemorySpec) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*m = MemorySpec{Store: s}
+		return nil
+	}
+	if bytes.Equal(b, []byte("null")) {
+		*m = MemorySpec{}
+		return nil
+	}
+	type plain MemorySpec
+	var p plain
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&p); err != nil {
+		return fmt.Errorf("memory: %w", err)
+	}
+	*m = MemorySpec(p)
+	return nil
+}
+
+func (m MemorySpec) validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: memory.%s: %s", ErrInvalidSpec, field, fmt.Sprintf(format, args...))
+	}
+	if m.Store == "" && !m.IsZero() {
+		return bad("store", "required when memory is set (e.g. local)")
+	}
+	if m.TopK < 0 || m.TopK > memory.MaxTopK {
+		return bad("top_k", "must be in 0..%d, got %d", memory.MaxTopK, m.TopK)
+	}
+	if _, err := memory.CheckNamespace(m.Namespace); err != nil {
+		return bad("namespace", "%v", err)
+	}
+	if _, err := memory.ParseScope(m.Scope); err != nil {
+		return bad("scope", "%v", err)
+	}
+	return nil
+}
+
+// RecallBody is the payload of a memory_recall chunk: what memory
+// contributed to a step.
+type RecallBody struct {
+	Store     string      `json:"store"`
+	Namespace string      `json:"namespace"`
+	Query     string      `json:"query"`
+	Hits      []RecallHit `json:"hits"`
+	// Error is set when recall failed; the step went on without memory.
+	Error string `json:"error,omitempty"`
+}
+
+// RecallHit is one recalled item; VersionID is the session version that
+// wrote it.
+type RecallHit struct {
+	URI       string  `json:"uri"`
+	Score     float64 `json:"score"`
+	Snippet   string  `json:"snippet"`
+	VersionID string  `json:"version_id,omitempty"`
+}
+
+// recall runs the binding's recall with the last user message of chunks.
+// It returns the memory_recall chunk to record and the system text the
+// model sees ("[memory:<uri>] <snippet>" per hit, as OpenRath injects), or
+// a zero chunk when there is nothing to recall with.
+func (a *Agent) recall(ctx context.Context, chunks []session.Chunk) (session.Chunk, string, bool) {
+	ms := a.Spec.Memory
+	if a.Memory == nil || ms.Store == "" {
+		return session.Chunk{}, "", false
+	}
+	query := ""
+	for i := len(chunks) - 1; i >= 0; i-- {
+		if chunks[i].Kind() == session.KindUser && strings.TrimSpace(chunks[i].Text()) != "" {
+			query = chunks[i].Text()
+			break
+		}
+	}
+	if query == "" {
+		return session.Chunk{}, "", false
+	}
+	ns, _ := memory.CheckNamespace(ms.Namespace)
+	body := RecallBody{Store: ms.Store, Namespace: ns, Query: truncate(query, 4096), Hits: []RecallHit{}}
+	hits, err := a.Memory.Recall(ctx, ns, memory.Query{Text: query, TopK: ms.TopK, Scope: ms.Scope})
+	var sys strings.Builder
+	if err != nil {
+		body.Error = err.Error()
+	}
+	for _, h := range hits {
+		body.Hits = append(body.Hits, RecallHit{URI: h.URI, Score: h.Score, Snippet: h.Snippet, VersionID: h.VersionID})
+		if sys.Len() > 0 {
+			sys.WriteByte('\n')
+		}
+		sys.WriteString("[memory:" + h.URI + "]")
+		if h.Snippet != "" {
+			sys.WriteString(" " + h.Snippet)
+		}
+	}
+	c, cerr := session.Evidence(session.KindMemoryRecall, body)
+	if cerr != nil {
+		return session.Chunk{}, "", false
+	}
+	return c, sys.String(), true
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// commitMemory archives the conversation of out (system, user and
+// assistant text; tool rows dropped, as OpenRath's commit does) as one
+// item written by out's version. A redelivered step rewrites the same URI.
+func (a *Agent) commitMemory(ctx context.Context, out session.Session) error {
+	ms := a.Spec.Memory
+	if a.Memory == nil || ms.Store == "" || !ms.Commit {
+		return nil
+	}
+	chunks, err := out.Chunks(ctx)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	for _, c := range chunks {
+		switch c.Kind() {
+		case session.KindSystem, session.KindUser, session.KindAssistant:
+			if t := c.Text(); strings.TrimSpace(t) != "" {
+				b.WriteString(string(c.Kind()) + ": " + t + "\n")
+			}
+		}
+	}
+	text := b.String()
+	if len(text) > memory.MaxTextBytes { // keep the latest turns
+		text = text[len(text)-memory.MaxTextBytes:]
+		for len(text) > 0 && !utf8RuneStart(text[0]) {
+			text = text[1:]
+		}
+	}
+	id := out.ID().String()
+	_, err = a.Memory.Remember(ctx, ms.Namespace, memory.Write{
+		URI:       "memory://session/" + id + "/transcript",
+		Text:      text,
+		Metadata:  map[string]string{"kind": "commit", "agent": a.Spec.Name},
+		VersionID: id,
+	})
+	return err
+}
