@@ -22,6 +22,7 @@ import (
 	"github.com/rath-run/rath/internal/worker"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/llm"
+	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/sandbox"
 	"github.com/rath-run/rath/pkg/sandbox/docker"
 	"github.com/rath-run/rath/pkg/sandbox/local"
@@ -37,6 +38,9 @@ type Backend struct {
 	Runs  *runs.Store
 	Bus   *bus.Bus
 	NC    *nats.Conn
+	// Memory is the store agents' `memory: local` binds: memory.db beside
+	// a sqlite: store's file, or the Postgres database of a postgres:// one.
+	Memory memory.Store
 
 	runsDB *sql.DB
 }
@@ -49,6 +53,9 @@ func (b *Backend) Close() error {
 	}
 	if b.runsDB != nil {
 		errs = append(errs, b.runsDB.Close())
+	}
+	if b.Memory != nil {
+		errs = append(errs, b.Memory.Close())
 	}
 	if b.Store != nil {
 		errs = append(errs, b.Store.Close())
@@ -98,6 +105,10 @@ func OpenBackend(ctx context.Context, cfg BackendConfig) (*Backend, error) {
 		// sleeps up to 100 ms a time; one connection queues them in Go.
 		b.Runs = runs.NewStore(sq.DB(), nil)
 	} else if b.Runs, b.runsDB, err = runs.Open(ctx, cfg.StoreURL); err != nil {
+		_ = b.Close()
+		return nil, err
+	}
+	if b.Memory, err = openMemory(ctx, cfg.StoreURL); err != nil {
 		_ = b.Close()
 		return nil, err
 	}
@@ -177,6 +188,9 @@ func NewWorker(ctx context.Context, b *Backend, getenv func(string) string, cfg 
 			return nil, err
 		}
 		cfg.Workspaces = ws
+	}
+	if cfg.Memory == nil {
+		cfg.Memory = b.Memory
 	}
 	cfg = cfg.WithDefaults()
 	cons, err := b.Bus.Consumer(ctx, cfg.Queue)

@@ -42,6 +42,7 @@ import (
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/llm"
+	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/sandbox"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/tool"
@@ -81,6 +82,10 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Logger defaults to discarding.
 	Logger *slog.Logger
+	// Memory is the store an agent spec's `memory: local` binds (recalled
+	// before a step, committed after it). nil: a step whose spec binds
+	// memory fails permanently, naming the field.
+	Memory memory.Store
 	// Workspaces opens the sandbox of a step whose agent has tools; nil
 	// means a [TempWorkspaces] over Sandboxes.
 	Workspaces Workspaces
@@ -429,6 +434,15 @@ func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provide
 		}
 	}
 	a := &agent.Agent{Spec: spec, Provider: provider, Model: model, Tools: tools}
+	if st := spec.Memory.Store; st != "" {
+		switch {
+		case st != "local":
+			return session.Session{}, permanent(fmt.Errorf("agent %s: memory.store %q: this deployment serves only \"local\"", spec.Name, st))
+		case w.cfg.Memory == nil:
+			return session.Session{}, permanent(fmt.Errorf("agent %s: memory.store local: this worker has no memory store", spec.Name))
+		}
+		a.Memory = w.cfg.Memory
+	}
 	return a.Step(ctx, s, meta)
 }
 

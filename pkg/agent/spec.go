@@ -96,7 +96,7 @@ type Spec struct {
 	// Memory binds a memory store: a name ("local") or a [MemorySpec]
 	// object (store, namespace, top_k, scope, commit).
 	Memory MemorySpec `json:"memory,omitzero"`
-	Limits Limits `json:"limits,omitzero"`
+	Limits Limits     `json:"limits,omitzero"`
 	// Pricing prices the model's tokens for cost budgets.
 	Pricing Pricing `json:"pricing,omitzero"`
 	// Params pass through to the model call.

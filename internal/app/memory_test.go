@@ -1,0 +1,103 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/testdb"
+	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/client"
+	"github.com/rath-run/rath/pkg/memory"
+	"github.com/rath-run/rath/pkg/session"
+)
+
+// TestDevMemoryAcrossRuns: two separate dev stacks over the same state
+// directory (as two `rathctl dev` sessions); the first run commits to
+// `memory: local`, the second recalls it. The recall is in the second
+// run's transcript and names the version the first run committed.
+func TestDevMemoryAcrossRuns(t *testing.T) { checkMemoryAcrossRuns(t, "") }
+
+// TestDevMemoryAcrossRunsPostgres: the same with the cluster's store, where
+// memory lives in the Postgres database.
+func TestDevMemoryAcrossRunsPostgres(t *testing.T) { checkMemoryAcrossRuns(t, testdb.Postgres(t)) }
+
+func checkMemoryAcrossRuns(t *testing.T, storeURL string) {
+	dir := t.TempDir()
+	const spec = `{"name":"rememberer","model":"scripted","memory":{"store":"local","commit":true},"script":[{"content":"Noted."}]}`
+	run := func(message string) (runs.Run, []session.Chunk) {
+		d, err := app.StartDev(context.Background(), app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", StoreURL: storeURL})
+		if err != nil {
+			t.Fatalf("start dev stack: %v", err)
+		}
+		defer d.Close()
+		cl, err := client.New(d.URL, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &stack{dev: d, cl: cl}
+		r := s.waitRun(t, s.submit(t, spec, message).ID)
+		if r.Status != runs.RunSucceeded || r.Output == nil {
+			t.Fatalf("run ended %s (%s)", r.Status, r.Error)
+		}
+		out, err := session.Open(context.Background(), d.Backend.Store, *r.Output)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunks, err := out.Chunks(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, chunks
+	}
+	r1, c1 := run("My favourite colour is teal.")
+	// The first run consulted an empty memory: recorded, with no hits.
+	if got := kindsOf(c1); got != "user,memory_recall,assistant" || !strings.Contains(string(c1[1].Payload()), `"hits":[]`) {
+		t.Fatalf("first run: %s %s", got, c1[1].Payload())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "memory.db")); (err != nil) != (storeURL != "") {
+		t.Fatalf("memory.db under the state dir: %v (store %q)", err, storeURL)
+	}
+	_, c2 := run("What is my favourite colour?")
+	if got := kindsOf(c2); got != "user,memory_recall,assistant" {
+		t.Fatalf("second run: %s", got)
+	}
+	var body agent.RecallBody
+	if err := json.Unmarshal(c2[1].Payload(), &body); err != nil {
+		t.Fatal(err)
+	}
+	v1 := r1.Output.String()
+	if len(body.Hits) != 1 || body.Namespace != memory.DefaultNamespace {
+		t.Fatalf("recall: %+v", body)
+	}
+	h := body.Hits[0]
+	if h.VersionID != v1 || h.URI != "memory://session/"+v1+"/transcript" || !strings.Contains(h.Snippet, "teal") {
+		t.Fatalf("hit %+v, want the item written by the first run's version %s", h, v1)
+	}
+}
+
+func TestMemoryPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"sqlite:.rath/rath.db":    filepath.Join(".rath", "memory.db"),
+		"sqlite:///tmp/x/rath.db": filepath.Join("/tmp/x", "memory.db"),
+		"sqlite::memory:":         ":memory:",
+		"postgres://h/db":         "",
+	} {
+		if got := app.MemoryPath(in); got != want {
+			t.Errorf("MemoryPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func kindsOf(chunks []session.Chunk) string {
+	ks := make([]string, len(chunks))
+	for i, c := range chunks {
+		ks[i] = string(c.Kind())
+	}
+	return strings.Join(ks, ",")
+}
