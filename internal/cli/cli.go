@@ -62,5 +62,6 @@ func newRoot(env *Env) *cobra.Command {
 	root.AddCommand(newDemoCmd(env), newDevCmd(env), newRunCmd(env), newRunsCmd(env))
 	root.AddCommand(newSessionCmd(env), newMigrateCmd(env))
 	root.AddCommand(newConfigCmd(env))
+	root.AddCommand(newMemoryCmd(env))
 	return root
 }

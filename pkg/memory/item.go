@@ -19,19 +19,19 @@ const (
 
 // Item is one memory item.
 type Item struct {
-	Namespace string
-	URI       string
-	Text      string
-	Metadata  map[string]string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Namespace string            `json:"namespace"`
+	URI       string            `json:"uri"`
+	Text      string            `json:"text"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
+	UpdatedAt time.Time         `json:"updated_at"`
 	// VersionID is the session version whose step wrote the item ("" when
 	// written outside a step, e.g. by rathctl memory remember).
-	VersionID string
+	VersionID string `json:"version_id,omitempty"`
 	// DeletedAt and DeletedVersionID are set on a tombstone (List with
 	// IncludeDeleted, Read of a deleted item returns not_found).
-	DeletedAt        time.Time
-	DeletedVersionID string
+	DeletedAt        time.Time `json:"deleted_at,omitzero"`
+	DeletedVersionID string    `json:"deleted_version_id,omitempty"`
 }
 
 // Write is a remember request.
@@ -44,10 +44,10 @@ type Write struct {
 
 // Hit is one recall result.
 type Hit struct {
-	URI       string
-	Score     float64
-	Snippet   string
-	VersionID string
+	URI       string  `json:"uri"`
+	Score     float64 `json:"score"`
+	Snippet   string  `json:"snippet"`
+	VersionID string  `json:"version_id,omitempty"`
 }
 
 // Query is a recall request.
