@@ -83,7 +83,10 @@ func (d *db) Ancestors(ctx context.Context, id session.ID, maxDepth int) ([]stor
 
 // unpackReached parses ancestorsSQL's n packed rows.
 func unpackReached(packed []byte, n int) ([]graphrow.Reached, error) {
-	out := make([]graphrow.Reached, 0, n)
+	if n < 0 {
+		return nil, fmt.Errorf("%w: negative row count %d", session.ErrHashMismatch, n)
+	}
+	out := make([]graphrow.Reached, 0, min(n, len(packed)/64+1)) // a row is ~80 bytes
 	var f [6][]byte
 	for len(packed) > 0 {
 		for i := range f {

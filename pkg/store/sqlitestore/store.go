@@ -389,7 +389,12 @@ func unpackChunks(packed []byte, n int) ([]session.Chunk, error) {
 		ord int
 		c   session.Chunk
 	}
-	entries := make([]entry, 0, n)
+	if n < 0 {
+		return nil, fmt.Errorf("%w: negative chunk count %d", session.ErrHashMismatch, n)
+	}
+	// Each chunk takes at least 8 bytes ("0 k 2 {}"): a count the value
+	// cannot hold is not trusted for the allocation.
+	entries := make([]entry, 0, min(n, len(packed)/8+1))
 	sorted := true
 	for len(packed) > 0 {
 		fields := [3][]byte{}
