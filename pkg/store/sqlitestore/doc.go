@@ -8,4 +8,9 @@
 // write transaction taking the lock up front (BEGIN IMMEDIATE); reads use a
 // small pool of read-only connections and never block on the writer. An
 // in-memory database (":memory:") uses a single connection for both.
+//
+// The chunks table is keyed by (lane, ord) (see package store), so a lane's
+// chunks are one sequential range. Transcripts and ancestor lists come back
+// from SQLite packed in one value rather than a row per chunk or version:
+// the driver's per-row cost, not SQLite's, dominated long reads.
 package sqlitestore
