@@ -28,6 +28,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("MatchesFullScan", func(t *testing.T) { testFullScan(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open) })
 	t.Run("Closed", func(t *testing.T) { testClosed(t, open) })
+	t.Run("Bulk", func(t *testing.T) { testBulk(t, open) })
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -360,5 +361,41 @@ func testClosed(t *testing.T, open Open) {
 	}
 	if _, err := s.Recall(ctx, "", memory.Query{Text: "x"}); !memory.IsKind(err, memory.KindStoreClosed) {
 		t.Fatalf("recall on a closed store: %v", err)
+	}
+}
+
+// testBulk: a bulk load (when the backend has one) indexes like single
+// writes, a repeated URI keeps its last text, and bad items refuse the batch.
+func testBulk(t *testing.T, open Open) {
+	ctx := ctxT(t)
+	s := openT(t, open)
+	bulk, ok := s.(Bulk)
+	if !ok {
+		t.Log("backend has no bulk load")
+		return
+	}
+	ws := Corpus(300)
+	ws = append(ws, memory.Write{URI: ws[0].URI, Text: "replaced w1 w2"})
+	if err := bulk.RememberMany(ctx, "bulk", ws); err != nil {
+		t.Fatal(err)
+	}
+	docs := make([]memory.Doc, 0, 300)
+	for _, w := range ws[1:300] {
+		docs = append(docs, memory.Doc{URI: w.URI, Text: w.Text})
+	}
+	docs = append(docs, memory.Doc{URI: ws[0].URI, Text: "replaced w1 w2"})
+	for _, q := range Queries(20) {
+		got, err := s.Recall(ctx, "bulk", memory.Query{Text: q, TopK: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameHits(t, "bulk "+q, got, memory.RankDocs(docs, q, 10))
+	}
+	err := bulk.RememberMany(ctx, "bulk", []memory.Write{{URI: "memory://user/ok", Text: "x"}, {URI: "memory://user/../bad", Text: "y"}})
+	if !memory.IsKind(err, memory.KindInvalidURI) {
+		t.Fatalf("bad item in a batch: %v", err)
+	}
+	if _, err := s.Read(ctx, "bulk", "memory://user/ok"); !memory.IsKind(err, memory.KindNotFound) {
+		t.Fatalf("a refused batch wrote: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -112,49 +113,10 @@ func (s *Store) Remember(ctx context.Context, ns string, w memory.Write) (memory
 		return memory.Item{}, err
 	}
 	now := micros(s.now())
-	created := now
+	var created int64
 	err = s.tx(ctx, p.Namespace, p.URI, func(tx *sql.Tx) error {
-		var (
-			oldText string
-			oldDL   int64
-			oldCr   int64
-			deleted sql.NullInt64
-		)
-		err := tx.QueryRowContext(ctx, s.q(`SELECT text, dl, created_at, deleted_at FROM memory_items WHERE namespace = ? AND uri = ?`), p.Namespace, p.URI).
-			Scan(&oldText, &oldDL, &oldCr, &deleted)
-		live := false
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return err
-		default:
-			live = !deleted.Valid
-			if live {
-				created = oldCr
-			}
-		}
-		docs, dlDelta := int64(1), int64(p.DL)
-		if live {
-			docs, dlDelta = 0, int64(p.DL)-oldDL
-			if err := s.dropPostings(ctx, tx, p.Namespace, p.URI, oldText); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO memory_items (namespace, uri, text, metadata, dl, version_id, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (namespace, uri) DO UPDATE SET text = excluded.text, metadata = excluded.metadata, dl = excluded.dl,
-  version_id = excluded.version_id, created_at = excluded.created_at, updated_at = excluded.updated_at,
-  deleted_at = NULL, deleted_version_id = NULL`),
-			p.Namespace, p.URI, p.Text, p.Metadata, p.DL, p.VersionID, created, now); err != nil {
-			return err
-		}
-		if err := s.addPostings(ctx, tx, p); err != nil {
-			return err
-		}
-		if err := s.bumpStats(ctx, tx, p.Namespace, docs, dlDelta); err != nil {
-			return err
-		}
-		return s.log(ctx, tx, p.Namespace, p.URI, "remember", p.VersionID, now)
+		created, err = s.rememberTx(ctx, tx, p, now)
+		return err
 	})
 	if err != nil {
 		return memory.Item{}, internal("remember "+p.URI, err)
@@ -162,6 +124,87 @@ ON CONFLICT (namespace, uri) DO UPDATE SET text = excluded.text, metadata = excl
 	md, _ := memory.DecodeMetadata(p.Metadata)
 	return memory.Item{Namespace: p.Namespace, URI: p.URI, Text: p.Text, Metadata: md,
 		CreatedAt: fromMicros(created), UpdatedAt: fromMicros(now), VersionID: p.VersionID}, nil
+}
+
+// RememberMany writes ws in one transaction (bulk loads, benchmarks),
+// holding every item's lock.
+func (s *Store) RememberMany(ctx context.Context, ns string, ws []memory.Write) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	ps := make([]memory.Prepared, len(ws))
+	for i, w := range ws {
+		p, err := memory.Prepare(ns, w)
+		if err != nil {
+			return err
+		}
+		ps[i] = p
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	// Locks in URI order, so two bulk writers cannot deadlock; the stable
+	// sort keeps the last write of a URI last.
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].URI < ps[j].URI })
+	now := micros(s.now())
+	err := s.tx(ctx, ps[0].Namespace, "", func(tx *sql.Tx) error {
+		for _, p := range ps {
+			if err := s.lock(ctx, tx, p.Namespace, p.URI); err != nil {
+				return err
+			}
+			if _, err := s.rememberTx(ctx, tx, p, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return internal("remember many", err)
+}
+
+// rememberTx writes p and returns its creation time.
+func (s *Store) rememberTx(ctx context.Context, tx *sql.Tx, p memory.Prepared, now int64) (int64, error) {
+	created := now
+	var (
+		oldText string
+		oldDL   int64
+		oldCr   int64
+		deleted sql.NullInt64
+	)
+	err := tx.QueryRowContext(ctx, s.q(`SELECT text, dl, created_at, deleted_at FROM memory_items WHERE namespace = ? AND uri = ?`), p.Namespace, p.URI).
+		Scan(&oldText, &oldDL, &oldCr, &deleted)
+	live := false
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return 0, err
+	default:
+		live = !deleted.Valid
+		if live {
+			created = oldCr
+		}
+	}
+	docs, dlDelta := int64(1), int64(p.DL)
+	if live {
+		docs, dlDelta = 0, int64(p.DL)-oldDL
+		if err := s.dropPostings(ctx, tx, p.Namespace, p.URI, oldText); err != nil {
+			return 0, err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO memory_items (namespace, uri, text, metadata, dl, version_id, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (namespace, uri) DO UPDATE SET text = excluded.text, metadata = excluded.metadata, dl = excluded.dl,
+  version_id = excluded.version_id, created_at = excluded.created_at, updated_at = excluded.updated_at,
+  deleted_at = NULL, deleted_version_id = NULL`),
+		p.Namespace, p.URI, p.Text, p.Metadata, p.DL, p.VersionID, created, now); err != nil {
+		return 0, err
+	}
+	if err := s.addPostings(ctx, tx, p); err != nil {
+		return 0, err
+	}
+	if err := s.bumpStats(ctx, tx, p.Namespace, docs, dlDelta); err != nil {
+		return 0, err
+	}
+	return created, s.log(ctx, tx, p.Namespace, p.URI, "remember", p.VersionID, now)
 }
 
 // tx runs fn in a transaction holding the item's lock: SQLite's
@@ -173,8 +216,8 @@ func (s *Store) tx(ctx context.Context, ns, uri string, fn func(*sql.Tx) error) 
 	if err != nil {
 		return err
 	}
-	if s.dollar {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 7))`, ns+"\n"+uri); err != nil {
+	if uri != "" {
+		if err := s.lock(ctx, tx, ns, uri); err != nil {
 			_ = tx.Rollback()
 			return err
 		}
@@ -184,6 +227,16 @@ func (s *Store) tx(ctx context.Context, ns, uri string, fn func(*sql.Tx) error) 
 		return err
 	}
 	return tx.Commit()
+}
+
+// lock takes the item's transaction-scoped lock (Postgres; SQLite's
+// immediate transactions already serialize writers).
+func (s *Store) lock(ctx context.Context, tx *sql.Tx, ns, uri string) error {
+	if !s.dollar {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 7))`, ns+"\n"+uri)
+	return err
 }
 
 func distinct(text string) []string {

@@ -1,0 +1,116 @@
+package memorytest
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rath-run/rath/pkg/memory"
+)
+
+// Bulk is what a backend offers for loading many items in one transaction.
+type Bulk interface {
+	RememberMany(ctx context.Context, namespace string, ws []memory.Write) error
+}
+
+// Corpus makes n deterministic notes over a Zipf-distributed vocabulary of
+// 20,000 words (s = 1.1), 8 to 24 words each, like short English notes:
+// a few words are very common, most are rare.
+func Corpus(n int) []memory.Write {
+	r := rand.New(rand.NewSource(1))
+	z := rand.NewZipf(r, 1.1, 1, 19999)
+	ws := make([]memory.Write, n)
+	var b strings.Builder
+	for i := range ws {
+		b.Reset()
+		for j := range 8 + r.Intn(17) {
+			if j > 0 {
+				b.WriteByte(' ')
+			}
+			fmt.Fprintf(&b, "w%d", z.Uint64())
+		}
+		ws[i] = memory.Write{URI: fmt.Sprintf("memory://user/notes/%07d", i), Text: b.String()}
+	}
+	return ws
+}
+
+// Queries makes n recall queries of 4 words: two content words (Zipf ranks
+// 50..2,000) and two drawn from the same Zipf as the notes (so common words
+// appear too, as in real questions).
+func Queries(n int) []string {
+	r := rand.New(rand.NewSource(2))
+	z := rand.NewZipf(r, 1.1, 1, 19999)
+	qs := make([]string, n)
+	for i := range qs {
+		qs[i] = fmt.Sprintf("w%d w%d w%d w%d", 50+r.Intn(1950), 50+r.Intn(1950), z.Uint64(), z.Uint64())
+	}
+	return qs
+}
+
+// Load writes Corpus(n) into namespace ns.
+func Load(tb testing.TB, s memory.Store, ns string, n int) {
+	tb.Helper()
+	ctx := context.Background()
+	ws := Corpus(n)
+	bulk, ok := s.(Bulk)
+	for len(ws) > 0 {
+		k := min(len(ws), 2000)
+		if ok {
+			if err := bulk.RememberMany(ctx, ns, ws[:k]); err != nil {
+				tb.Fatal(err)
+			}
+		} else {
+			for _, w := range ws[:k] {
+				if _, err := s.Remember(ctx, ns, w); err != nil {
+					tb.Fatal(err)
+				}
+			}
+		}
+		ws = ws[k:]
+	}
+}
+
+// BenchRecall measures recall (top 8) over a store holding n notes and
+// reports p50 and p99 latencies in milliseconds.
+func BenchRecall(b *testing.B, s memory.Store, n int) {
+	ns := fmt.Sprintf("bench-%d", n)
+	Load(b, s, ns, n)
+	qs := Queries(1000)
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		t0 := time.Now()
+		hits, err := s.Recall(ctx, ns, memory.Query{Text: qs[i%len(qs)], TopK: 8})
+		lat = append(lat, time.Since(t0))
+		if err != nil || len(hits) != 8 {
+			b.Fatalf("recall: %d hits, %v", len(hits), err)
+		}
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	}
+}
+
+// BenchRemember measures single-item remembers (one transaction each)
+// into a store already holding 10,000 notes.
+func BenchRemember(b *testing.B, s memory.Store) {
+	Load(b, s, "bench-remember", 10000)
+	ws := Corpus(20000)[10000:]
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		w := ws[i%len(ws)]
+		w.URI = fmt.Sprintf("memory://user/new/%09d", i)
+		if _, err := s.Remember(ctx, "bench-remember", w); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
