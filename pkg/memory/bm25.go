@@ -66,11 +66,14 @@ type Corpus struct {
 	SumDL int64 // Σ document lengths
 }
 
-// Score computes BM25 scores for the documents that hold at least one
-// query term. terms are the query's tokens in query order (repeats count);
-// postings maps each distinct term to its postings in scope. The
-// arithmetic follows OpenRath's order of evaluation so the bits match.
-func Score(c Corpus, terms []string, postings map[string][]Posting) map[string]float64 {
+// Score computes BM25 scores for the documents in postings. terms are the
+// query's tokens in query order (repeats count); postings maps each
+// distinct term to postings in scope; df gives each term's document
+// frequency in scope, or nil when the lists are complete (df = list
+// length). A backend that reads some lists only partly (for the documents
+// it scores) passes df. The arithmetic follows OpenRath's order of
+// evaluation so the bits match.
+func Score(c Corpus, terms []string, postings map[string][]Posting, df map[string]int) map[string]float64 {
 	scores := make(map[string]float64)
 	if c.N == 0 {
 		return scores
@@ -86,8 +89,11 @@ func Score(c Corpus, terms []string, postings map[string][]Posting) map[string]f
 			m[p.URI] = entry{p.TF, p.DL}
 		}
 		idx[t] = m
-		df := float64(len(ps))
-		idf[t] = math.Log(1 + (n-df+0.5)/(df+0.5))
+		d := float64(len(ps))
+		if df != nil {
+			d = float64(df[t])
+		}
+		idf[t] = math.Log(1 + (n-d+0.5)/(d+0.5))
 	}
 	// Candidates, each scored over the query terms in query order.
 	for _, ps := range postings {
@@ -163,7 +169,7 @@ func RankDocs(docs []Doc, query string, k int) []Hit {
 			postings[t] = append(postings[t], Posting{URI: d.URI, TF: n, DL: len(toks)})
 		}
 	}
-	scores := Score(c, terms, postings)
+	scores := Score(c, terms, postings, nil)
 	for _, d := range docs {
 		if _, ok := scores[d.URI]; !ok {
 			scores[d.URI] = 0

@@ -391,6 +391,24 @@ func testBulk(t *testing.T, open Open) {
 		}
 		sameHits(t, "bulk "+q, got, memory.RankDocs(docs, q, 10))
 	}
+	// A larger Zipf corpus, where recall skips the lists of common terms:
+	// the top k must still equal the full scan's, scores bit for bit.
+	big := Corpus(3000)
+	if err := bulk.RememberMany(ctx, "bulk-3k", big); err != nil {
+		t.Fatal(err)
+	}
+	bigDocs := make([]memory.Doc, len(big))
+	for i, w := range big {
+		bigDocs[i] = memory.Doc{URI: w.URI, Text: w.Text}
+	}
+	for i, q := range Queries(40) {
+		k := []int{1, 4, 8, 50}[i%4]
+		got, err := s.Recall(ctx, "bulk-3k", memory.Query{Text: q, TopK: k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameHits(t, "bulk-3k "+q, got, memory.RankDocs(bigDocs, q, k))
+	}
 	err := bulk.RememberMany(ctx, "bulk", []memory.Write{{URI: "memory://user/ok", Text: "x"}, {URI: "memory://user/../bad", Text: "y"}})
 	if !memory.IsKind(err, memory.KindInvalidURI) {
 		t.Fatalf("bad item in a batch: %v", err)

@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -184,11 +185,21 @@ func (s *Store) rememberTx(ctx context.Context, tx *sql.Tx, p memory.Prepared, n
 		}
 	}
 	docs, dlDelta := int64(1), int64(p.DL)
+	delta := make(map[string]int, len(p.Terms))
+	for t := range p.Terms {
+		delta[t]++
+	}
 	if live {
 		docs, dlDelta = 0, int64(p.DL)-oldDL
+		for _, t := range distinct(oldText) {
+			delta[t]--
+		}
 		if err := s.dropPostings(ctx, tx, p.Namespace, p.URI, oldText); err != nil {
 			return 0, err
 		}
+	}
+	if err := s.bumpTerms(ctx, tx, p.Namespace, delta); err != nil {
+		return 0, err
 	}
 	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO memory_items (namespace, uri, text, metadata, dl, version_id, created_at, updated_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -284,6 +295,37 @@ func (s *Store) addPostings(ctx context.Context, tx *sql.Tx, p memory.Prepared) 
 			b.WriteString("(?, ?, ?, ?, ?)")
 			args = append(args, p.Namespace, t, p.URI, p.Terms[t], p.DL)
 		}
+		if _, err := tx.ExecContext(ctx, s.q(b.String()), args...); err != nil {
+			return err
+		}
+		terms = terms[n:]
+	}
+	return nil
+}
+
+// bumpTerms applies document-frequency changes, in term order (so
+// concurrent writers lock memory_terms rows in one order).
+func (s *Store) bumpTerms(ctx context.Context, tx *sql.Tx, ns string, delta map[string]int) error {
+	terms := make([]string, 0, len(delta))
+	for t, d := range delta {
+		if d != 0 {
+			terms = append(terms, t)
+		}
+	}
+	sort.Strings(terms)
+	for len(terms) > 0 {
+		n := min(len(terms), s.maxBatch)
+		var b strings.Builder
+		b.WriteString(`INSERT INTO memory_terms (namespace, term, df) VALUES `)
+		args := make([]any, 0, 3*n)
+		for i, t := range terms[:n] {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("(?, ?, ?)")
+			args = append(args, ns, t, delta[t])
+		}
+		b.WriteString(` ON CONFLICT (namespace, term) DO UPDATE SET df = memory_terms.df + excluded.df`)
 		if _, err := tx.ExecContext(ctx, s.q(b.String()), args...); err != nil {
 			return err
 		}
@@ -424,6 +466,13 @@ func (s *Store) Delete(ctx context.Context, ns, uri, versionID string) error {
 		if err := s.dropPostings(ctx, tx, ns, key, text); err != nil {
 			return err
 		}
+		delta := map[string]int{}
+		for _, t := range distinct(text) {
+			delta[t] = -1
+		}
+		if err := s.bumpTerms(ctx, tx, ns, delta); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, s.q(`UPDATE memory_items SET deleted_at = ?, deleted_version_id = ? WHERE namespace = ? AND uri = ?`), now, versionID, ns, key); err != nil {
 			return err
 		}
@@ -477,32 +526,10 @@ func (s *Store) recall(ctx context.Context, ns, prefix string, q memory.Query) (
 	}
 	terms := memory.Tokenize(q.Text)
 	uniq := distinct(q.Text)
-	postings := make(map[string][]memory.Posting, len(uniq))
-	if len(uniq) > 0 {
-		args := []any{ns}
-		for _, t := range uniq {
-			args = append(args, t)
-		}
-		args = append(args, rargs...)
-		rows, err := s.db.QueryContext(ctx, s.q(`SELECT term, uri, tf, dl FROM memory_postings WHERE namespace = ? AND term IN (`+placeholders(len(uniq))+`)`+rng), args...)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var t string
-			var p memory.Posting
-			if err := rows.Scan(&t, &p.URI, &p.TF, &p.DL); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			postings[t] = append(postings[t], p)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
+	scores, err := s.score(ctx, ns, rng, rargs, c, terms, uniq, q.TopK)
+	if err != nil {
+		return nil, err
 	}
-	scores := memory.Score(c, terms, postings)
 	hits := memory.Rank(scores, q.TopK)
 	if len(hits) < q.TopK && c.N > len(scores) {
 		zeros, err := s.zeroFill(ctx, ns, rng, rargs, scores, q.TopK-len(hits))
@@ -512,6 +539,166 @@ func (s *Store) recall(ctx context.Context, ns, prefix string, q memory.Query) (
 		hits = append(hits, zeros...)
 	}
 	return hits, s.fillSnippets(ctx, ns, hits)
+}
+
+// score returns exact BM25 scores for every document that can be in the
+// top k, with max-score pruning: the query's terms are read rarest first
+// (whole postings lists); the documents found get their other terms' tf by
+// point lookups; once k documents score above the largest score the
+// unread terms could give a document on their own (Σ idf·(k1+1) over their
+// occurrences in the query), documents holding only unread terms cannot
+// enter the top k and those lists are never read. Scores of the documents
+// returned are the same as a full scan's, bit for bit.
+func (s *Store) score(ctx context.Context, ns, rng string, rargs []any, c memory.Corpus, terms, uniq []string, k int) (map[string]float64, error) {
+	if len(uniq) == 0 {
+		return map[string]float64{}, nil
+	}
+	df, err := s.docFreqs(ctx, ns, rng, rargs, uniq)
+	if err != nil {
+		return nil, err
+	}
+	occ := map[string]int{}
+	for _, t := range terms {
+		occ[t]++
+	}
+	n := float64(c.N)
+	ub := make(map[string]float64, len(uniq))
+	var order []string
+	for _, t := range uniq {
+		if df[t] == 0 {
+			continue
+		}
+		d := float64(df[t])
+		ub[t] = float64(occ[t]) * math.Log(1+(n-d+0.5)/(d+0.5)) * (memory.K1 + 1)
+		order = append(order, t)
+	}
+	sort.SliceStable(order, func(i, j int) bool { return df[order[i]] < df[order[j]] })
+	// postings[t] holds, for read terms, the whole list; for unread terms,
+	// the entries of the candidates looked up so far.
+	postings := make(map[string][]memory.Posting, len(order))
+	cands := map[string]bool{}
+	for i, t := range order {
+		list, err := s.postingsOf(ctx, ns, rng, rargs, t)
+		if err != nil {
+			return nil, err
+		}
+		// The list replaces the lookups made for t so far.
+		postings[t] = list
+		var fresh []string
+		for _, p := range list {
+			if !cands[p.URI] {
+				cands[p.URI] = true
+				fresh = append(fresh, p.URI)
+			}
+		}
+		rest := order[i+1:]
+		if len(rest) == 0 {
+			break
+		}
+		if err := s.lookup(ctx, ns, rest, fresh, postings); err != nil {
+			return nil, err
+		}
+		if len(cands) < k {
+			continue
+		}
+		restUB := 0.0
+		for _, r := range rest {
+			restUB += ub[r]
+		}
+		scores := memory.Score(c, terms, postings, df)
+		if kth(scores, k) > restUB*(1+1e-9) {
+			return scores, nil
+		}
+	}
+	return memory.Score(c, terms, postings, df), nil
+}
+
+// kth returns the k-th largest score (k ≥ 1, len(scores) ≥ k).
+func kth(scores map[string]float64, k int) float64 {
+	v := make([]float64, 0, len(scores))
+	for _, s := range scores {
+		v = append(v, s)
+	}
+	sort.Sort(sort.Reverse(sort.Float64Slice(v)))
+	return v[k-1]
+}
+
+func (s *Store) docFreqs(ctx context.Context, ns, rng string, rargs []any, uniq []string) (map[string]int, error) {
+	args := []any{ns}
+	for _, t := range uniq {
+		args = append(args, t)
+	}
+	query := `SELECT term, df FROM memory_terms WHERE namespace = ? AND term IN (` + placeholders(len(uniq)) + `)`
+	if rng != "" {
+		query = `SELECT term, count(*) FROM memory_postings WHERE namespace = ? AND term IN (` + placeholders(len(uniq)) + `)` + rng + ` GROUP BY term`
+		args = append(args, rargs...)
+	}
+	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	df := make(map[string]int, len(uniq))
+	for rows.Next() {
+		var t string
+		var n int
+		if err := rows.Scan(&t, &n); err != nil {
+			return nil, err
+		}
+		df[t] = n
+	}
+	return df, rows.Err()
+}
+
+func (s *Store) postingsOf(ctx context.Context, ns, rng string, rargs []any, term string) ([]memory.Posting, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT uri, tf, dl FROM memory_postings WHERE namespace = ? AND term = ?`+rng), append([]any{ns, term}, rargs...)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []memory.Posting
+	for rows.Next() {
+		var p memory.Posting
+		if err := rows.Scan(&p.URI, &p.TF, &p.DL); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// lookup adds to postings the entries of terms for the documents uris.
+func (s *Store) lookup(ctx context.Context, ns string, terms, uris []string, postings map[string][]memory.Posting) error {
+	for len(uris) > 0 {
+		n := min(len(uris), s.maxBatch)
+		args := []any{ns}
+		for _, t := range terms {
+			args = append(args, t)
+		}
+		for _, u := range uris[:n] {
+			args = append(args, u)
+		}
+		rows, err := s.db.QueryContext(ctx, s.q(`SELECT term, uri, tf, dl FROM memory_postings WHERE namespace = ? AND term IN (`+
+			placeholders(len(terms))+`) AND uri IN (`+placeholders(n)+`)`), args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var t string
+			var p memory.Posting
+			if err := rows.Scan(&t, &p.URI, &p.TF, &p.DL); err != nil {
+				rows.Close()
+				return err
+			}
+			postings[t] = append(postings[t], p)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		uris = uris[n:]
+	}
+	return nil
 }
 
 // zeroFill returns up to need items in scope that are not in scored, in
