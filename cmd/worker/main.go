@@ -8,8 +8,8 @@
 //	RATH_HEALTH     health listen address (default :7421)           --health
 //
 // --ack-wait sets the queue consumer's ack deadline (default 30s) and
-// --heartbeat how often a running step extends it (default 5s); keep the
-// heartbeat well under the ack wait.
+// --heartbeat how often a running step extends it (default the shorter of
+// 5s and a third of the ack wait; one at or over the ack wait is refused).
 //
 // Model credentials come from OPENAI_API_KEY and friends (docs/models.md).
 // RATH_MCP_ALLOW lists the MCP server commands agent specs may run on this
@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string) error {
 	name := fs.String("name", os.Getenv("RATH_WORKER_NAME"), "worker name (default host-pid)")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "time steps in flight get to finish on SIGTERM")
 	ackWait := fs.Duration("ack-wait", 0, "ack deadline of a delivered job (default 30s)")
-	heartbeat := fs.Duration("heartbeat", 0, "InProgress heartbeat interval of a running step (default 5s)")
+	heartbeat := fs.Duration("heartbeat", 0, "InProgress heartbeat interval of a running step (default min(5s, ack wait/3))")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

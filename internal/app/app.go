@@ -192,6 +192,15 @@ func NewWorker(ctx context.Context, b *Backend, getenv func(string) string, cfg 
 	if cfg.Memory == nil {
 		cfg.Memory = b.Memory
 	}
+	// Heartbeats must come well within the ack deadline, or every step
+	// longer than it is redelivered while it runs.
+	ackWait := b.Bus.Config().AckWait
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = min(5*time.Second, ackWait/3)
+	}
+	if !cfg.NoHeartbeat && cfg.Heartbeat >= ackWait {
+		return nil, fmt.Errorf("worker: heartbeat %s must be shorter than the bus's ack wait %s", cfg.Heartbeat, ackWait)
+	}
 	cfg = cfg.WithDefaults()
 	cons, err := b.Bus.Consumer(ctx, cfg.Queue)
 	if err != nil {
