@@ -26,7 +26,9 @@ func depthLimit(maxDepth int) int {
 // ancestorsSQL walks lanes, not versions. An entry (lane, hi, d) says that
 // the versions of lane at pos <= hi are ancestors at depth d + hi - pos; the
 // walk leaves a lane only at its start (all parents) and at its merges (the
-// parents after the first). Each ancestor keeps its shortest depth.
+// parents after the first). The rows come unaggregated, with the number of
+// entries: graphrow.Nearest keeps each ancestor's shortest depth and sorts,
+// which costs the client less than a GROUP BY and ORDER BY cost the server.
 const ancestorsSQL = `
 WITH RECURSIVE
 start AS (SELECT id, lane, pos FROM versions WHERE id = $1),
@@ -44,10 +46,9 @@ entry(lane, hi, d) AS (
 	JOIN versions p ON p.id = l.parent_id
 	WHERE e.d + e.hi - x.pos + 1 <= $2
 )
-SELECT x.id, min(e.d + e.hi - x.pos)::integer AS depth, x.op, x.len, x.created_at, x.created_nanos
-FROM entry e JOIN versions x ON x.lane = e.lane AND x.pos <= e.hi AND x.pos >= e.hi - ($2 - e.d)
-GROUP BY x.id
-ORDER BY depth, x.seq DESC`
+SELECT x.id, (e.d + e.hi - x.pos)::integer AS depth, x.op, x.len, x.created_at, x.created_nanos, x.seq,
+	(SELECT count(*) FROM entry) AS entries
+FROM entry e JOIN versions x ON x.lane = e.lane AND x.pos <= e.hi AND x.pos >= e.hi - ($2 - e.d)`
 
 // The descendant walk uses UNION, so a (version, depth) pair is expanded
 // once; the outer query keeps each version's shortest distance.
@@ -63,7 +64,43 @@ ORDER BY m.depth, v.seq`
 
 // Ancestors implements [store.Store].
 func (d *db) Ancestors(ctx context.Context, id session.ID, maxDepth int) ([]store.Relative, error) {
-	return d.relatives(ctx, "ancestors", ancestorsSQL, id, maxDepth)
+	if _, err := d.Get(ctx, id); err != nil {
+		return nil, fmt.Errorf("ancestors: %w", err)
+	}
+	rows, err := d.q.Query(ctx, ancestorsSQL, id, depthLimit(maxDepth))
+	if err != nil {
+		return nil, translate("ancestors", err)
+	}
+	entries := int64(0)
+	reached, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (graphrow.Reached, error) {
+		fds, raw := row.FieldDescriptions(), row.RawValues()
+		if len(fds) == 8 && len(raw) == 8 && isBinaryInt8(fds[6], raw[6]) && isBinaryInt8(fds[7], raw[7]) {
+			if rel, ok := decodeRelative(fds[:6], raw[:6]); ok {
+				entries = int64(binary.BigEndian.Uint64(raw[7]))
+				return graphrow.Reached{Relative: rel, Seq: int64(binary.BigEndian.Uint64(raw[6]))}, nil
+			}
+		}
+		return scanReached(row, &entries)
+	})
+	if err != nil {
+		return nil, translate("ancestors", err)
+	}
+	return graphrow.Nearest(reached, true, entries <= 1), nil
+}
+
+// scanReached scans an ancestorsSQL row that is not in the binary form
+// decodeRelative reads (kept apart so the fast path allocates nothing).
+func scanReached(row pgx.CollectableRow, entries *int64) (graphrow.Reached, error) {
+	var r graphrow.Reached
+	var created time.Time
+	var nanos int16
+	err := row.Scan(&r.ID, &r.Depth, &r.Op, &r.Len, &created, &nanos, &r.Seq, entries)
+	r.CreatedAt = created.UTC().Add(time.Duration(nanos))
+	return r, err
+}
+
+func isBinaryInt8(fd pgconn.FieldDescription, raw []byte) bool {
+	return fd.Format == pgx.BinaryFormatCode && fd.DataTypeOID == pgtype.Int8OID && len(raw) == 8
 }
 
 // Descendants implements [store.Store].
