@@ -55,7 +55,7 @@ func checkMemoryAcrossRuns(t *testing.T, storeURL string) {
 		}
 		return r, chunks
 	}
-	r1, c1 := run("My favourite colour is teal.")
+	r1, c1 := run("My favorite color is teal.")
 	// The first run consulted an empty memory: recorded, with no hits.
 	if got := kindsOf(c1); got != "user,memory_recall,assistant" || !strings.Contains(string(c1[1].Payload()), `"hits":[]`) {
 		t.Fatalf("first run: %s %s", got, c1[1].Payload())
@@ -63,7 +63,7 @@ func checkMemoryAcrossRuns(t *testing.T, storeURL string) {
 	if _, err := os.Stat(filepath.Join(dir, "memory.db")); (err != nil) != (storeURL != "") {
 		t.Fatalf("memory.db under the state dir: %v (store %q)", err, storeURL)
 	}
-	_, c2 := run("What is my favourite colour?")
+	_, c2 := run("What is my favorite color?")
 	if got := kindsOf(c2); got != "user,memory_recall,assistant" {
 		t.Fatalf("second run: %s", got)
 	}

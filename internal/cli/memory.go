@@ -69,7 +69,7 @@ func newMemoryCmd(env *Env) *cobra.Command {
 		Short: "write an item (TEXT, or standard input when omitted or -)",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: f.with(func(ctx context.Context, st memory.Store, args []string) error {
-			text := ""
+			var text string
 			if len(args) == 2 && args[1] != "-" {
 				text = args[1]
 			} else {

@@ -19,7 +19,7 @@ func TestMemoryCommands(t *testing.T) {
 		}
 		return out
 	}
-	run("", "remember", "memory://user/memories/preferences/dark_mode", "The user prefers a dark colour theme at night.", "--version", "v-1", "--meta", "source=cli")
+	run("", "remember", "memory://user/memories/preferences/dark_mode", "The user prefers a dark color theme at night.", "--version", "v-1", "--meta", "source=cli")
 	run("The user reads English and writes Python.", "remember", "memory://user/memories/preferences/language")
 	run("", "remember", "--namespace", "other", "memory://user/x", "night night night")
 

@@ -92,7 +92,7 @@ func TestMemoryAcrossRuns(t *testing.T) {
 	}
 	a := &agent.Agent{Spec: spec, Provider: &llm.Scripted{Replies: []llm.ScriptReply{{Content: "Noted: teal."}}}, Memory: st}
 	var events []agent.Event
-	out1, err := a.Step(ctx, userSession(t, "My favourite colour is teal."), agent.Meta{OnEvent: func(e agent.Event) { events = append(events, e) }})
+	out1, err := a.Step(ctx, userSession(t, "My favorite color is teal."), agent.Meta{OnEvent: func(e agent.Event) { events = append(events, e) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestMemoryAcrossRuns(t *testing.T) {
 	defer st2.Close()
 	prov := &recording{Scripted: llm.Scripted{Replies: []llm.ScriptReply{{Content: "Teal."}}}}
 	a2 := &agent.Agent{Spec: agent.Spec{Name: "rememberer", Model: "scripted", Memory: agent.MemorySpec{Store: "local"}}, Provider: prov, Memory: st2}
-	out2, err := a2.Step(ctx, userSession(t, "What is my favourite colour?"), agent.Meta{})
+	out2, err := a2.Step(ctx, userSession(t, "What is my favorite color?"), agent.Meta{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestMemoryAcrossRuns(t *testing.T) {
 	if err := json.Unmarshal(chunks[1].Payload(), &body); err != nil {
 		t.Fatal(err)
 	}
-	if body.Query != "What is my favourite colour?" || len(body.Hits) != 1 || body.Error != "" {
+	if body.Query != "What is my favorite color?" || len(body.Hits) != 1 || body.Error != "" {
 		t.Fatalf("recall body %+v", body)
 	}
 	h := body.Hits[0]

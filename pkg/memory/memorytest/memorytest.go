@@ -276,9 +276,10 @@ func testFullScan(t *testing.T, open Open) {
 	for qi := range 40 {
 		query := randText(r)
 		scope := ""
-		if qi%3 == 1 {
+		switch qi % 3 {
+		case 1:
 			scope = "memory://" + scopes[r.IntN(4)]
-		} else if qi%3 == 2 {
+		case 2:
 			scope = fmt.Sprintf("memory://%s/d%d/", scopes[r.IntN(4)], r.IntN(3))
 		}
 		prefix, _ := memory.ParseScope(scope)

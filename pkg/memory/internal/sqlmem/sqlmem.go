@@ -671,34 +671,37 @@ func (s *Store) postingsOf(ctx context.Context, ns, rng string, rargs []any, ter
 func (s *Store) lookup(ctx context.Context, ns string, terms, uris []string, postings map[string][]memory.Posting) error {
 	for len(uris) > 0 {
 		n := min(len(uris), s.maxBatch)
-		args := []any{ns}
-		for _, t := range terms {
-			args = append(args, t)
-		}
-		for _, u := range uris[:n] {
-			args = append(args, u)
-		}
-		rows, err := s.db.QueryContext(ctx, s.q(`SELECT term, uri, tf, dl FROM memory_postings WHERE namespace = ? AND term IN (`+
-			placeholders(len(terms))+`) AND uri IN (`+placeholders(n)+`)`), args...)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var t string
-			var p memory.Posting
-			if err := rows.Scan(&t, &p.URI, &p.TF, &p.DL); err != nil {
-				rows.Close()
-				return err
-			}
-			postings[t] = append(postings[t], p)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err := s.lookupBatch(ctx, ns, terms, uris[:n], postings); err != nil {
 			return err
 		}
 		uris = uris[n:]
 	}
 	return nil
+}
+
+func (s *Store) lookupBatch(ctx context.Context, ns string, terms, uris []string, postings map[string][]memory.Posting) error {
+	args := []any{ns}
+	for _, t := range terms {
+		args = append(args, t)
+	}
+	for _, u := range uris {
+		args = append(args, u)
+	}
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT term, uri, tf, dl FROM memory_postings WHERE namespace = ? AND term IN (`+
+		placeholders(len(terms))+`) AND uri IN (`+placeholders(len(uris))+`)`), args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t string
+		var p memory.Posting
+		if err := rows.Scan(&t, &p.URI, &p.TF, &p.DL); err != nil {
+			return err
+		}
+		postings[t] = append(postings[t], p)
+	}
+	return rows.Err()
 }
 
 // zeroFill returns up to need items in scope that are not in scored, in
@@ -708,33 +711,40 @@ func (s *Store) zeroFill(ctx context.Context, ns, rng string, rargs []any, score
 	after := ""
 	for len(out) < need {
 		page := need + min(len(scored), 1000)
-		args := append(append([]any{ns}, rargs...), after, page)
-		rows, err := s.db.QueryContext(ctx, s.q(`SELECT uri FROM memory_items WHERE namespace = ?`+rng+` AND deleted_at IS NULL AND uri > ? ORDER BY uri LIMIT ?`), args...)
+		uris, err := s.uriPage(ctx, ns, rng, rargs, after, page)
 		if err != nil {
 			return nil, err
 		}
-		n := 0
-		for rows.Next() {
-			var u string
-			if err := rows.Scan(&u); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			n++
-			after = u
+		for _, u := range uris {
 			if _, ok := scored[u]; !ok && len(out) < need {
 				out = append(out, memory.Hit{URI: u})
 			}
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		if n < page {
+		if len(uris) < page {
 			break
 		}
+		after = uris[len(uris)-1]
 	}
 	return out, nil
+}
+
+// uriPage returns up to n live URIs in scope after after, in order.
+func (s *Store) uriPage(ctx context.Context, ns, rng string, rargs []any, after string, n int) ([]string, error) {
+	args := append(append([]any{ns}, rargs...), after, n)
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT uri FROM memory_items WHERE namespace = ?`+rng+` AND deleted_at IS NULL AND uri > ? ORDER BY uri LIMIT ?`), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
 }
 
 func (s *Store) fillSnippets(ctx context.Context, ns string, hits []memory.Hit) error {
