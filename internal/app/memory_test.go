@@ -101,3 +101,14 @@ func kindsOf(chunks []session.Chunk) string {
 	}
 	return strings.Join(ks, ",")
 }
+
+// TestDevMemoryUnknownStore: a store name the deployment does not serve
+// fails the step permanently, naming the field.
+func TestDevMemoryUnknownStore(t *testing.T) {
+	t.Parallel()
+	s := startDev(t, "", app.DevConfig{})
+	r := s.waitRun(t, s.submit(t, `{"name":"a","model":"scripted","memory":"remote","script":[{"content":"x"}]}`, "hi").ID)
+	if r.Status == runs.RunSucceeded || !strings.Contains(r.Error, `memory.store "remote"`) {
+		t.Fatalf("run %s: %q", r.Status, r.Error)
+	}
+}
