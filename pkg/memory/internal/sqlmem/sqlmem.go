@@ -595,6 +595,16 @@ func (s *Store) score(ctx context.Context, ns, rng string, rargs []any, c memory
 		if len(rest) == 0 {
 			break
 		}
+		if len(fresh) > maxLookups {
+			// Too many new candidates to look up one by one: reading the
+			// remaining (more common) terms' lists whole is cheaper.
+			for _, r := range rest {
+				if postings[r], err = s.postingsOf(ctx, ns, rng, rargs, r); err != nil {
+					return nil, err
+				}
+			}
+			break
+		}
 		if err := s.lookup(ctx, ns, rest, fresh, postings); err != nil {
 			return nil, err
 		}
@@ -612,6 +622,10 @@ func (s *Store) score(ctx context.Context, ns, rng string, rargs []any, c memory
 	}
 	return memory.Score(c, terms, postings, df), nil
 }
+
+// maxLookups bounds the candidates a step of [Store.score] looks up by
+// point queries; past it, the remaining lists are read whole.
+const maxLookups = 1000
 
 // kth returns the k-th largest score (k ≥ 1, len(scores) ≥ k).
 func kth(scores map[string]float64, k int) float64 {
