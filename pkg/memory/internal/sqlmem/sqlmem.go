@@ -595,9 +595,13 @@ func (s *Store) score(ctx context.Context, ns, rng string, rargs []any, c memory
 		if len(rest) == 0 {
 			break
 		}
-		if len(fresh) > maxLookups {
-			// Too many new candidates to look up one by one: reading the
-			// remaining (more common) terms' lists whole is cheaper.
+		restDF := 0
+		for _, r := range rest {
+			restDF += df[r]
+		}
+		if restDF < lookupCost*len(fresh)*len(rest) {
+			// Reading the remaining (more common) terms' lists whole costs
+			// less than looking each new candidate up in them.
 			for _, r := range rest {
 				if postings[r], err = s.postingsOf(ctx, ns, rng, rargs, r); err != nil {
 					return nil, err
@@ -623,9 +627,10 @@ func (s *Store) score(ctx context.Context, ns, rng string, rargs []any, c memory
 	return memory.Score(c, terms, postings, df), nil
 }
 
-// maxLookups bounds the candidates a step of [Store.score] looks up by
-// point queries; past it, the remaining lists are read whole.
-const maxLookups = 1000
+// lookupCost is what one point lookup of a (term, document) posting costs,
+// in postings read sequentially: past it, [Store.score] reads the remaining
+// lists whole instead of looking its new candidates up in them.
+const lookupCost = 8
 
 // kth returns the k-th largest score (k ≥ 1, len(scores) ≥ k).
 func kth(scores map[string]float64, k int) float64 {
