@@ -599,7 +599,7 @@ func (s *Store) score(ctx context.Context, ns, rng string, rargs []any, c memory
 		for _, r := range rest {
 			restDF += df[r]
 		}
-		if restDF < lookupCost*len(fresh)*len(rest) {
+		if restDF < s.lookupCost()*len(fresh)*len(rest) {
 			// Reading the remaining (more common) terms' lists whole costs
 			// less than looking each new candidate up in them.
 			for _, r := range rest {
@@ -629,8 +629,15 @@ func (s *Store) score(ctx context.Context, ns, rng string, rargs []any, c memory
 
 // lookupCost is what one point lookup of a (term, document) posting costs,
 // in postings read sequentially: past it, [Store.score] reads the remaining
-// lists whole instead of looking its new candidates up in them.
-const lookupCost = 8
+// lists whole instead of looking its new candidates up in them. In-process
+// SQLite lookups are cheap; a Postgres lookup batch is a round trip and
+// index descents (figures in docs/BENCHMARKS.md).
+func (s *Store) lookupCost() int {
+	if s.dollar {
+		return 8
+	}
+	return 1
+}
 
 // kth returns the k-th largest score (k ≥ 1, len(scores) ≥ k).
 func kth(scores map[string]float64, k int) float64 {
