@@ -706,6 +706,17 @@ func (s *Store) lookup(ctx context.Context, ns string, terms, uris []string, pos
 }
 
 func (s *Store) lookupBatch(ctx context.Context, ns string, terms, uris []string, postings map[string][]memory.Posting) error {
+	if s.dollar {
+		// One index probe per (term, uri): Postgres 15 plans "term IN …
+		// AND uri IN …" as a scan of the terms' whole ranges.
+		rows, err := s.db.QueryContext(ctx, `SELECT p.term, p.uri, p.tf, p.dl
+FROM unnest($2::text[]) AS t(term) CROSS JOIN unnest($3::text[]) AS u(uri)
+JOIN memory_postings p ON p.namespace = $1 AND p.term = t.term AND p.uri = u.uri`, ns, terms, uris)
+		if err != nil {
+			return err
+		}
+		return scanPostings(rows, postings)
+	}
 	args := []any{ns}
 	for _, t := range terms {
 		args = append(args, t)
@@ -718,6 +729,10 @@ func (s *Store) lookupBatch(ctx context.Context, ns string, terms, uris []string
 	if err != nil {
 		return err
 	}
+	return scanPostings(rows, postings)
+}
+
+func scanPostings(rows *sql.Rows, postings map[string][]memory.Posting) error {
 	defer rows.Close()
 	for rows.Next() {
 		var t string
