@@ -159,11 +159,11 @@ func ImportPersisted(ctx context.Context, g session.Graph, p *Persisted) (sessio
 	h := &p.Header
 	id, err := uuid.Parse(h.ID)
 	if err != nil {
-		return session.Session{}, fmt.Errorf("import %s: %w: %v", h.ID, ErrFormat, err)
+		return session.Session{}, fmt.Errorf("import %s: %w: %w", h.ID, ErrFormat, err)
 	}
 	created, err := h.Created()
 	if err != nil {
-		return session.Session{}, fmt.Errorf("import %s: %w: %v", h.ID, ErrFormat, err)
+		return session.Session{}, fmt.Errorf("import %s: %w: %w", h.ID, ErrFormat, err)
 	}
 	var l extraList
 	l.add(ExtraSource, "persisted")
@@ -238,7 +238,7 @@ func ImportLineage(ctx context.Context, g session.Graph, recs []LineageRecord) (
 	pos := make(map[session.ID]int, len(recs))
 	for i := range recs {
 		if err := checkUUID("id", recs[i].ID); err != nil {
-			return nil, fmt.Errorf("record %d: %w: %v", i, ErrFormat, err)
+			return nil, fmt.Errorf("record %d: %w: %w", i, ErrFormat, err)
 		}
 		ids[i] = uuid.MustParse(recs[i].ID)
 		if j, dup := pos[ids[i]]; dup {
@@ -247,7 +247,7 @@ func ImportLineage(ctx context.Context, g session.Graph, recs []LineageRecord) (
 		pos[ids[i]] = i
 		for k, p := range recs[i].ParentSessionIDs {
 			if err := checkUUID(fmt.Sprintf("parent_session_ids[%d]", k), p); err != nil {
-				return nil, fmt.Errorf("record %d (%s): %w: %v", i, recs[i].ID, ErrFormat, err)
+				return nil, fmt.Errorf("record %d (%s): %w: %w", i, recs[i].ID, ErrFormat, err)
 			}
 		}
 	}

@@ -69,11 +69,11 @@ func ReadLineage(r io.Reader) ([]LineageRecord, error) {
 		}
 		var w lineageWire
 		if err := json.Unmarshal(line, &w); err != nil {
-			return nil, fmt.Errorf("line %d: %w: bad JSON: %v", n, ErrFormat, err)
+			return nil, fmt.Errorf("line %d: %w: bad JSON: %w", n, ErrFormat, err)
 		}
 		rec, err := w.record()
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %w: %v", n, ErrFormat, err)
+			return nil, fmt.Errorf("line %d: %w: %w", n, ErrFormat, err)
 		}
 		out = append(out, rec)
 	}

@@ -465,7 +465,7 @@ func Read(r io.Reader) (*Persisted, error) {
 			SchemaVersion *int    `json:"schema_version"`
 		}
 		if err := json.Unmarshal(line, &peek); err != nil {
-			return nil, fmt.Errorf("line %d: %w: bad JSON: %v", n, ErrFormat, err)
+			return nil, fmt.Errorf("line %d: %w: bad JSON: %w", n, ErrFormat, err)
 		}
 		if peek.RecordType == nil {
 			return nil, fmt.Errorf("line %d: %w: no record_type", n, ErrFormat)
@@ -488,11 +488,11 @@ func Read(r io.Reader) (*Persisted, error) {
 			}
 			var w headerWire
 			if err := json.Unmarshal(line, &w); err != nil {
-				return nil, fmt.Errorf("line %d: %w: header: %v", n, ErrFormat, err)
+				return nil, fmt.Errorf("line %d: %w: header: %w", n, ErrFormat, err)
 			}
 			h, err := w.header()
 			if err != nil {
-				return nil, fmt.Errorf("line %d: %w: %v", n, ErrFormat, err)
+				return nil, fmt.Errorf("line %d: %w: %w", n, ErrFormat, err)
 			}
 			p.Header, hasHeader = h, true
 		case "chunk":
@@ -501,7 +501,7 @@ func Read(r io.Reader) (*Persisted, error) {
 			}
 			var w chunkWire
 			if err := json.Unmarshal(line, &w); err != nil {
-				return nil, fmt.Errorf("line %d: %w: chunk: %v", n, ErrFormat, err)
+				return nil, fmt.Errorf("line %d: %w: chunk: %w", n, ErrFormat, err)
 			}
 			switch {
 			case w.Index == nil:
@@ -524,7 +524,7 @@ func Read(r io.Reader) (*Persisted, error) {
 			}
 			var w trailerWire
 			if err := json.Unmarshal(line, &w); err != nil {
-				return nil, fmt.Errorf("line %d: %w: trailer: %v", n, ErrFormat, err)
+				return nil, fmt.Errorf("line %d: %w: trailer: %w", n, ErrFormat, err)
 			}
 			if w.ClosedAt == nil || w.FinalChunkCount == nil {
 				return nil, fmt.Errorf("line %d: %w: trailer needs closed_at and final_chunk_count", n, ErrFormat)

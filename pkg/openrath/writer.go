@@ -1,6 +1,7 @@
 package openrath
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,7 +32,7 @@ type Writer struct {
 // h.SchemaVersion 0 means [SchemaVersion]; h.CreatedAt "" means now.
 func Create(dir string, h Header) (*Writer, error) {
 	if err := checkUUID("id", h.ID); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrFormat, err)
+		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
 	}
 	if h.SchemaVersion == 0 {
 		h.SchemaVersion = SchemaVersion
@@ -42,7 +43,7 @@ func Create(dir string, h Header) (*Writer, error) {
 	if h.CreatedAt == "" {
 		h.CreatedAt = pyISOTime(time.Now())
 	} else if _, err := parsePyTime(h.CreatedAt); err != nil {
-		return nil, fmt.Errorf("%w: created_at: %v", ErrFormat, err)
+		return nil, fmt.Errorf("%w: created_at: %w", ErrFormat, err)
 	}
 	if h.LineageOperator == "" {
 		h.LineageOperator = "implicit"
@@ -52,7 +53,7 @@ func Create(dir string, h Header) (*Writer, error) {
 	}
 	line, err := h.appendPy(nil)
 	if err != nil {
-		return nil, fmt.Errorf("%w: header: %v", ErrFormat, err)
+		return nil, fmt.Errorf("%w: header: %w", ErrFormat, err)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -73,16 +74,13 @@ func Create(dir string, h Header) (*Writer, error) {
 	}
 	w.f = f
 	if err := f.Chmod(0o600); err != nil {
-		w.release()
-		return nil, err
+		return nil, errors.Join(err, w.release())
 	}
 	if err := f.Truncate(0); err != nil {
-		w.release()
-		return nil, err
+		return nil, errors.Join(err, w.release())
 	}
 	if _, err := f.Write(append(line, '\n')); err != nil {
-		w.release()
-		return nil, err
+		return nil, errors.Join(err, w.release())
 	}
 	return w, nil
 }
