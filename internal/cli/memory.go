@@ -13,9 +13,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/memory/pgmem"
 	"github.com/rath-run/rath/pkg/memory/sqlitemem"
+	"github.com/rath-run/rath/pkg/session"
 )
 
 // memoryFlags are the flags of rathctl memory.
@@ -57,7 +59,7 @@ func newMemoryCmd(env *Env) *cobra.Command {
 	var f memoryFlags
 	c := &cobra.Command{
 		Use:   "memory",
-		Short: "remember, recall, list, show and delete memory items (the store agents' memory: local binds)",
+		Short: "remember, recall, list, show, delete and commit memory items (the store agents' memory: local binds)",
 	}
 	f.register(c)
 	c.PersistentFlags().StringVar(&f.namespace, "namespace", "", "namespace (default "+memory.DefaultNamespace+")")
@@ -189,7 +191,37 @@ func newMemoryCmd(env *Env) *cobra.Command {
 	}
 	del.Flags().StringVar(&delVersion, "version", "", "session version id to record as the deleter")
 
-	c.AddCommand(remember, recall, list, show, del)
+	var agentName string
+	commit := &cobra.Command{
+		Use:   "commit SESSION_VERSION_ID",
+		Short: "archive a session version's transcript into memory (memory://session/ID/transcript, written by that version), as an agent's commit: true does",
+		Args:  cobra.ExactArgs(1),
+		RunE: f.with(func(ctx context.Context, mem memory.Store, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			st, err := f.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			out, err := session.Open(ctx, st, id)
+			if err != nil {
+				return err
+			}
+			it, err := agent.CommitTranscript(ctx, mem, f.namespace, out, agentName)
+			if err != nil {
+				return err
+			}
+			return f.print(env, it, func(w io.Writer) {
+				fmt.Fprintf(w, "committed %s (%d bytes) in %s, written by %s\n", it.URI, len(it.Text), it.Namespace, it.VersionID)
+			})
+		}),
+	}
+	commit.Flags().StringVar(&agentName, "agent", "", "agent name to record in the item's metadata (default: the version's producer)")
+
+	c.AddCommand(remember, recall, list, show, del, commit)
 	return c
 }
 

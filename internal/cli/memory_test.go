@@ -5,7 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/memory"
+	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store"
 )
 
 func TestMemoryCommands(t *testing.T) {
@@ -68,5 +71,53 @@ func TestMemoryCommands(t *testing.T) {
 	code, _, errOut := rathctl(t, strings.Repeat("x", memory.MaxTextBytes+1), "memory", "--store", store, "remember", "memory://user/huge")
 	if code != 2 || !strings.Contains(errOut, "MaxTextBytes") {
 		t.Fatalf("huge item: exit %d %s", code, errOut)
+	}
+}
+
+// TestMemoryCommit archives a stored version's transcript with
+// `rathctl memory commit`, the path an agent's commit: true takes, and
+// recalls it with the version as its writer.
+func TestMemoryCommit(t *testing.T) {
+	t.Parallel()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "rath.db")
+	var root, v store.Info
+	okJSON(t, &root, "session", "new", "--store", db, "--system", "Be brief.", "--user", "My favorite color is teal.")
+	okJSON(t, &v, "session", "append", root.ID.String(), "--store", db, "--assistant", "Noted: teal.")
+
+	var it memory.Item
+	okJSON(t, &it, "memory", "--store", db, "commit", v.ID.String(), "--agent", "helper")
+	want := "system: Be brief.\nuser: My favorite color is teal.\nassistant: Noted: teal.\n"
+	if it.URI != agent.TranscriptURI(v.ID) || it.VersionID != v.ID.String() || it.Text != want || it.Metadata["agent"] != "helper" || it.Metadata["kind"] != "commit" {
+		t.Fatalf("commit: %+v", it)
+	}
+	var hits []memory.Hit
+	okJSON(t, &hits, "memory", "--store", db, "recall", "favorite color", "-k", "1")
+	if len(hits) != 1 || hits[0].URI != it.URI || hits[0].VersionID != v.ID.String() || hits[0].Score <= 0 {
+		t.Fatalf("recall after commit: %+v", hits)
+	}
+	// Committing again rewrites the same item; the text form names it.
+	code, out, errOut := rathctl(t, "", "memory", "--store", db, "commit", v.ID.String())
+	if code != 0 || !strings.Contains(out, "committed "+it.URI) || !strings.Contains(out, "written by "+v.ID.String()) {
+		t.Fatalf("commit again: exit %d %q %s", code, out, errOut)
+	}
+	var items []memory.Item
+	okJSON(t, &items, "memory", "--store", db, "list", "memory://session")
+	if len(items) != 1 || items[0].CreatedAt != it.CreatedAt {
+		t.Fatalf("list after second commit: %+v", items)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"commit", "not-an-id"}, 2, "not-an-id"},
+		{[]string{"commit", session.NewID().String()}, 1, "not found"},
+		{[]string{"commit"}, 1, "accepts 1 arg"},
+	} {
+		code, _, errOut := rathctl(t, "", append([]string{"memory", "--store", db}, tc.args...)...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("memory %v: exit %d %q, want exit %d naming %q", tc.args, code, errOut, tc.code, tc.want)
+		}
 	}
 }

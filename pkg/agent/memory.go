@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -164,17 +165,34 @@ func truncate(s string, n int) string {
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
-// commitMemory archives the conversation of out (system, user and
-// assistant text; tool rows dropped, as OpenRath's commit does) as one
-// item written by out's version. A redelivered step rewrites the same URI.
+// commitMemory archives the step's output when the spec asks for it
+// (commit: true), through [CommitTranscript].
 func (a *Agent) commitMemory(ctx context.Context, out session.Session) error {
 	ms := a.Spec.Memory
 	if a.Memory == nil || ms.Store == "" || !ms.Commit {
 		return nil
 	}
+	_, err := CommitTranscript(ctx, a.Memory, ms.Namespace, out, a.Spec.Name)
+	return err
+}
+
+// TranscriptURI is the memory URI a commit of version id writes:
+// memory://session/<id>/transcript.
+func TranscriptURI(id session.ID) string { return "memory://session/" + id.String() + "/transcript" }
+
+// CommitTranscript archives the conversation of out into st (namespace ns,
+// "" for the default): the system, user and assistant text of its
+// transcript (tool rows and evidence dropped, as OpenRath's commit does),
+// one "kind: text" line each, keeping the latest turns when it exceeds
+// [memory.MaxTextBytes]. The item is [TranscriptURI] of out's version and
+// records that version as its writer, so committing the same version again
+// rewrites the same item. agentName goes into the item's metadata ("agent";
+// empty falls back to the version's producer). It is the one path both an
+// agent's commit: true and `rathctl memory commit` take.
+func CommitTranscript(ctx context.Context, st memory.Store, ns string, out session.Session, agentName string) (memory.Item, error) {
 	chunks, err := out.Chunks(ctx)
 	if err != nil {
-		return err
+		return memory.Item{}, fmt.Errorf("commit %s: read transcript: %w", out.ID(), err)
 	}
 	var b strings.Builder
 	for _, c := range chunks {
@@ -192,12 +210,14 @@ func (a *Agent) commitMemory(ctx context.Context, out session.Session) error {
 			text = text[1:]
 		}
 	}
-	id := out.ID().String()
-	_, err = a.Memory.Remember(ctx, ms.Namespace, memory.Write{
-		URI:       "memory://session/" + id + "/transcript",
+	md := map[string]string{"kind": "commit"}
+	if name := cmp.Or(agentName, out.Version().Producer.Agent); name != "" {
+		md["agent"] = name
+	}
+	return st.Remember(ctx, ns, memory.Write{
+		URI:       TranscriptURI(out.ID()),
 		Text:      text,
-		Metadata:  map[string]string{"kind": "commit", "agent": a.Spec.Name},
-		VersionID: id,
+		Metadata:  md,
+		VersionID: out.ID().String(),
 	})
-	return err
 }
