@@ -57,6 +57,12 @@ type Config struct {
 	// per queue to tell a lost job from one waiting behind a backlog;
 	// default 10,000.
 	QueueScanLimit int
+	// SameDatabase says the run store lives in the graph store's database
+	// (both opened from one URL, as internal/app does). Submit then records
+	// a new session and its run in one transaction, one commit instead of
+	// two. Never set it when they are different databases: the run would be
+	// written to the graph store's.
+	SameDatabase bool
 	// Workspaces reads workspace snapshot manifests for the files and diff
 	// endpoints; default: the bus's object store, when the bus has one.
 	Workspaces Manifests
@@ -161,10 +167,20 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, 
 	if err := bus.ValidQueue(queue); err != nil {
 		return runs.Run{}, fmt.Errorf("%w: queue: %w", ErrBadRequest, err)
 	}
+	target, err := json.Marshal(spec)
+	if err != nil {
+		return runs.Run{}, err
+	}
+	r := runs.Run{ID: runs.NewRunID(), Queue: queue, Target: target, Budget: req.Budget}
 	var input session.ID
 	switch {
 	case req.Message != "" && req.Session != "":
 		return runs.Run{}, badRequest("give message or session, not both")
+	case req.Message != "" && c.cfg.SameDatabase:
+		if err := c.createWithMessage(ctx, &r, req.Message); err != nil {
+			return runs.Run{}, err
+		}
+		input = r.Input
 	case req.Message != "":
 		s, err := session.FromUserMessage(ctx, c.graph, req.Message)
 		if err != nil {
@@ -186,13 +202,11 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, 
 	default:
 		return runs.Run{}, badRequest("message or session: one is required")
 	}
-	target, err := json.Marshal(spec)
-	if err != nil {
-		return runs.Run{}, err
-	}
-	r := runs.Run{ID: runs.NewRunID(), Queue: queue, Target: target, Input: input, Budget: req.Budget}
-	if err := c.runs.Create(ctx, &r, []runs.Step{{Ordinal: 0, Input: input}}); err != nil {
-		return runs.Run{}, fmt.Errorf("record run: %w", err)
+	if r.Steps == nil {
+		r.Input = input
+		if err := c.runs.Create(ctx, &r, []runs.Step{{Ordinal: 0, Input: input}}); err != nil {
+			return runs.Run{}, fmt.Errorf("record run: %w", err)
+		}
 	}
 	st := r.Steps[0]
 	if err := c.publishStep(ctx, r, st, st.ID); err != nil {
@@ -200,6 +214,34 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, 
 	}
 	c.event(ctx, bus.Event{RunID: r.ID, Type: "run.submitted", Data: mustJSON(map[string]any{"input": input, "agent": spec.Name})})
 	return r, nil
+}
+
+// createWithMessage records a new session holding text and the run r
+// forwarding it (r.Input is set) in one transaction of the graph store,
+// whose database also holds the run store (Config.SameDatabase): one commit
+// to wait for instead of two. A crash before the commit leaves neither; after
+// it, a pending step the reconciler republishes, as with two commits.
+func (c *Coordinator) createWithMessage(ctx context.Context, r *runs.Run, text string) error {
+	err := c.graph.Tx(ctx, func(ctx context.Context, tx store.TxStore) error {
+		ex, ok := tx.(runs.Execer)
+		if !ok {
+			return fmt.Errorf("record run: the graph store's transaction %T cannot hold it (Config.SameDatabase)", tx)
+		}
+		s, err := session.FromUserMessage(ctx, tx, text)
+		if err != nil {
+			return fmt.Errorf("create session: %w", err)
+		}
+		r.Input = s.ID()
+		if err := c.runs.CreateIn(ctx, ex, r, []runs.Step{{Ordinal: 0, Input: r.Input}}); err != nil {
+			return fmt.Errorf("record run: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		r.Input, r.Steps = session.ID{}, nil
+		return fmt.Errorf("submit: %w", err)
+	}
+	return nil
 }
 
 func (c *Coordinator) publishStep(ctx context.Context, r runs.Run, st runs.Step, msgID string) error {

@@ -36,28 +36,40 @@ func (s *Store) ts() time.Time { return s.now().UTC().Truncate(time.Microsecond)
 // Create records a run and its first steps atomically. Runs are created
 // pending; steps pending.
 func (s *Store) Create(ctx context.Context, r *Run, steps []Step) error {
+	return s.tx(ctx, func(tx *sql.Tx) error { return s.CreateIn(ctx, tx, r, steps) })
+}
+
+// Execer runs a statement inside a caller's transaction. *sql.Tx is one;
+// the graph stores' transactions (store.Store.Tx) offer one too, so a run
+// can be recorded in the same transaction as the session it reads.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// CreateIn is [Store.Create] inside the caller's transaction tx, which must
+// be on this store's database; the run exists once tx commits. On error the
+// caller must roll tx back.
+func (s *Store) CreateIn(ctx context.Context, tx Execer, r *Run, steps []Step) error {
 	now := s.ts()
 	r.Status, r.CreatedAt, r.UpdatedAt = RunPending, now, now
-	return s.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO runs (id, status, queue, target, input_id, error, created_at, updated_at, budget)
-			 VALUES ($1, $2, $3, $4, $5, '', $6, $6, $7)`,
-			r.ID, r.Status, r.Queue, string(r.Target), r.Input.String(), now, budgetText(r.Budget)); err != nil {
-			return fmt.Errorf("insert run %s: %w", r.ID, err)
+	if _, err := tx.ExecContext(ctx,
+		`INSERT INTO runs (id, status, queue, target, input_id, error, created_at, updated_at, budget)
+		 VALUES ($1, $2, $3, $4, $5, '', $6, $6, $7)`,
+		r.ID, r.Status, r.Queue, string(r.Target), r.Input.String(), now, budgetText(r.Budget)); err != nil {
+		return fmt.Errorf("insert run %s: %w", r.ID, err)
+	}
+	for i := range steps {
+		st := &steps[i]
+		st.RunID, st.Status, st.CreatedAt, st.UpdatedAt = r.ID, StepPending, now, now
+		if st.ID == "" {
+			st.ID = StepID(r.ID, st.Ordinal)
 		}
-		for i := range steps {
-			st := &steps[i]
-			st.RunID, st.Status, st.CreatedAt, st.UpdatedAt = r.ID, StepPending, now, now
-			if st.ID == "" {
-				st.ID = StepID(r.ID, st.Ordinal)
-			}
-			if err := insertStep(ctx, tx, st); err != nil {
-				return err
-			}
+		if err := insertStep(ctx, tx, st); err != nil {
+			return err
 		}
-		r.Steps = steps
-		return nil
-	})
+	}
+	r.Steps = steps
+	return nil
 }
 
 // AddStep records a further step of a running run (workflows add steps as
@@ -83,7 +95,7 @@ func (s *Store) AddStep(ctx context.Context, st Step) (Step, error) {
 	return st, err
 }
 
-func insertStep(ctx context.Context, tx *sql.Tx, st *Step) error {
+func insertStep(ctx context.Context, tx Execer, st *Step) error {
 	_, err := tx.ExecContext(ctx,
 		`INSERT INTO steps (id, run_id, ordinal, status, input_id, attempts, worker, error, created_at, updated_at)
 		 VALUES ($1, $2, $3, $4, $5, 0, '', '', $6, $6)`,

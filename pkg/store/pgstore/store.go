@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"time"
@@ -142,6 +143,17 @@ func (s *Store) Tx(ctx context.Context, fn func(ctx context.Context, tx store.Tx
 }
 
 type txStore struct{ db }
+
+// ExecContext runs a statement in the transaction, so callers can write
+// their own tables of the same database in it (internal/runs records a run
+// with the session it submits). It is not part of [store.TxStore].
+func (t *txStore) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	tag, err := t.q.Exec(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return driver.RowsAffected(tag.RowsAffected()), nil
+}
 
 // querier is what both the pool and a transaction offer.
 type querier interface {

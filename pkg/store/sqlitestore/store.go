@@ -177,6 +177,13 @@ func (s *Store) Tx(ctx context.Context, fn func(ctx context.Context, tx store.Tx
 
 type txStore struct{ db }
 
+// ExecContext runs a statement in the transaction, so callers can write
+// their own tables of the same database in it (internal/runs records a run
+// with the session it submits). It is not part of [store.TxStore].
+func (t *txStore) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return t.w.ExecContext(ctx, query, args...)
+}
+
 type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)

@@ -1,0 +1,128 @@
+package coordinator_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/coordinator"
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/testdb"
+	"github.com/rath-run/rath/pkg/store"
+	"github.com/rath-run/rath/pkg/store/sqlitestore"
+)
+
+// TestSubmitOneTransaction checks that a submit with a message records the
+// new session and its run together (Config.SameDatabase, as the dev stack
+// and the coordinator binary set it): when the run cannot be recorded, the
+// session is rolled back with it. The negative control, a coordinator
+// without SameDatabase, leaves the session behind.
+func TestSubmitOneTransaction(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dir := t.TempDir()
+			url := "sqlite:" + filepath.Join(dir, "rath.db")
+			if backend == "postgres" {
+				url = testdb.Postgres(t)
+			}
+			d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: -1, StoreURL: url})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(d.Close)
+			b := d.Backend
+			req := coordinator.SubmitRequest{Agent: json.RawMessage(spec), Message: "together"}
+
+			r, err := d.Coordinator.Submit(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Store.Get(ctx, r.Input); err != nil {
+				t.Fatalf("input session %s: %v", r.Input, err)
+			}
+			got, err := b.Runs.Get(ctx, r.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Input != r.Input || len(got.Steps) != 1 || got.Steps[0].Input != r.Input ||
+				got.Steps[0].Status != runs.StepPending || got.Steps[0].ID != r.Steps[0].ID {
+				t.Fatalf("stored run %+v, want input %s and one pending step %s on it", got, r.Input, r.Steps[0].ID)
+			}
+
+			rejectRuns(t, b.Store, url)
+			before := versions(t, b.Store)
+			if _, err := d.Coordinator.Submit(ctx, req); err == nil || !strings.Contains(err.Error(), "no runs") {
+				t.Fatalf("submit with runs rejected = %v, want the trigger's error", err)
+			}
+			if after := versions(t, b.Store); after != before {
+				t.Fatalf("versions %d → %d after a failed submit, want the session rolled back", before, after)
+			}
+
+			// Negative control: two transactions leave the session behind.
+			two, err := coordinator.New(b.Store, b.Runs, b.Bus, coordinator.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := two.Submit(ctx, req); err == nil {
+				t.Fatal("submit without SameDatabase succeeded with runs rejected")
+			}
+			if after := versions(t, b.Store); after != before+1 {
+				t.Fatalf("versions %d → %d without SameDatabase, want the orphan session", before, after)
+			}
+			list, err := b.Runs.List(ctx, runs.ListParams{})
+			if err != nil || len(list) != 1 {
+				t.Fatalf("runs = %d, %v; want only the first", len(list), err)
+			}
+		})
+	}
+}
+
+// rejectRuns installs a trigger that fails every insert into runs.
+func rejectRuns(t *testing.T, st store.Store, url string) {
+	t.Helper()
+	ctx := context.Background()
+	if sq, ok := st.(*sqlitestore.Store); ok {
+		if _, err := sq.DB().ExecContext(ctx,
+			`CREATE TRIGGER no_runs BEFORE INSERT ON runs BEGIN SELECT RAISE(ABORT, 'no runs'); END`); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		`CREATE FUNCTION no_runs() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'no runs'; END $$`,
+		`CREATE TRIGGER no_runs BEFORE INSERT ON runs FOR EACH ROW EXECUTE FUNCTION no_runs()`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// versions counts the stored versions.
+func versions(t *testing.T, st store.Store) int {
+	t.Helper()
+	n, after := 0, ""
+	for {
+		p, err := st.List(context.Background(), store.ListParams{After: after, Limit: store.MaxListLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(p.Versions)
+		if p.Next == "" {
+			return n
+		}
+		after = p.Next
+	}
+}
