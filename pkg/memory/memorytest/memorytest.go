@@ -29,6 +29,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open) })
 	t.Run("Closed", func(t *testing.T) { testClosed(t, open) })
 	t.Run("Bulk", func(t *testing.T) { testBulk(t, open) })
+	t.Run("Embeddings", func(t *testing.T) { testEmbeddings(t, open) })
 }
 
 func ctxT(t *testing.T) context.Context {

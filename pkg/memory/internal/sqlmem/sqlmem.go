@@ -813,3 +813,57 @@ func (s *Store) fillSnippets(ctx context.Context, ns string, hits []memory.Hit) 
 	}
 	return rows.Err()
 }
+
+// Vectors returns the cached embeddings of namespace ns for model
+// (migration 00008_memory_vectors), keyed by URI.
+func (s *Store) Vectors(ctx context.Context, ns, model string) (map[string]memory.StoredVector, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT uri, text_sha, dim, vec FROM memory_vectors WHERE namespace = ? AND model = ?`), ns, model)
+	if err != nil {
+		return nil, internal("vectors", err)
+	}
+	defer rows.Close()
+	out := map[string]memory.StoredVector{}
+	for rows.Next() {
+		var (
+			v   memory.StoredVector
+			dim int
+			b   []byte
+		)
+		if err := rows.Scan(&v.URI, &v.TextSHA, &dim, &b); err != nil {
+			return nil, internal("vectors", err)
+		}
+		if v.Vec, err = memory.DecodeVector(b, dim); err != nil {
+			return nil, fmt.Errorf("vector of %s: %w", v.URI, err)
+		}
+		out[v.URI] = v
+	}
+	return out, internal("vectors", rows.Err())
+}
+
+// PutVectors caches embeddings of namespace ns for model, replacing those
+// of the same URIs, in one transaction.
+func (s *Store) PutVectors(ctx context.Context, ns, model string, vs []memory.StoredVector) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return internal("put vectors", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	now := micros(time.Now())
+	q := s.q(`INSERT INTO memory_vectors (namespace, model, uri, text_sha, dim, vec, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (namespace, model, uri) DO UPDATE SET text_sha = excluded.text_sha, dim = excluded.dim, vec = excluded.vec, updated_at = excluded.updated_at`)
+	for _, v := range vs {
+		if len(v.Vec) == 0 || len(v.Vec) > memory.MaxVectorDim {
+			return fmt.Errorf("put vectors: %s has dimension %d, want 1..%d", v.URI, len(v.Vec), memory.MaxVectorDim)
+		}
+		if _, err := tx.ExecContext(ctx, q, ns, model, v.URI, v.TextSHA, len(v.Vec), memory.EncodeVector(v.Vec), now); err != nil {
+			return internal("put vectors", err)
+		}
+	}
+	return internal("put vectors", tx.Commit())
+}
