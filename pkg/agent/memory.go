@@ -97,8 +97,18 @@ type RecallBody struct {
 	Namespace string      `json:"namespace"`
 	Query     string      `json:"query"`
 	Hits      []RecallHit `json:"hits"`
+	// Mode is how the hits were ranked: "embedding" or "bm25"; empty when
+	// the store does not report it (a plain BM25 store).
+	Mode string `json:"mode,omitempty"`
+	// Warning is set when embedding recall failed and BM25 answered.
+	Warning string `json:"warning,omitempty"`
 	// Error is set when recall failed; the step went on without memory.
 	Error string `json:"error,omitempty"`
+}
+
+// infoRecaller is a store that reports how it recalled ([memory.Semantic]).
+type infoRecaller interface {
+	RecallInfo(ctx context.Context, namespace string, q memory.Query) (memory.RecallResult, error)
 }
 
 // RecallHit is one recalled item; VersionID is the session version that
@@ -131,7 +141,16 @@ func (a *Agent) recall(ctx context.Context, chunks []session.Chunk) (session.Chu
 	}
 	ns, _ := memory.CheckNamespace(ms.Namespace)
 	body := RecallBody{Store: ms.Store, Namespace: ns, Query: truncate(query, 4096), Hits: []RecallHit{}}
-	hits, err := a.Memory.Recall(ctx, ns, memory.Query{Text: query, TopK: ms.TopK, Scope: ms.Scope})
+	q := memory.Query{Text: query, TopK: ms.TopK, Scope: ms.Scope}
+	var hits []memory.Hit
+	var err error
+	if ir, ok := a.Memory.(infoRecaller); ok {
+		var r memory.RecallResult
+		r, err = ir.RecallInfo(ctx, ns, q)
+		hits, body.Mode, body.Warning = r.Hits, r.Mode, r.Warning
+	} else {
+		hits, err = a.Memory.Recall(ctx, ns, q)
+	}
 	var sys strings.Builder
 	if err != nil {
 		body.Error = err.Error()

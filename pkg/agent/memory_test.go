@@ -10,6 +10,7 @@ import (
 
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/llm"
+	"github.com/rath-run/rath/pkg/llm/llmtest"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/memory/sqlitemem"
 )
@@ -175,6 +176,42 @@ func TestMemoryRecallFailureIsRecorded(t *testing.T) {
 	var body agent.RecallBody
 	_ = json.Unmarshal(chunks[1].Payload(), &body)
 	if chunks[1].Kind() != "memory_recall" || !strings.Contains(body.Error, "store_closed") || len(body.Hits) != 0 {
+		t.Fatalf("recall body %+v", body)
+	}
+}
+
+// TestMemoryEmbeddingFallbackIsRecorded: with embedding recall over an
+// embeddings endpoint that is down, the step still recalls (by BM25) and
+// the memory_recall chunk records the mode and the warning.
+func TestMemoryEmbeddingFallbackIsRecorded(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlitemem.Open(ctx, ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Remember(ctx, "", memory.Write{URI: "memory://user/color", Text: "The favorite color is teal."}); err != nil {
+		t.Fatal(err)
+	}
+	srv := llmtest.NewEmbeddingServer(t, func(string, string) []float32 { return []float32{1} })
+	emb, err := llm.NewEmbedder(llm.OpenAIConfig{BaseURL: srv.URL(), Model: "fake-embed", MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	a := &agent.Agent{Spec: agent.Spec{Name: "a", Model: "scripted", Memory: agent.MemorySpec{Store: "local"}},
+		Provider: &llm.Scripted{Replies: []llm.ScriptReply{{Content: "ok"}}},
+		Memory:   &memory.Semantic{Store: st, Embedder: emb, Cache: st}}
+	out, err := a.Step(ctx, userSession(t, "favorite color?"), agent.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks, _ := out.Chunks(ctx)
+	var body agent.RecallBody
+	if err := json.Unmarshal(chunks[1].Payload(), &body); err != nil || chunks[1].Kind() != "memory_recall" {
+		t.Fatalf("chunk 1 %s: %v", chunks[1].Kind(), err)
+	}
+	if body.Mode != memory.ModeBM25 || !strings.Contains(body.Warning, "used BM25") || body.Error != "" || len(body.Hits) != 1 || body.Hits[0].URI != "memory://user/color" {
 		t.Fatalf("recall body %+v", body)
 	}
 }
