@@ -63,6 +63,17 @@ func (b *Backend) Close() error {
 	return errors.Join(errs...)
 }
 
+// SubmitInOneTx reports whether the coordinator should record a submitted
+// session and its run in one transaction (coordinator.Config.SameDatabase):
+// on Postgres, where that saves a fsync'd commit per submit. Not on SQLite:
+// its WAL commits do not sync (synchronous NORMAL), so there is nothing to
+// save, and the longer transaction holds the single writer longer (measured
+// slower in BenchmarkSpine).
+func (b *Backend) SubmitInOneTx() bool {
+	_, embedded := b.Store.(*sqlitestore.Store)
+	return !embedded
+}
+
 // BackendConfig says where the backend lives.
 type BackendConfig struct {
 	// StoreURL is postgres://… or sqlite:PATH.
@@ -173,7 +184,9 @@ func Resolver(getenv func(string) string) worker.ResolveFunc {
 // travel with the session between workers. Unless cfg names its own MCP,
 // the worker gets an MCP manager (closed when the worker's Run returns)
 // that runs the commands RATH_MCP_ALLOW lists (comma-separated; "*" for
-// any; unset for none) with PATH and HOME from getenv.
+// any; unset for none) with PATH and HOME from getenv. Unless cfg names
+// its own Memory, agents' memory is the backend's, with embedding recall
+// when getenv sets RATH_EMBEDDING_MODEL ([EmbeddingMemory]).
 func NewWorker(ctx context.Context, b *Backend, getenv func(string) string, cfg worker.Config) (*worker.Worker, error) {
 	if cfg.Workspaces == nil && cfg.Sandboxes == nil {
 		sbs, err := Sandboxes(getenv)
@@ -190,7 +203,11 @@ func NewWorker(ctx context.Context, b *Backend, getenv func(string) string, cfg 
 		cfg.Workspaces = ws
 	}
 	if cfg.Memory == nil {
-		cfg.Memory = b.Memory
+		mem, err := EmbeddingMemory(b.Memory, getenv)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Memory = mem
 	}
 	// Heartbeats must come well within the ack deadline, or every step
 	// longer than it is redelivered while it runs.

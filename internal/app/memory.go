@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rath-run/rath/pkg/llm"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/memory/pgmem"
 	"github.com/rath-run/rath/pkg/memory/sqlitemem"
@@ -44,4 +45,27 @@ func openMemory(ctx context.Context, storeURL string) (memory.Store, error) {
 		return nil, fmt.Errorf("open memory store: %w", err)
 	}
 	return pgmem.New(pool), nil
+}
+
+// EmbeddingMemory wraps st in embedding recall ([memory.Semantic]) when
+// getenv names an embedding model in RATH_EMBEDDING_MODEL; the endpoint is
+// the one [llm.ResolveEmbedder] finds (RATH_EMBEDDING_PROVIDER names a
+// config file entry; else OPENAI_BASE_URL / OPENAI_API_KEY and the rest of
+// the chat resolution). Unset, st is returned as it is (BM25). A model
+// named but not resolvable is an error naming the variable; an endpoint
+// that fails later only makes recall fall back to BM25 with a warning.
+func EmbeddingMemory(st memory.Store, getenv func(string) string) (memory.Store, error) {
+	model := getenv("RATH_EMBEDDING_MODEL")
+	if st == nil || model == "" {
+		return st, nil
+	}
+	cache, ok := st.(memory.VectorCache)
+	if !ok {
+		return nil, fmt.Errorf("RATH_EMBEDDING_MODEL: the memory store %T cannot cache vectors", st)
+	}
+	e, err := llm.ResolveEmbedder(llm.ProviderSpec{Name: getenv("RATH_EMBEDDING_PROVIDER")}, model, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("RATH_EMBEDDING_MODEL %q: %w", model, err)
+	}
+	return &memory.Semantic{Store: st, Embedder: e, Cache: cache}, nil
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/rath-run/rath/internal/testdb"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/client"
+	"github.com/rath-run/rath/pkg/llm/llmtest"
 	"github.com/rath-run/rath/pkg/memory"
+	"github.com/rath-run/rath/pkg/memory/sqlitemem"
 	"github.com/rath-run/rath/pkg/session"
 )
 
@@ -110,5 +112,40 @@ func TestDevMemoryUnknownStore(t *testing.T) {
 	r := s.waitRun(t, s.submit(t, `{"name":"a","model":"scripted","memory":"remote","script":[{"content":"x"}]}`, "hi").ID)
 	if r.Status == runs.RunSucceeded || !strings.Contains(r.Error, `memory.store "remote"`) {
 		t.Fatalf("run %s: %q", r.Status, r.Error)
+	}
+}
+
+// TestEmbeddingMemory: RATH_EMBEDDING_MODEL turns on embedding recall over
+// the resolved endpoint; unset leaves BM25; an unresolvable model is an
+// error naming the variable.
+func TestEmbeddingMemory(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlitemem.Open(ctx, ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Remember(ctx, "", memory.Write{URI: "memory://user/pet", Text: "The cat sleeps."}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := app.EmbeddingMemory(st, func(string) string { return "" }); err != nil || got != memory.Store(st) {
+		t.Fatalf("unset: %T %v", got, err)
+	}
+	srv := llmtest.NewEmbeddingServer(t, func(string, string) []float32 { return []float32{1, 0} })
+	env := map[string]string{"RATH_EMBEDDING_MODEL": "text-embedding-3-small", "OPENAI_BASE_URL": srv.URL(), "OPENAI_API_KEY": "sk-x"}
+	got, err := app.EmbeddingMemory(st, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sem, ok := got.(*memory.Semantic)
+	if !ok {
+		t.Fatalf("with RATH_EMBEDDING_MODEL: %T", got)
+	}
+	if r, err := sem.RecallInfo(ctx, "", memory.Query{Text: "feline"}); err != nil || r.Mode != memory.ModeEmbedding || len(r.Hits) != 1 || srv.Requests() != 2 {
+		t.Fatalf("recall: %+v %v (%d requests)", r, err, srv.Requests())
+	}
+	env["RATH_EMBEDDING_MODEL"] = "scripted"
+	if _, err := app.EmbeddingMemory(st, func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "RATH_EMBEDDING_MODEL") {
+		t.Fatalf("scripted: %v", err)
 	}
 }

@@ -83,3 +83,25 @@ func orderVectors(data []openai.Embedding, n int) ([][]float32, error) {
 	}
 	return vs, nil
 }
+
+// ResolveEmbedder builds the Embedder for the embedding model named model
+// on the endpoint [Resolve] finds for it (spec, then the environment, then
+// the config file), so embeddings use the same base URL and key as chat.
+// The endpoint must be OpenAI-compatible: the scripted model has no
+// embeddings, and naming it is a permanent error.
+func ResolveEmbedder(spec ProviderSpec, model string, getenv func(string) string) (*Embedder, error) {
+	if model == "" {
+		return nil, permanentf("resolve", "no embedding model named")
+	}
+	p, m, err := Resolve(spec, model, getenv)
+	if err != nil {
+		return nil, err
+	}
+	o, ok := p.(*OpenAI)
+	if !ok {
+		return nil, permanentf("resolve", "embedding model %q: embeddings need an OpenAI-compatible endpoint, not %T", m, p)
+	}
+	cfg := o.cfg
+	cfg.Model = m
+	return NewEmbedder(cfg)
+}

@@ -58,3 +58,22 @@ func TestEmbedder(t *testing.T) {
 		t.Fatalf("no model: %v", err)
 	}
 }
+
+func TestResolveEmbedder(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewEmbeddingServer(t, func(_, text string) []float32 { return []float32{float32(len(text))} })
+	env := map[string]string{"OPENAI_BASE_URL": srv.URL(), "OPENAI_API_KEY": "sk-x"}
+	e, err := llm.ResolveEmbedder(llm.ProviderSpec{}, "text-embedding-3-small", func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vs, err := e.Embed(context.Background(), []string{"four"}); err != nil || len(vs) != 1 || vs[0][0] != 4 || e.Model() != "text-embedding-3-small" {
+		t.Fatalf("embed through the resolved endpoint: %v %v", vs, err)
+	}
+	if _, err := llm.ResolveEmbedder(llm.ProviderSpec{}, llm.ScriptedModel, nil); !errors.Is(err, llm.ErrPermanent) || !strings.Contains(err.Error(), "OpenAI-compatible") {
+		t.Fatalf("scripted: %v", err)
+	}
+	if _, err := llm.ResolveEmbedder(llm.ProviderSpec{}, "", nil); !errors.Is(err, llm.ErrPermanent) {
+		t.Fatalf("no model: %v", err)
+	}
+}
