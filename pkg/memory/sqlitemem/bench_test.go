@@ -21,3 +21,6 @@ func openBench(b *testing.B) *sqlitemem.Store {
 func BenchmarkRecall10k(b *testing.B)  { memorytest.BenchRecall(b, openBench(b), 10_000) }
 func BenchmarkRecall100k(b *testing.B) { memorytest.BenchRecall(b, openBench(b), 100_000) }
 func BenchmarkRemember(b *testing.B)   { memorytest.BenchRemember(b, openBench(b)) }
+func BenchmarkEmbeddingRecall10k(b *testing.B) {
+	memorytest.BenchEmbeddingRecall(b, openBench(b), 10_000)
+}
