@@ -72,7 +72,7 @@ func run(ctx context.Context, args []string) error {
 	c, err := coordinator.New(b.Store, b.Runs, b.Bus, coordinator.Config{
 		Token: os.Getenv("RATH_TOKEN"), ReconcileInterval: *interval, StaleAfter: *staleAfter, Logger: log,
 		// OpenBackend opens the graph and run stores from one URL.
-		SameDatabase: true,
+		SameDatabase: b.SubmitInOneTx(),
 	})
 	if err != nil {
 		return err

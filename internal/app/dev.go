@@ -87,7 +87,7 @@ func StartDev(ctx context.Context, cfg DevConfig) (*Dev, error) {
 		ns.Shutdown()
 		return nil, err
 	}
-	d.Coordinator, err = coordinator.New(d.Backend.Store, d.Backend.Runs, d.Backend.Bus, coordinator.Config{Logger: log, SameDatabase: true})
+	d.Coordinator, err = coordinator.New(d.Backend.Store, d.Backend.Runs, d.Backend.Bus, coordinator.Config{Logger: log, SameDatabase: d.Backend.SubmitInOneTx()})
 	if err != nil {
 		d.Close()
 		return nil, err

@@ -17,9 +17,9 @@ import (
 )
 
 // TestSubmitOneTransaction checks that a submit with a message records the
-// new session and its run together (Config.SameDatabase, as the dev stack
-// and the coordinator binary set it): when the run cannot be recorded, the
-// session is rolled back with it. The negative control, a coordinator
+// new session and its run together (Config.SameDatabase, which the dev
+// stack and the coordinator binary set on Postgres): when the run cannot be
+// recorded, the session is rolled back with it. The negative control, a coordinator
 // without SameDatabase, leaves the session behind.
 func TestSubmitOneTransaction(t *testing.T) {
 	t.Parallel()
@@ -38,9 +38,16 @@ func TestSubmitOneTransaction(t *testing.T) {
 			}
 			t.Cleanup(d.Close)
 			b := d.Backend
+			if got, want := b.SubmitInOneTx(), backend == "postgres"; got != want {
+				t.Errorf("SubmitInOneTx() = %v on %s, want %v", got, backend, want)
+			}
+			one, err := coordinator.New(b.Store, b.Runs, b.Bus, coordinator.Config{SameDatabase: true})
+			if err != nil {
+				t.Fatal(err)
+			}
 			req := coordinator.SubmitRequest{Agent: json.RawMessage(spec), Message: "together"}
 
-			r, err := d.Coordinator.Submit(ctx, req)
+			r, err := one.Submit(ctx, req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +65,7 @@ func TestSubmitOneTransaction(t *testing.T) {
 
 			rejectRuns(t, b.Store, url)
 			before := versions(t, b.Store)
-			if _, err := d.Coordinator.Submit(ctx, req); err == nil || !strings.Contains(err.Error(), "no runs") {
+			if _, err := one.Submit(ctx, req); err == nil || !strings.Contains(err.Error(), "no runs") {
 				t.Fatalf("submit with runs rejected = %v, want the trigger's error", err)
 			}
 			if after := versions(t, b.Store); after != before {
