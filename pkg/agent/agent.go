@@ -75,6 +75,11 @@ type Event struct {
 	// OK and ErrorKind describe the result (tool.result).
 	OK        bool   `json:"ok"`
 	ErrorKind string `json:"error_kind,omitempty"`
+	// Memos and Warning describe a memory.commit with extraction: the
+	// memos written, and why extraction wrote none (the archive is
+	// written regardless).
+	Memos   int    `json:"memos,omitempty"`
+	Warning string `json:"warning,omitempty"`
 }
 
 // Forward runs one step of the agent on s and returns the new session.
@@ -103,10 +108,10 @@ func (a *Agent) Step(ctx context.Context, s session.Session, m Meta) (session.Se
 	}
 	// The step is committed: a failed memory commit is reported, not a
 	// failed step (OpenRath swallows it too).
-	if err := a.commitMemory(ctx, out); err != nil && m.OnEvent != nil {
+	if res, err := a.commitMemory(ctx, out); err != nil && m.OnEvent != nil {
 		m.OnEvent(Event{Type: "memory.commit", ErrorKind: memoryErrorKind(err)})
 	} else if err == nil && a.Memory != nil && a.Spec.Memory.Commit && m.OnEvent != nil {
-		m.OnEvent(Event{Type: "memory.commit", OK: true})
+		m.OnEvent(Event{Type: "memory.commit", OK: true, Memos: len(res.Memos), Warning: res.Warning})
 	}
 	return out, nil
 }

@@ -29,6 +29,11 @@ type MemorySpec struct {
 	// Commit archives the step's conversation into memory after the step
 	// (memory://session/<version id>/transcript), written by that version.
 	Commit bool `json:"commit,omitempty"`
+	// Extract, with Commit, also asks the agent's own model for short
+	// memos about the conversation and remembers each as its own item
+	// (memory://session/<version id>/memos/<n>, metadata
+	// source=extraction); see [Commit].
+	Extract bool `json:"extract,omitempty"`
 }
 
 // IsZero reports whether no store is bound.
@@ -86,6 +91,9 @@ func (m MemorySpec) validate() error {
 	}
 	if _, err := memory.ParseScope(m.Scope); err != nil {
 		return bad("scope", "%v", err)
+	}
+	if m.Extract && !m.Commit {
+		return bad("extract", "requires commit: true (memos are extracted when the conversation is committed)")
 	}
 	return nil
 }
@@ -185,14 +193,18 @@ func truncate(s string, n int) string {
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // commitMemory archives the step's output when the spec asks for it
-// (commit: true), through [CommitTranscript].
-func (a *Agent) commitMemory(ctx context.Context, out session.Session) error {
+// (commit: true), through [Commit], extracting memos with the agent's own
+// provider and model when it also asks for extract: true.
+func (a *Agent) commitMemory(ctx context.Context, out session.Session) (CommitResult, error) {
 	ms := a.Spec.Memory
 	if a.Memory == nil || ms.Store == "" || !ms.Commit {
-		return nil
+		return CommitResult{}, nil
 	}
-	_, err := CommitTranscript(ctx, a.Memory, ms.Namespace, out, a.Spec.Name)
-	return err
+	var ex *Extractor
+	if ms.Extract {
+		ex = &Extractor{Provider: a.Provider, Model: cmp.Or(a.Model, a.Spec.Model)}
+	}
+	return Commit(ctx, a.Memory, ms.Namespace, out, a.Spec.Name, ex)
 }
 
 // TranscriptURI is the memory URI a commit of version id writes:
