@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/llm"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/memory/pgmem"
 	"github.com/rath-run/rath/pkg/memory/sqlitemem"
@@ -191,7 +193,10 @@ func newMemoryCmd(env *Env) *cobra.Command {
 	}
 	del.Flags().StringVar(&delVersion, "version", "", "session version id to record as the deleter")
 
-	var agentName string
+	var (
+		agentName, model, provider string
+		extract                    bool
+	)
 	commit := &cobra.Command{
 		Use:   "commit SESSION_VERSION_ID",
 		Short: "archive a session version's transcript into memory (memory://session/ID/transcript, written by that version), as an agent's commit: true does",
@@ -210,16 +215,42 @@ func newMemoryCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			it, err := agent.CommitTranscript(ctx, mem, f.namespace, out, agentName)
+			if !extract {
+				if model != "" || provider != "" {
+					return &exitError{code: 2, err: errors.New("--model and --provider need --extract")}
+				}
+				it, err := agent.CommitTranscript(ctx, mem, f.namespace, out, agentName)
+				if err != nil {
+					return err
+				}
+				return f.print(env, it, func(w io.Writer) {
+					fmt.Fprintf(w, "committed %s (%d bytes) in %s, written by %s\n", it.URI, len(it.Text), it.Namespace, it.VersionID)
+				})
+			}
+			p, resolved, err := llm.Resolve(llm.ProviderSpec{Name: provider}, model, os.Getenv)
+			if err != nil {
+				return fmt.Errorf("memory commit --extract: %w", err)
+			}
+			res, err := agent.Commit(ctx, mem, f.namespace, out, agentName, &agent.Extractor{Provider: p, Model: resolved})
 			if err != nil {
 				return err
 			}
-			return f.print(env, it, func(w io.Writer) {
+			if res.Warning != "" {
+				fmt.Fprintf(env.Err, "warning: %s\n", res.Warning)
+			}
+			return f.print(env, res, func(w io.Writer) {
+				it := res.Transcript
 				fmt.Fprintf(w, "committed %s (%d bytes) in %s, written by %s\n", it.URI, len(it.Text), it.Namespace, it.VersionID)
+				for _, m := range res.Memos {
+					fmt.Fprintf(w, "memo %s: %s\n", m.URI, oneLine(m.Text, 100))
+				}
 			})
 		}),
 	}
 	commit.Flags().StringVar(&agentName, "agent", "", "agent name to record in the item's metadata (default: the version's producer)")
+	commit.Flags().BoolVar(&extract, "extract", false, "also ask a chat model for short memos and remember each (memory://session/ID/memos/N, metadata source=extraction); -o json prints {transcript, memos, warning}")
+	commit.Flags().StringVar(&model, "model", "", "the extraction's chat model (resolved as agents' models are: OPENAI_BASE_URL/OPENAI_API_KEY, the config file, …)")
+	commit.Flags().StringVar(&provider, "provider", "", "a provider entry of the config file for --extract")
 
 	c.AddCommand(remember, recall, list, show, del, commit)
 	return c
