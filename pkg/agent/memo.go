@@ -109,7 +109,7 @@ type CommitResult struct {
 // Only a failed archive is an error: a failed model call, a reply
 // [ParseMemos] refuses or a failed memo write leaves the archive written
 // and is reported in the result's Warning. A commit of the same version
-// again rewrites the same items.
+// again rewrites the same items and deletes memos the new list lacks.
 func Commit(ctx context.Context, st memory.Store, ns string, out session.Session, agentName string, ex *Extractor) (CommitResult, error) {
 	tr, err := CommitTranscript(ctx, st, ns, out, agentName)
 	if err != nil {
@@ -135,6 +135,22 @@ func Commit(ctx context.Context, st memory.Store, ns string, out session.Session
 			return res, nil
 		}
 		res.Memos = append(res.Memos, it)
+	}
+	// A shorter list than an earlier commit's of this version: delete the
+	// memos it no longer has (tombstones, written by this version).
+	dir := "memory://session/" + out.ID().String() + "/memos/"
+	old, err := st.List(ctx, ns, memory.ListOptions{Scope: dir, Limit: MaxMemos + 1})
+	if err != nil {
+		res.Warning = fmt.Sprintf("memo extraction: list earlier memos: %v", err)
+		return res, nil
+	}
+	for _, it := range old {
+		if n, err := strconv.Atoi(strings.TrimPrefix(it.URI, dir)); err != nil || n >= len(memos) {
+			if err := st.Delete(ctx, ns, it.URI, out.ID().String()); err != nil {
+				res.Warning = fmt.Sprintf("memo extraction: delete stale memo %s: %v", it.URI, err)
+				return res, nil
+			}
+		}
 	}
 	return res, nil
 }

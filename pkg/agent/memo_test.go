@@ -70,6 +70,16 @@ func TestCommitExtractsMemos(t *testing.T) {
 	if len(hits) != 1 || hits[0].URI != agent.MemoURI(out.ID(), 0) || hits[0].VersionID != v {
 		t.Fatalf("recall %+v", hits)
 	}
+
+	// Committing the version again with a shorter list drops memo 1.
+	srv.Enqueue(llmtest.Reply{Content: `["The user's favorite color is teal."]`})
+	if res, err = agent.Commit(ctx, st, "", out, "helper", &agent.Extractor{Provider: fakeModel(t, srv)}); err != nil || res.Warning != "" || len(res.Memos) != 1 {
+		t.Fatalf("recommit %+v %v", res, err)
+	}
+	items, err := st.List(ctx, "", memory.ListOptions{Scope: "memory://session/" + v + "/memos/"})
+	if err != nil || len(items) != 1 || items[0].URI != agent.MemoURI(out.ID(), 0) {
+		t.Fatalf("memos after recommit %+v %v", items, err)
+	}
 }
 
 func TestCommitBadExtractionKeepsArchive(t *testing.T) {
