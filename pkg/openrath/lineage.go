@@ -8,6 +8,7 @@ import (
 	"io"
 	"unicode/utf8"
 
+	"github.com/rath-run/rath/internal/jsonl"
 	"github.com/rath-run/rath/pkg/session"
 )
 
@@ -47,15 +48,15 @@ type lineageWire struct {
 // ids that are not UUIDs, a negative chunk_count, lines over
 // [MaxLineBytes].
 func ReadLineage(r io.Reader) ([]LineageRecord, error) {
-	lr := newLineReader(r)
+	lr := jsonl.NewReader(r, MaxLineBytes)
 	var out []LineageRecord
 	for {
-		line, _, err := lr.next()
+		line, _, err := lr.Next()
 		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
-		n := lr.line
-		if errors.Is(err, errLineTooLong) {
+		n := lr.Line()
+		if errors.Is(err, jsonl.ErrLineTooLong) {
 			return nil, fmt.Errorf("line %d: %w: longer than %d bytes", n, session.ErrTooLarge, MaxLineBytes)
 		}
 		if err != nil {

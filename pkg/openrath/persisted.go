@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/rath-run/rath/internal/jsonl"
 	"github.com/rath-run/rath/pkg/session"
 )
 
@@ -433,18 +434,18 @@ func Load(path string) (*Persisted, error) {
 // trailer whose final_chunk_count disagrees with the rows, and lines over
 // [MaxLineBytes] ([session.ErrTooLarge]).
 func Read(r io.Reader) (*Persisted, error) {
-	lr := newLineReader(r)
+	lr := jsonl.NewReader(r, MaxLineBytes)
 	var (
 		p         Persisted
 		hasHeader bool
 	)
 	for {
-		line, terminated, err := lr.next()
+		line, terminated, err := lr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		n := lr.line
-		if errors.Is(err, errLineTooLong) {
+		n := lr.Line()
+		if errors.Is(err, jsonl.ErrLineTooLong) {
 			return nil, fmt.Errorf("line %d: %w: longer than %d bytes", n, session.ErrTooLarge, MaxLineBytes)
 		}
 		if err != nil {

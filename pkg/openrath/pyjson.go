@@ -1,7 +1,6 @@
 package openrath
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -267,48 +266,3 @@ func parsePyTime(s string) (time.Time, error) {
 
 // MaxLineBytes bounds one line of an OpenRath JSONL file.
 const MaxLineBytes = 16 << 20
-
-var errLineTooLong = errors.New("line too long")
-
-// lineReader reads lines of at most max bytes (without the newline) and
-// never buffers more than that, however long the input's lines are.
-type lineReader struct {
-	br   *bufio.Reader
-	max  int
-	line int
-	buf  []byte
-}
-
-func newLineReader(r io.Reader) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: MaxLineBytes}
-}
-
-// next returns the next line without its "\n" and whether it ended in one.
-// The slice is valid until the next call. At end of input it returns io.EOF.
-func (r *lineReader) next() ([]byte, bool, error) {
-	r.buf = r.buf[:0]
-	for {
-		frag, err := r.br.ReadSlice('\n')
-		if len(r.buf)+len(frag) > r.max+1 || (err != nil && len(r.buf)+len(frag) > r.max) {
-			r.line++
-			return nil, false, errLineTooLong
-		}
-		r.buf = append(r.buf, frag...)
-		switch {
-		case err == nil:
-			r.line++
-			return r.buf[:len(r.buf)-1], true, nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF):
-			if len(r.buf) == 0 {
-				return nil, false, io.EOF
-			}
-			r.line++
-			return r.buf, false, nil
-		default:
-			r.line++
-			return nil, false, err
-		}
-	}
-}

@@ -57,6 +57,8 @@ import (
 	"fmt"
 	"io"
 	"unicode/utf8"
+
+	"github.com/rath-run/rath/internal/jsonl"
 )
 
 // ErrFormat means the input is not well-formed session JSONL.
@@ -259,47 +261,6 @@ func topoOrder(vs map[ID]*Version) ([]*Version, error) {
 	return out, nil
 }
 
-// lineReader reads lines of at most max bytes (without the newline) and
-// never buffers more than that, however long the input's lines are.
-type lineReader struct {
-	br   *bufio.Reader
-	max  int
-	line int // number of the line last returned, from 1
-	buf  []byte
-}
-
-var errLineTooLong = errors.New("line too long")
-
-// next returns the next line without its "\n" and whether it ended in one.
-// The slice is valid until the next call. At end of input it returns io.EOF.
-func (r *lineReader) next() ([]byte, bool, error) {
-	r.buf = r.buf[:0]
-	for {
-		frag, err := r.br.ReadSlice('\n')
-		if len(r.buf)+len(frag) > r.max+1 || (err != nil && len(r.buf)+len(frag) > r.max) {
-			r.line++
-			return nil, false, errLineTooLong
-		}
-		r.buf = append(r.buf, frag...)
-		switch {
-		case err == nil:
-			r.line++
-			return r.buf[:len(r.buf)-1], true, nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF):
-			if len(r.buf) == 0 {
-				return nil, false, io.EOF
-			}
-			r.line++
-			return r.buf, false, nil
-		default:
-			r.line++
-			return nil, false, err
-		}
-	}
-}
-
 type importedVersion struct {
 	line int
 	v    *Version
@@ -309,7 +270,7 @@ type importedVersion struct {
 // a handle on the file's head version. See the format above for what is
 // checked and which errors are returned.
 func Import(ctx context.Context, g Graph, r io.Reader) (Session, error) {
-	lr := &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: MaxJSONLLineBytes}
+	lr := jsonl.NewReader(r, MaxJSONLLineBytes)
 	var (
 		head      ID
 		hasHeader bool
@@ -320,12 +281,12 @@ func Import(ctx context.Context, g Graph, r io.Reader) (Session, error) {
 		if err := ctx.Err(); err != nil {
 			return Session{}, err
 		}
-		line, _, err := lr.next()
+		line, _, err := lr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		n := lr.line
-		if errors.Is(err, errLineTooLong) {
+		n := lr.Line()
+		if errors.Is(err, jsonl.ErrLineTooLong) {
 			return Session{}, fmt.Errorf("line %d: %w: longer than %d bytes", n, ErrTooLarge, MaxJSONLLineBytes)
 		}
 		if err != nil {
