@@ -277,6 +277,7 @@ func (b *Backend) Open(ctx context.Context, spec session.Spec, dir string) (sand
 		user:    user,
 		timeout: timeout,
 	}
+	s.Files = hostfs.NewFiles(fsys, s.check)
 	return s, nil
 }
 
@@ -338,6 +339,10 @@ func checkUser(u string) error {
 
 // Sandbox is one docker sandbox.
 type Sandbox struct {
+	// Files gives ReadFile, WriteFile, List and Stat on the workspace,
+	// each refused once the sandbox is closed.
+	hostfs.Files
+
 	b       *Backend
 	fs      *hostfs.FS
 	spec    session.Spec
@@ -800,40 +805,6 @@ func (s *Sandbox) check(ctx context.Context) error {
 		return fmt.Errorf("docker: %w", sandbox.ErrClosed)
 	}
 	return nil
-}
-
-// ReadFile reads a workspace file from the host side; limit > 0 refuses
-// larger files with sandbox.ErrTooLarge.
-func (s *Sandbox) ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
-	if err := s.check(ctx); err != nil {
-		return nil, err
-	}
-	return s.fs.ReadFile(path, limit)
-}
-
-// WriteFile writes a workspace file from the host side, owned by the
-// sandbox user when the worker is root.
-func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte, perm fs.FileMode) error {
-	if err := s.check(ctx); err != nil {
-		return err
-	}
-	return s.fs.WriteFile(path, data, perm)
-}
-
-// List lists a workspace directory.
-func (s *Sandbox) List(ctx context.Context, path string) ([]sandbox.FileInfo, error) {
-	if err := s.check(ctx); err != nil {
-		return nil, err
-	}
-	return s.fs.List(path)
-}
-
-// Stat describes a workspace path.
-func (s *Sandbox) Stat(ctx context.Context, path string) (sandbox.FileInfo, error) {
-	if err := s.check(ctx); err != nil {
-		return sandbox.FileInfo{}, err
-	}
-	return s.fs.Stat(path)
 }
 
 // Close removes the container (killing whatever runs in it). The workspace

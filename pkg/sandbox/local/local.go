@@ -134,14 +134,16 @@ func (b *Backend) Open(ctx context.Context, spec session.Spec, dir string) (sand
 	if spec.TimeoutSeconds > 0 {
 		timeout = time.Duration(spec.TimeoutSeconds * float64(time.Second))
 	}
-	return &Sandbox{
+	s := &Sandbox{
 		b:       b,
 		fs:      fsys,
 		tmp:     tmp,
 		timeout: timeout,
 		env:     b.baseEnv(fsys.Dir(), tmp, spec.Env),
 		running: map[int]struct{}{},
-	}, nil
+	}
+	s.Files = hostfs.NewFiles(fsys, s.check)
+	return s, nil
 }
 
 func (b *Backend) baseEnv(home, tmp string, spec map[string]string) map[string]string {
@@ -164,6 +166,10 @@ func (b *Backend) baseEnv(home, tmp string, spec map[string]string) map[string]s
 
 // Sandbox is one open local sandbox.
 type Sandbox struct {
+	// Files gives ReadFile, WriteFile, List and Stat on the workspace,
+	// each refused once the sandbox is closed.
+	hostfs.Files
+
 	b       *Backend
 	fs      *hostfs.FS
 	tmp     string
@@ -290,39 +296,6 @@ func killGroup(pgid int) error {
 		return nil
 	}
 	return err
-}
-
-// ReadFile reads a workspace file; limit > 0 refuses larger files with
-// sandbox.ErrTooLarge.
-func (s *Sandbox) ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
-	if err := s.check(ctx); err != nil {
-		return nil, err
-	}
-	return s.fs.ReadFile(path, limit)
-}
-
-// WriteFile writes a workspace file, creating parents.
-func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte, perm fs.FileMode) error {
-	if err := s.check(ctx); err != nil {
-		return err
-	}
-	return s.fs.WriteFile(path, data, perm)
-}
-
-// List lists a workspace directory.
-func (s *Sandbox) List(ctx context.Context, path string) ([]sandbox.FileInfo, error) {
-	if err := s.check(ctx); err != nil {
-		return nil, err
-	}
-	return s.fs.List(path)
-}
-
-// Stat describes a workspace path.
-func (s *Sandbox) Stat(ctx context.Context, path string) (sandbox.FileInfo, error) {
-	if err := s.check(ctx); err != nil {
-		return sandbox.FileInfo{}, err
-	}
-	return s.fs.Stat(path)
 }
 
 // Close kills running commands and removes the sandbox's TMPDIR. The
