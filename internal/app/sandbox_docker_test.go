@@ -3,51 +3,22 @@ package app_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/moby/moby/client"
 
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/sandbox/docker"
 	"github.com/rath-run/rath/pkg/session"
 )
-
-// requireDockerImage skips without a Docker Engine or the default sandbox
-// image, unless RATH_REQUIRE_DOCKER=1 or CI=true, when it fails.
-func requireDockerImage(t *testing.T) {
-	t.Helper()
-	fail := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("RATH_REQUIRE_DOCKER") == "1" || os.Getenv("CI") == "true" {
-			t.Fatalf("Docker required: "+format, args...)
-		}
-		t.Skipf(format+" (set RATH_REQUIRE_DOCKER=1 to fail instead)", args...)
-	}
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		fail("docker client: %v", err)
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		fail("no Docker Engine: %v", err)
-	}
-	if _, err := cli.ImageInspect(ctx, docker.DefaultImage); err != nil {
-		fail("image %s missing (scripts/sandbox-image.sh builds it): %v", docker.DefaultImage, err)
-	}
-}
 
 // TestDevRunPlacedOnDocker: a session placed on "docker" runs its tools in
 // a hardened container: a non-root user, no network, no privileges, and
 // the file a tool wrote visible to the next tool.
 func TestDevRunPlacedOnDocker(t *testing.T) {
 	t.Parallel()
-	requireDockerImage(t)
+	testenv.RequireDocker(t, docker.DefaultImage)
 	s := startDev(t, "", app.DevConfig{Workers: 1})
 	ctx := context.Background()
 	in, err := session.FromUserMessage(ctx, s.dev.Backend.Store, "Where am I running?")

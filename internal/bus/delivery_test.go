@@ -12,6 +12,7 @@ import (
 
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/bus/bustest"
+	"github.com/rath-run/rath/internal/testenv"
 )
 
 const testAckWait = 300 * time.Millisecond
@@ -168,7 +169,7 @@ func TestTerm(t *testing.T) {
 		t.Fatal(err)
 	}
 	fetchNone(ctx, t, c, 4*testAckWait)
-	eventually(t, 5*time.Second, "terminated job to leave the work queue", func() bool {
+	testenv.Eventually(t, 5*time.Second, "terminated job to leave the work queue", func() bool {
 		return streamMsgs(ctx, t, b, bus.JobsStream) == 0
 	})
 }

@@ -31,20 +31,6 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		// Yield without sleeping a fixed time: conditions here are server
-		// round trips, each of which blocks on I/O.
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func mustPublish(ctx context.Context, t *testing.T, b *bus.Bus, j bus.Job) {
 	t.Helper()
 	dup, err := b.Publish(ctx, j, nil)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/bus/bustest"
+	"github.com/rath-run/rath/internal/testenv"
 )
 
 func TestPublishValidation(t *testing.T) {
@@ -304,7 +305,7 @@ func TestFetchArguments(t *testing.T) {
 		t.Fatalf("Fetch no-wait on empty queue: %d, %v", len(ds), err)
 	}
 	mustPublish(ctx, t, b, testJob("args", "nowait"))
-	eventually(t, 5*time.Second, "no-wait fetch to return the job", func() bool {
+	testenv.Eventually(t, 5*time.Second, "no-wait fetch to return the job", func() bool {
 		ds, err = c.Fetch(ctx, 1, 0)
 		if err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/bus/bustest"
 	"github.com/rath-run/rath/internal/bus/embedded"
+	"github.com/rath-run/rath/internal/testenv"
 )
 
 // A server restart on the same store and port keeps unacked jobs (pending
@@ -30,7 +31,7 @@ func TestServerRestart(t *testing.T) {
 
 	opts := srv.Options()
 	srv.Shutdown()
-	eventually(t, 5*time.Second, "client to notice the shutdown", func() bool { return !nc.IsConnected() })
+	testenv.Eventually(t, 5*time.Second, "client to notice the shutdown", func() bool { return !nc.IsConnected() })
 	// While the server is down a Fetch either times out empty (the pull
 	// request sits in the reconnect buffer) or reports ErrUnavailable.
 	if ds, err := c.Fetch(ctx, 1, 200*time.Millisecond); err != nil && !errors.Is(err, bus.ErrUnavailable) || len(ds) != 0 {
@@ -55,7 +56,7 @@ func TestServerRestart(t *testing.T) {
 	if srv2.Port() != opts.Port {
 		t.Fatalf("restarted on port %d, want %d", srv2.Port(), opts.Port)
 	}
-	eventually(t, 10*time.Second, "client to reconnect", nc.IsConnected)
+	testenv.Eventually(t, 10*time.Second, "client to reconnect", nc.IsConnected)
 	// The retry of the failed publish is safe: the step is stored once.
 	if _, err := b.Publish(ctx, testJob("restart", "during"), nil); err != nil {
 		t.Fatalf("retry publish after restart: %v", err)

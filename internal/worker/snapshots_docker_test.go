@@ -2,13 +2,12 @@ package worker_test
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/sandbox"
 	"github.com/rath-run/rath/pkg/sandbox/docker"
 	"github.com/rath-run/rath/pkg/session"
@@ -21,25 +20,10 @@ import (
 // CI=true, when it fails.
 func dockerBackends(t *testing.T) func() *sandbox.Registry {
 	t.Helper()
-	probe, err := docker.New(docker.Config{})
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = probe.Ping(ctx)
-		cancel()
-		_ = probe.Close()
-	}
-	if err == nil {
-		script, _ := filepath.Abs("../../scripts/sandbox-image.sh")
-		out, berr := exec.Command(script).CombinedOutput()
-		if berr != nil {
-			t.Fatalf("build the sandbox image: %v\n%s", berr, out)
-		}
-	}
-	if err != nil {
-		if os.Getenv("RATH_REQUIRE_DOCKER") == "1" || os.Getenv("CI") == "true" {
-			t.Fatalf("Docker required (RATH_REQUIRE_DOCKER=1 or CI=true) but unavailable: %v", err)
-		}
-		t.Skipf("no Docker Engine (set RATH_REQUIRE_DOCKER=1 to fail instead): %v", err)
+	testenv.RequireDocker(t)
+	script, _ := filepath.Abs("../../scripts/sandbox-image.sh")
+	if out, err := exec.Command(script).CombinedOutput(); err != nil {
+		t.Fatalf("build the sandbox image: %v\n%s", err, out)
 	}
 	return func() *sandbox.Registry {
 		b, err := docker.New(docker.Config{})

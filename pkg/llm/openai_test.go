@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/llm"
 	"github.com/rath-run/rath/pkg/llm/llmtest"
 	"github.com/rath-run/rath/pkg/session"
@@ -444,13 +445,7 @@ func TestOpenAICallerCancel(t *testing.T) {
 		errc <- err
 	}()
 	// Cancel once the server has the request.
-	deadline := time.Now().Add(10 * time.Second)
-	for len(srv.Requests()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("server never saw the request")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "the server to see the request", func() bool { return len(srv.Requests()) > 0 })
 	cancel()
 	select {
 	case err := <-errc:

@@ -15,6 +15,7 @@ import (
 	"github.com/moby/moby/client"
 	"go.uber.org/goleak"
 
+	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/sandbox"
 	"github.com/rath-run/rath/pkg/sandbox/docker"
 	"github.com/rath-run/rath/pkg/sandbox/sandboxtest"
@@ -86,10 +87,7 @@ func prune() {
 func newBackend(t testing.TB, cfg docker.Config) *docker.Backend {
 	t.Helper()
 	if engineErr != nil {
-		if os.Getenv("RATH_REQUIRE_DOCKER") == "1" || os.Getenv("CI") == "true" {
-			t.Fatalf("Docker required (RATH_REQUIRE_DOCKER=1 or CI=true) but unavailable: %v", engineErr)
-		}
-		t.Skipf("no Docker Engine (set RATH_REQUIRE_DOCKER=1 to fail instead): %v", engineErr)
+		testenv.DockerUnavailable(t, "%v", engineErr)
 	}
 	cfg.Client = engine
 	b, err := docker.New(cfg)
@@ -163,13 +161,7 @@ func TestIdleReaper(t *testing.T) {
 	sb, _ := openSandbox(t, b, session.Spec{})
 	exec1(t, sb, sandbox.ExecRequest{Shell: "echo kept > f"})
 	id := sb.ContainerID()
-	deadline := time.Now().Add(30 * time.Second)
-	for sb.ContainerID() != "" {
-		if time.Now().After(deadline) {
-			t.Fatal("idle container not reaped")
-		}
-		time.Sleep(20 * time.Millisecond) // polling with a deadline
-	}
+	testenv.Eventually(t, 30*time.Second, "the idle container to be reaped", func() bool { return sb.ContainerID() == "" })
 	waitGone(t, id)
 	res := exec1(t, sb, sandbox.ExecRequest{Shell: "cat f"})
 	if string(res.Stdout) != "kept\n" || sb.ContainerID() == id {
@@ -179,16 +171,10 @@ func TestIdleReaper(t *testing.T) {
 
 func waitGone(t *testing.T, id string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := engine.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{}); err != nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("container %s still exists", id)
-		}
-		time.Sleep(20 * time.Millisecond) // polling with a deadline
-	}
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("container %s to be removed", id), func() bool {
+		_, err := engine.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{})
+		return err != nil
+	})
 }
 
 func TestSpecNetworkRefused(t *testing.T) {

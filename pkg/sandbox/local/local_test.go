@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/sandbox"
 	"github.com/rath-run/rath/pkg/sandbox/local"
 	"github.com/rath-run/rath/pkg/session"
@@ -166,20 +167,14 @@ func TestBackgroundProcessDoesNotOutliveCall(t *testing.T) {
 // waitDead polls until pid is gone or a zombie.
 func waitDead(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("process %d to be gone or a zombie", pid), func() bool {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
-			return
+			return true
 		}
-		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] == "Z" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still alive: %s", pid, stat)
-		}
-		time.Sleep(10 * time.Millisecond) // polling with a deadline
-	}
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		return len(f) > 0 && f[0] == "Z"
+	})
 }
 
 func TestOutputTruncated(t *testing.T) {
@@ -292,16 +287,10 @@ func TestClose(t *testing.T) {
 		res, _ := sb.Exec(ctx, sandbox.ExecRequest{Shell: "echo > started; sleep 300", Timeout: time.Minute})
 		done <- res
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("command did not start")
-		}
-		time.Sleep(5 * time.Millisecond) // polling with a deadline
-	}
+	testenv.Eventually(t, 10*time.Second, "the command to start", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "started"))
+		return err == nil
+	})
 	must(t, sb.Close(ctx))
 	must(t, sb.Close(ctx)) // idempotent
 	select {
