@@ -15,51 +15,35 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/coordinator"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator:", err)
-		os.Exit(1)
-	}
-}
+func main() { app.Main("coordinator", run) }
 
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
-	storeURL := fs.String("store", os.Getenv("RATH_STORE"), "store URL (postgres://… or sqlite:PATH)")
-	natsURL := fs.String("nats", cmp.Or(os.Getenv("NATS_URL"), nats.DefaultURL), "NATS server URL")
+	conn := app.StoreNATSFlags(fs)
 	addr := fs.String("addr", cmp.Or(os.Getenv("RATH_ADDR"), ":7420"), "listen address")
 	interval := fs.Duration("reconcile-interval", 0, "how often the reconciler scans for lost steps (default 10s)")
 	staleAfter := fs.Duration("stale-after", 0, "how long an unfinished step may go untouched before it is reconciled (default 2m)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *storeURL == "" {
-		return errors.New("--store (or RATH_STORE) is required")
+	if err := conn.Check(); err != nil {
+		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	b, err := app.OpenBackend(ctx, app.BackendConfig{
-		StoreURL: *storeURL,
-		Connect: func() (*nats.Conn, error) {
-			return nats.Connect(*natsURL, nats.Name("rath-coordinator"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
-		},
-		Migrate: true,
-		Logger:  log,
+		StoreURL: conn.StoreURL,
+		Connect:  app.NATSConnector(conn.NATSURL, "rath-coordinator"),
+		Migrate:  true,
+		Logger:   log,
 	})
 	if err != nil {
 		return err

@@ -21,39 +21,24 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/worker"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
-	}
-}
+func main() { app.Main("worker", run) }
 
 func run(ctx context.Context, args []string) error {
 	slots, _ := strconv.Atoi(os.Getenv("RATH_SLOTS"))
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	storeURL := fs.String("store", os.Getenv("RATH_STORE"), "store URL (postgres://… or sqlite:PATH)")
-	natsURL := fs.String("nats", cmp.Or(os.Getenv("NATS_URL"), nats.DefaultURL), "NATS server URL")
+	conn := app.StoreNATSFlags(fs)
 	queue := fs.String("queue", cmp.Or(os.Getenv("RATH_QUEUE"), "default"), "job queue")
 	fs.IntVar(&slots, "slots", cmp.Or(slots, 4), "concurrent steps")
 	health := fs.String("health", cmp.Or(os.Getenv("RATH_HEALTH"), ":7421"), "health listen address (empty: off)")
@@ -64,17 +49,15 @@ func run(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *storeURL == "" {
-		return errors.New("--store (or RATH_STORE) is required")
+	if err := conn.Check(); err != nil {
+		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	b, err := app.OpenBackend(ctx, app.BackendConfig{
-		StoreURL: *storeURL,
-		Connect: func() (*nats.Conn, error) {
-			return nats.Connect(*natsURL, nats.Name("rath-worker"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
-		},
-		Bus:    bus.Config{AckWait: *ackWait},
-		Logger: log,
+		StoreURL: conn.StoreURL,
+		Connect:  app.NATSConnector(conn.NATSURL, "rath-worker"),
+		Bus:      bus.Config{AckWait: *ackWait},
+		Logger:   log,
 	})
 	if err != nil {
 		return err
