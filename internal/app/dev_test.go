@@ -13,6 +13,7 @@ import (
 	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testdb"
+	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/internal/worker"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/client"
@@ -48,20 +49,15 @@ func startDev(t *testing.T, storeURL string, cfg app.DevConfig) *stack {
 
 func (s *stack) waitRun(t *testing.T, id string) runs.Run {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var r runs.Run
+	var r runs.Run
+	testenv.Eventually(t, 30*time.Second, "run "+id+" to end", func() bool {
+		r = runs.Run{}
 		if err := s.cl.Do(context.Background(), "GET", "/v1/runs/"+id, nil, &r); err != nil {
 			t.Fatalf("get run: %v", err)
 		}
-		if r.Status.Terminal() {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s still %s after 30s: %+v", id, r.Status, r)
-		}
-		<-time.After(20 * time.Millisecond)
-	}
+		return r.Status.Terminal()
+	})
+	return r
 }
 
 func (s *stack) submit(t *testing.T, spec, message string) runs.Run {
@@ -179,7 +175,7 @@ func TestDuplicateJobsCommitOnce(t *testing.T) {
 		t.Fatalf("run %s: %s", r.Status, r.Error)
 	}
 	// Wait until the extra job has been consumed too, then count commits.
-	waitFor(t, func() bool {
+	testenv.Eventually(t, 20*time.Second, "the extra job to be consumed", func() bool {
 		cons, err := s.dev.Backend.Bus.JetStream().Consumer(ctx, "RATH_JOBS", "jobs-default")
 		if err != nil {
 			return false
@@ -273,17 +269,6 @@ func TestWorkerCrashAfterCommit(t *testing.T) {
 	children, err := s.dev.Backend.Store.Children(ctx, in.ID())
 	if err != nil || len(children) != 1 {
 		t.Fatalf("input children = %d (%v), want 1", len(children), err)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 20s")
-		}
-		<-time.After(20 * time.Millisecond)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
@@ -42,16 +43,15 @@ func runWriting(t *testing.T, cl *client.Client, input string, pad int, files ma
 	if err := cl.Do(ctx, "POST", "/v1/runs", map[string]any{"agent": json.RawMessage(spec), "session": input}, &r); err != nil {
 		t.Fatalf("submit: %v", err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !r.Status.Terminal() {
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s still %s", r.ID, r.Status)
+	testenv.Eventually(t, 30*time.Second, "run "+r.ID+" to end", func() bool {
+		if r.Status.Terminal() {
+			return true
 		}
-		<-time.After(20 * time.Millisecond)
 		if err := cl.Do(ctx, "GET", "/v1/runs/"+r.ID, nil, &r); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return r.Status.Terminal()
+	})
 	if r.Status != runs.RunSucceeded || r.Output == nil {
 		t.Fatalf("run %s: %s (%s)", r.ID, r.Status, r.Error)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/internal/worker"
 )
 
@@ -82,21 +83,15 @@ func TestReconcilerLeavesQueuedJobs(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(wctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got, err := b.Runs.Get(ctx, r.ID)
-		if err != nil {
+	var got runs.Run
+	testenv.Eventually(t, 30*time.Second, "the run to end", func() bool {
+		var err error
+		if got, err = b.Runs.Get(ctx, r.ID); err != nil {
 			t.Fatal(err)
 		}
-		if got.Status.Terminal() {
-			if got.Status != runs.RunSucceeded || got.Steps[0].Attempts != 1 {
-				t.Fatalf("run %s, step attempts %d; want succeeded on the first attempt", got.Status, got.Steps[0].Attempts)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run still %s after 30s", got.Status)
-		}
-		<-time.After(20 * time.Millisecond)
+		return got.Status.Terminal()
+	})
+	if got.Status != runs.RunSucceeded || got.Steps[0].Attempts != 1 {
+		t.Fatalf("run %s, step attempts %d; want succeeded on the first attempt", got.Status, got.Steps[0].Attempts)
 	}
 }

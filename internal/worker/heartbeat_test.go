@@ -10,6 +10,7 @@ import (
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/bus/bustest"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/internal/worker"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/llm"
@@ -100,20 +101,15 @@ func (r *rig) startWorker(t *testing.T, cfg worker.Config) {
 
 func (r *rig) waitRun(t *testing.T, id string) runs.Run {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		run, err := r.runs.Get(context.Background(), id)
-		if err != nil {
+	var run runs.Run
+	testenv.Eventually(t, 30*time.Second, "run "+id+" to end", func() bool {
+		var err error
+		if run, err = r.runs.Get(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}
-		if run.Status.Terminal() {
-			return run
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s still %s after 30s", id, run.Status)
-		}
-		<-time.After(20 * time.Millisecond)
-	}
+		return run.Status.Terminal()
+	})
+	return run
 }
 
 // checkOneCommit asserts the step's input has exactly one child: the step

@@ -13,6 +13,7 @@ import (
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/bus/bustest"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/internal/worker"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/llm"
@@ -144,19 +145,12 @@ func (r *wsRig) step(t *testing.T, i int, in session.ID, reply llm.ScriptReply) 
 	if _, err := r.bus.Publish(ctx, bus.Job{StepID: st.ID, RunID: run.ID, Queue: run.Queue, Input: in.String(), Target: target}, nil); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.Eventually(t, 30*time.Second, "run "+run.ID+" to end", func() bool {
 		if run, err = r.runs.Get(ctx, run.ID); err != nil {
 			t.Fatal(err)
 		}
-		if run.Status.Terminal() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s still %s after 30s", run.ID, run.Status)
-		}
-		<-time.After(20 * time.Millisecond)
-	}
+		return run.Status.Terminal()
+	})
 	if run.Status != runs.RunSucceeded || run.Output == nil {
 		t.Fatalf("run %s: %s (%s)", run.ID, run.Status, run.Error)
 	}
