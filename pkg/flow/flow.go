@@ -1,0 +1,92 @@
+// Package flow is Rath's programming model: workflows compose agents the way
+// nn.Modules compose layers. A [Workflow] is anything with
+//
+//	Forward(ctx context.Context, s session.Session) (session.Session, error)
+//
+// written in plain Go: if and for are the control flow, and a selector (package
+// selector) routes when the route depends on the conversation.
+//
+// # Runtimes and steps
+//
+// Every agent, selector or compressor call inside a workflow is a step: a
+// [Call] executed by the [Runtime] the context carries ([WithRuntime], [Run]).
+// The in-process runtime executes steps in the calling process; the cluster
+// runtime turns each step into a job that any worker runs. Workflow code does
+// not change between them, as a model's code does not change between devices.
+//
+// # Durable runs
+//
+// A step's key is derived deterministically from its position in the run
+// ([NextKey]): the n-th step of a scope is "<scope>.<n>", and [Branch] opens
+// the child scope of a fan-out branch. A runtime that is asked for a key that
+// already committed returns the committed output without executing again, so
+// a driver that dies and re-executes the run's code continues where it was.
+// Workflow code must therefore be deterministic given step results (as in
+// Temporal): take keys only in the goroutine that owns the scope, and open a
+// [Branch] for every goroutine a fan-out starts.
+package flow
+
+import (
+	"context"
+
+	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/session"
+)
+
+// Workflow forwards a session: an agent, a composition of agents, or any
+// code with this signature.
+type Workflow interface {
+	Forward(ctx context.Context, s session.Session) (session.Session, error)
+}
+
+// Describer is a self-describing workflow: a selector offers its
+// Description to the model as a candidate.
+type Describer interface {
+	Description() string
+}
+
+// Func adapts a function to a Workflow.
+type Func func(ctx context.Context, s session.Session) (session.Session, error)
+
+// Forward calls f.
+func (f Func) Forward(ctx context.Context, s session.Session) (session.Session, error) {
+	return f(ctx, s)
+}
+
+// Kind names what a step call does.
+type Kind string
+
+// Step call kinds.
+const (
+	// KindAgent runs the agent loop of Call.Agent (op step).
+	KindAgent Kind = "agent"
+	// KindSelect asks Call.Agent's model to choose among Call.Candidates
+	// and records the decision as a selector_decision chunk.
+	KindSelect Kind = "select"
+	// KindCompress replaces the transcript with one summary chunk (op
+	// compress), one model call with tools off.
+	KindCompress Kind = "compress"
+)
+
+// Call is one step: what to forward the step's input through. It is the
+// Target of a step job on the cluster (see [ParseTarget]).
+type Call struct {
+	Kind Kind `json:"kind"`
+	// Agent is the agent for KindAgent, and the model and system prompt of
+	// a selector or compressor.
+	Agent agent.Spec `json:"agent"`
+	// Candidates are the descriptions a selector chooses among, in order.
+	Candidates []string `json:"candidates,omitempty"`
+	// Instruction is a compressor's final user instruction; empty means the
+	// default.
+	Instruction string `json:"instruction,omitempty"`
+}
+
+// Runtime executes steps.
+type Runtime interface {
+	// Step forwards in through call as the step named key (unique within
+	// the run and deterministic, see [NextKey]) and returns the committed
+	// output. A key that already committed returns its output without
+	// executing again.
+	Step(ctx context.Context, key string, call Call, in session.Session) (session.Session, error)
+}
