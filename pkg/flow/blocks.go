@@ -1,0 +1,223 @@
+package flow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/session"
+)
+
+// Agent is the workflow of one agent: Forward is one step of [KindAgent]
+// through the spec (the agent loop, on whichever worker or process the
+// runtime chooses). It is a [Describer], so a selector can offer it.
+type Agent struct {
+	Spec agent.Spec
+	// Desc describes the agent to a selector; the spec's name when empty.
+	Desc string
+}
+
+// NewAgent returns the workflow of spec with a description for selectors.
+func NewAgent(spec agent.Spec, description string) *Agent {
+	return &Agent{Spec: spec, Desc: description}
+}
+
+// Forward runs one agent step on s.
+func (a *Agent) Forward(ctx context.Context, s session.Session) (session.Session, error) {
+	return Do(ctx, Call{Kind: KindAgent, Agent: a.Spec}, s)
+}
+
+// Description implements [Describer].
+func (a *Agent) Description() string {
+	if a.Desc != "" {
+		return a.Desc
+	}
+	return a.Spec.Name
+}
+
+// Compressor replaces a session's transcript with one summary chunk: one
+// model call with tools off (OpenRath's run_session_compress). Spec gives
+// the model and, as its instructions, the compressor's system prompt;
+// Instruction is the final user message, [DefaultCompressInstruction] when
+// empty. The output is a version of op compress whose parent is the
+// compressed version and whose transcript is the summary alone.
+type Compressor struct {
+	Spec        agent.Spec
+	Instruction string
+	// Desc describes the compressor to a selector; the spec's name when
+	// empty.
+	Desc string
+}
+
+// Forward runs one compress step on s.
+func (c *Compressor) Forward(ctx context.Context, s session.Session) (session.Session, error) {
+	return Do(ctx, Call{Kind: KindCompress, Agent: c.Spec, Instruction: c.Instruction}, s)
+}
+
+// Description implements [Describer].
+func (c *Compressor) Description() string {
+	if c.Desc != "" {
+		return c.Desc
+	}
+	return c.Spec.Name
+}
+
+// Empty is the identity workflow: Forward returns its input unchanged. A
+// selector returns [EmptyWorkflow] when the model chooses no candidate.
+type Empty struct{}
+
+// EmptyWorkflow is the identity workflow a selector returns for "none".
+// Compare a selector's choice with [IsEmpty].
+var EmptyWorkflow Workflow = Empty{}
+
+// Forward returns s.
+func (Empty) Forward(_ context.Context, s session.Session) (session.Session, error) { return s, nil }
+
+// Description implements [Describer].
+func (Empty) Description() string { return "do nothing" }
+
+// IsEmpty reports whether w is the identity workflow.
+func IsEmpty(w Workflow) bool {
+	switch w.(type) {
+	case Empty, *Empty:
+		return true
+	}
+	return false
+}
+
+// Sequence forwards through each workflow in order, each getting the
+// previous one's output.
+type Sequence []Workflow
+
+// Seq returns the sequence of ws.
+func Seq(ws ...Workflow) Sequence { return Sequence(ws) }
+
+// Forward runs the workflows in order; the first error stops it.
+func (q Sequence) Forward(ctx context.Context, s session.Session) (session.Session, error) {
+	for i, w := range q {
+		if w == nil {
+			return session.Session{}, fmt.Errorf("flow: sequence[%d] is nil", i)
+		}
+		out, err := w.Forward(ctx, s)
+		if err != nil {
+			return session.Session{}, err
+		}
+		s = out
+	}
+	return s, nil
+}
+
+// Parallel is a fan-out with fan-in: it forks the input once per branch,
+// runs every branch's workflow on its fork in its own goroutine and key
+// scope ([Branch]), and merges the branch outputs in branch order onto the
+// first. A merge takes only what each branch added since the fork
+// ([session.Session.Merge]), so the shared history appears once.
+//
+// The fan-out takes one key of its scope, so workflows nesting Parallels
+// stay deterministic. The first branch error cancels the other branches
+// and is returned (wrapped with the branch index); the output is then zero.
+type Parallel struct {
+	Branches []Workflow
+	// Limit bounds how many branches run at once; 0 runs them all.
+	Limit int
+}
+
+// Par returns the parallel composition of ws, all branches at once.
+func Par(ws ...Workflow) *Parallel { return &Parallel{Branches: ws} }
+
+// Fanout returns a Parallel of n copies of w: the same workflow on n forks
+// of the input, each branch with its own keys (so n agent steps, not one).
+func Fanout(n int, w Workflow) *Parallel {
+	bs := make([]Workflow, n)
+	for i := range bs {
+		bs[i] = w
+	}
+	return &Parallel{Branches: bs}
+}
+
+// Forward forks s, runs the branches and merges their outputs.
+func (p *Parallel) Forward(ctx context.Context, s session.Session) (session.Session, error) {
+	n := len(p.Branches)
+	if n == 0 {
+		return s, nil
+	}
+	if p.Limit < 0 {
+		return session.Session{}, fmt.Errorf("flow: parallel: limit %d is negative", p.Limit)
+	}
+	for i, w := range p.Branches {
+		if w == nil {
+			return session.Session{}, fmt.Errorf("flow: parallel: branch %d is nil", i)
+		}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	scopes := Branches(ctx, n)
+	limit := p.Limit
+	if limit == 0 || limit > n {
+		limit = n
+	}
+	sem := make(chan struct{}, limit)
+	outs := make([]session.Session, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, w := range p.Branches {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			out, err := runBranch(scopes[i], i, w, s)
+			if err != nil {
+				errs[i] = err
+				cancel(err)
+				return
+			}
+			outs[i] = out
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		for _, e := range errs {
+			if e != nil {
+				return session.Session{}, e
+			}
+		}
+		return session.Session{}, fmt.Errorf("flow: parallel: %w", err)
+	}
+	out := outs[0]
+	for i := 1; i < n; i++ {
+		if outs[i].ID() == out.ID() {
+			continue
+		}
+		m, err := out.Merge(ctx, outs[i])
+		if err != nil {
+			return session.Session{}, fmt.Errorf("flow: parallel: merge branch %d: %w", i, err)
+		}
+		out = m
+	}
+	return out, nil
+}
+
+// runBranch forks s and runs w on the fork.
+func runBranch(ctx context.Context, i int, w Workflow, s session.Session) (session.Session, error) {
+	f, err := s.Fork(ctx)
+	if err != nil {
+		return session.Session{}, fmt.Errorf("flow: parallel: fork branch %d: %w", i, err)
+	}
+	out, err := w.Forward(ctx, f)
+	if err != nil {
+		return session.Session{}, fmt.Errorf("branch %d: %w", i, err)
+	}
+	if out.IsZero() {
+		return session.Session{}, fmt.Errorf("branch %d: %w", i, errors.New("workflow returned a zero session"))
+	}
+	return out, nil
+}
