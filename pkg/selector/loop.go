@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/rath-run/rath/pkg/session"
-
 	"github.com/rath-run/rath/pkg/flow"
+	"github.com/rath-run/rath/pkg/session"
 )
 
 // MaxLoopRounds bounds [Loop.MaxRounds].
