@@ -8,19 +8,53 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
 )
 
+// version is the release a binary was built as, set at link time
+// (-ldflags "-X github.com/rath-run/rath/internal/app.version=v1.2.3"; the
+// Dockerfile and scripts/images.sh do). Empty: the module's build info.
+var version string
+
+// Version returns the binary's version: the link-time version, else the
+// main module's version from the build info, with the VCS revision when
+// the build recorded one.
+func Version() string {
+	v := version
+	info, ok := debug.ReadBuildInfo()
+	if v == "" && ok {
+		v = info.Main.Version
+	}
+	if ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && s.Value != "" {
+				v += " (" + s.Value + ")"
+			}
+		}
+	}
+	return cmp.Or(v, "(devel)")
+}
+
 // Main is the main function of a Rath command: it calls run with the
 // command-line arguments under a context canceled on SIGINT or SIGTERM,
-// and when run fails prints "name: error" to stderr and exits 1.
+// and when run fails prints "name: error" to stderr and exits 1. A first
+// argument "version" prints "name VERSION" and exits 0, as -h and --help
+// (the flag set's usage) do.
 func Main(name string, run func(ctx context.Context, args []string) error) {
+	if len(os.Args) == 2 && os.Args[1] == "version" {
+		fmt.Fprintln(os.Stdout, name, Version())
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:])
 	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(1)
