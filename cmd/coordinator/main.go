@@ -5,7 +5,8 @@
 //	RATH_STORE       store URL (postgres://… or sqlite:PATH)      --store
 //	NATS_URL         NATS server URL (default nats://127.0.0.1:4222) --nats
 //	RATH_ADDR        listen address (default :7420)                --addr
-//	RATH_TOKEN       bearer token required on /v1 (optional)
+//	RATH_TOKEN       bootstrap admin token (default tenant); turns auth on
+//	RATH_AUTH        auth mode: required, off or auto (default)  --auth
 //
 // `coordinator migrate` applies the migrations and exits.
 package main
@@ -32,6 +33,7 @@ func run(ctx context.Context, args []string) error {
 	addr := fs.String("addr", cmp.Or(os.Getenv("RATH_ADDR"), ":7420"), "listen address")
 	interval := fs.Duration("reconcile-interval", 0, "how often the reconciler scans for lost steps (default 10s)")
 	staleAfter := fs.Duration("stale-after", 0, "how long an unfinished step may go untouched before it is reconciled (default 2m)")
+	authMode := fs.String("auth", os.Getenv("RATH_AUTH"), "API authentication: required, off, or auto (required when RATH_TOKEN is set or a live token is stored; docs/security.md)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -53,11 +55,34 @@ func run(ctx context.Context, args []string) error {
 		log.Info("migrations applied")
 		return nil
 	}
-	c, err := coordinator.New(b.Store, b.Runs, b.Bus, coordinator.Config{
-		Token: os.Getenv("RATH_TOKEN"), ReconcileInterval: *interval, StaleAfter: *staleAfter, Logger: log,
+	tokens, err := b.TokenStore()
+	if err != nil {
+		return err
+	}
+	requireAuth, err := app.AuthMode(ctx, *authMode, os.Getenv("RATH_TOKEN"), tokens)
+	if err != nil {
+		return err
+	}
+	if !requireAuth {
+		log.Warn("API authentication is off: anyone who reaches the address may use the API (set RATH_TOKEN or --auth required)")
+	}
+	tenants, err := app.TenantPools(conn.StoreURL)
+	if err != nil {
+		return err
+	}
+	if tenants != nil {
+		defer tenants.Close()
+	}
+	cfg := coordinator.Config{
+		Token: os.Getenv("RATH_TOKEN"), RequireAuth: requireAuth, Tokens: tokens,
+		ReconcileInterval: *interval, StaleAfter: *staleAfter, Logger: log,
 		// OpenBackend opens the graph and run stores from one URL.
 		SameDatabase: b.SubmitInOneTx(),
-	})
+	}
+	if tenants != nil {
+		cfg.Tenants = tenants
+	}
+	c, err := coordinator.New(b.Store, b.Runs, b.Bus, cfg)
 	if err != nil {
 		return err
 	}

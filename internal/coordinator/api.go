@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,7 +24,7 @@ func (c *Coordinator) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", c.ready)
 
-	api := http.NewServeMux()
+	api := newAPIMux() // routes need a scope in RouteScopes (auth.go)
 	api.HandleFunc("POST /v1/runs", c.submit)
 	api.HandleFunc("GET /v1/runs", c.listRuns)
 	api.HandleFunc("GET /v1/runs/{id}", c.getRun)
@@ -46,22 +45,9 @@ func (c *Coordinator) Handler() http.Handler {
 	api.HandleFunc("POST /v1/sessions/import", c.importSession)
 	api.HandleFunc("GET /v1/sessions/{id}/files", c.sessionFiles)
 	api.HandleFunc("GET /v1/sessions/{id}/diff", c.sessionDiff)
+	c.authRoutes(api)
 	mux.Handle("/v1/", c.auth(api))
 	return mux
-}
-
-func (c *Coordinator) auth(next http.Handler) http.Handler {
-	if c.cfg.Token == "" {
-		return next
-	}
-	want := []byte("Bearer " + c.cfg.Token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 func (c *Coordinator) ready(w http.ResponseWriter, r *http.Request) {
@@ -96,7 +82,7 @@ func (c *Coordinator) listRuns(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	list, err := c.runs.List(r.Context(), runs.ListParams{Limit: limit, Before: q.Get("before"), Status: runs.RunStatus(q.Get("status"))})
+	list, err := c.runsOf(r.Context()).List(r.Context(), runs.ListParams{Limit: limit, Before: q.Get("before"), Status: runs.RunStatus(q.Get("status"))})
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -105,7 +91,7 @@ func (c *Coordinator) listRuns(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Coordinator) getRun(w http.ResponseWriter, r *http.Request) {
-	run, err := c.runs.Get(r.Context(), r.PathValue("id"))
+	run, err := c.runsOf(r.Context()).Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -129,7 +115,7 @@ func (c *Coordinator) cancelRun(w http.ResponseWriter, r *http.Request) {
 func (c *Coordinator) runEvents(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	run, err := c.runs.Get(ctx, id)
+	run, err := c.runsOf(ctx).Get(ctx, id)
 	if err != nil {
 		c.fail(w, r, err)
 		return

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/agent"
@@ -33,8 +34,19 @@ type Config struct {
 	Name string
 	// Queue is the default job queue; default "default".
 	Queue string
-	// Token, when set, is the bearer token every /v1 request must carry.
+	// Token, when set, is the bootstrap bearer token: it authenticates as an
+	// admin of the default tenant, and setting it turns authentication on.
 	Token string
+	// RequireAuth turns authentication on without a bootstrap token: every
+	// /v1 request must carry a token Tokens knows (docs/security.md).
+	RequireAuth bool
+	// Tokens checks stored API tokens and serves the /v1/tokens endpoints;
+	// nil: only Token authenticates.
+	Tokens *auth.Store
+	// Tenants confines each authenticated request to its tenant's rows
+	// (Postgres row-level security through *auth.TenantPools). Nil: the
+	// coordinator serves only the default tenant (the embedded store).
+	Tenants TenantStores
 	// MaxBodyBytes bounds a request body; default 1 MiB.
 	MaxBodyBytes int64
 	// MaxImportBytes bounds a session JSONL import body; default 64 MiB.
@@ -101,10 +113,13 @@ type Bus interface {
 // Coordinator serves the API and drives runs.
 type Coordinator struct {
 	cfg   Config
-	graph store.Store
-	runs  *runs.Store
-	bus   Bus
-	log   *slog.Logger
+	graph store.Store // tenantGraph: the request's tenant's store, else sysGraph
+	// sysGraph is the store New was given: system work and unauthenticated
+	// (authentication off) requests use it.
+	sysGraph store.Store
+	runs     *runs.Store
+	bus      Bus
+	log      *slog.Logger
 
 	manifests Manifests
 }
@@ -122,7 +137,9 @@ func New(graph store.Store, rs *runs.Store, b Bus, cfg Config) (*Coordinator, er
 			return nil, err
 		}
 	}
-	return &Coordinator{cfg: cfg, graph: graph, runs: rs, bus: b, log: cfg.Logger, manifests: manifests}, nil
+	c := &Coordinator{cfg: cfg, sysGraph: graph, runs: rs, bus: b, log: cfg.Logger, manifests: manifests}
+	c.graph = tenantGraph{c}
+	return c, nil
 }
 
 // SubmitRequest is the body of POST /v1/runs: forward a session (an existing
@@ -204,7 +221,7 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, 
 	}
 	if r.Steps == nil {
 		r.Input = input
-		if err := c.runs.Create(ctx, &r, []runs.Step{{Ordinal: 0, Input: input}}); err != nil {
+		if err := c.runsOf(ctx).Create(ctx, &r, []runs.Step{{Ordinal: 0, Input: input}}); err != nil {
 			return runs.Run{}, fmt.Errorf("record run: %w", err)
 		}
 	}
@@ -295,7 +312,7 @@ func (c *Coordinator) spent(ctx context.Context, r runs.Run, st runs.Step) (bus.
 
 // Cancel cancels a run.
 func (c *Coordinator) Cancel(ctx context.Context, runID string) (runs.Run, error) {
-	r, err := c.runs.Cancel(ctx, runID)
+	r, err := c.runsOf(ctx).Cancel(ctx, runID)
 	if err != nil {
 		return runs.Run{}, err
 	}

@@ -1,0 +1,185 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+
+	"github.com/rath-run/rath/internal/auth"
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/store"
+)
+
+// RouteScopes is the one table of the scope each /v1 route requires
+// (docs/security.md). A route registered on the API mux without an entry
+// here is refused (500, fail closed) when authentication is on, and fails
+// TestEveryRouteHasAScope.
+var RouteScopes = map[string]auth.Scope{
+	"POST /v1/runs":                     auth.ScopeSubmit,
+	"GET /v1/runs":                      auth.ScopeRead,
+	"GET /v1/runs/{id}":                 auth.ScopeRead,
+	"POST /v1/runs/{id}/cancel":         auth.ScopeSubmit,
+	"GET /v1/runs/{id}/events":          auth.ScopeRead,
+	"POST /v1/sessions":                 auth.ScopeSubmit,
+	"GET /v1/sessions":                  auth.ScopeRead,
+	"GET /v1/sessions/{id}":             auth.ScopeRead,
+	"GET /v1/sessions/{id}/transcript":  auth.ScopeRead,
+	"GET /v1/sessions/{id}/ancestors":   auth.ScopeRead,
+	"GET /v1/sessions/{id}/descendants": auth.ScopeRead,
+	"POST /v1/sessions/{id}/append":     auth.ScopeSubmit,
+	"POST /v1/sessions/{id}/fork":       auth.ScopeSubmit,
+	"POST /v1/sessions/{id}/detach":     auth.ScopeSubmit,
+	"POST /v1/sessions/{id}/merge":      auth.ScopeSubmit,
+	"GET /v1/sessions/{id}/export":      auth.ScopeRead,
+	"POST /v1/sessions/import":          auth.ScopeSubmit,
+	"GET /v1/sessions/{id}/files":       auth.ScopeRead,
+	"GET /v1/sessions/{id}/diff":        auth.ScopeRead,
+
+	"GET /v1/whoami":              auth.ScopeRead,
+	"GET /v1/tokens":              auth.ScopeAdmin,
+	"POST /v1/tokens":             auth.ScopeAdmin,
+	"POST /v1/tokens/{id}/revoke": auth.ScopeAdmin,
+}
+
+// TenantStores gives each tenant a graph store and run store confined to
+// its rows (*auth.TenantPools on Postgres).
+type TenantStores interface {
+	For(ctx context.Context, tenant string) (store.Store, *runs.Store, error)
+}
+
+// apiMux is the /v1 mux: it records the patterns registered on it, so the
+// scope check and its test can see every route.
+type apiMux struct {
+	*http.ServeMux
+	mu       sync.Mutex
+	patterns []string
+}
+
+func newAPIMux() *apiMux { return &apiMux{ServeMux: http.NewServeMux()} }
+
+// HandleFunc registers a route (see [http.ServeMux.HandleFunc]).
+func (m *apiMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(h))
+}
+
+// Handle registers a route (see [http.ServeMux.Handle]).
+func (m *apiMux) Handle(pattern string, h http.Handler) {
+	m.mu.Lock()
+	m.patterns = append(m.patterns, pattern)
+	m.mu.Unlock()
+	m.ServeMux.Handle(pattern, h)
+}
+
+// Patterns returns the registered patterns, sorted.
+func (m *apiMux) Patterns() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := append([]string(nil), m.patterns...)
+	sort.Strings(out)
+	return out
+}
+
+// authOn reports whether /v1 requests must authenticate.
+func (c *Coordinator) authOn() bool { return c.cfg.Token != "" || c.cfg.RequireAuth }
+
+// authenticator returns the coordinator's authenticator.
+func (c *Coordinator) authenticator() *auth.Authenticator {
+	a := &auth.Authenticator{Bootstrap: c.cfg.Token}
+	if c.cfg.Tokens != nil {
+		a.Tokens = c.cfg.Tokens
+	}
+	return a
+}
+
+// auth authenticates a /v1 request, checks the scope RouteScopes requires
+// for the route it matches, and binds the request to its tenant's stores.
+// Unauthenticated: 401; authenticated without the scope: 403. A request
+// that matches no route is left to the mux (404/405) once authenticated.
+func (c *Coordinator) auth(api *apiMux) http.Handler {
+	if !c.authOn() {
+		return api
+	}
+	authn := c.authenticator()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := authn.Authenticate(r.Context(), r.Header.Get("Authorization"))
+		if err != nil {
+			if !errors.Is(err, auth.ErrUnauthenticated) {
+				// The error comes from the token store, never quotes the token.
+				c.log.ErrorContext(r.Context(), "authenticate", slog.Any("error", err))
+				writeError(w, http.StatusServiceUnavailable, "unavailable", "cannot check the token now")
+				return
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer realm="rath"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", auth.ErrUnauthenticated.Error())
+			return
+		}
+		_, pattern := api.Handler(r)
+		if pattern != "" {
+			need, ok := RouteScopes[pattern]
+			if !ok {
+				c.log.ErrorContext(r.Context(), "route has no declared scope", slog.String("route", pattern))
+				writeError(w, http.StatusInternalServerError, "internal", "route "+pattern+" declares no scope")
+				return
+			}
+			if !p.Scope.Allows(need) {
+				writeError(w, http.StatusForbidden, "forbidden", "this token's scope is "+string(p.Scope)+"; "+pattern+" needs "+string(need))
+				return
+			}
+		}
+		ctx, err := c.bindTenant(auth.WithPrincipal(r.Context(), p), p.Tenant)
+		if err != nil {
+			if errors.Is(err, auth.ErrSingleTenant) {
+				writeError(w, http.StatusForbidden, "forbidden", err.Error())
+				return
+			}
+			c.log.ErrorContext(r.Context(), "open tenant stores", slog.String("tenant", p.Tenant), slog.Any("error", err))
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "cannot open the tenant's stores now")
+			return
+		}
+		api.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+type tenantStoresKey struct{}
+
+type boundStores struct {
+	graph store.Store
+	runs  *runs.Store
+}
+
+// bindTenant returns ctx carrying tenant's stores: its confined pools when
+// the coordinator has TenantStores, else (the embedded store) the
+// coordinator's own, for the default tenant only.
+func (c *Coordinator) bindTenant(ctx context.Context, tenant string) (context.Context, error) {
+	if c.cfg.Tenants == nil {
+		if tenant != auth.DefaultTenant {
+			return nil, auth.ErrSingleTenant
+		}
+		return ctx, nil
+	}
+	g, rs, err := c.cfg.Tenants.For(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	return context.WithValue(ctx, tenantStoresKey{}, boundStores{graph: g, runs: rs}), nil
+}
+
+// graphOf returns the graph store ctx is bound to: its tenant's, else the
+// coordinator's own (system work, or authentication off).
+func (c *Coordinator) graphOf(ctx context.Context) store.Store {
+	if b, ok := ctx.Value(tenantStoresKey{}).(boundStores); ok {
+		return b.graph
+	}
+	return c.sysGraph
+}
+
+// runsOf returns the run store ctx is bound to (see graphOf).
+func (c *Coordinator) runsOf(ctx context.Context) *runs.Store {
+	if b, ok := ctx.Value(tenantStoresKey{}).(boundStores); ok {
+		return b.runs
+	}
+	return c.runs
+}
