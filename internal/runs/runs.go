@@ -35,28 +35,38 @@ type RunStatus string
 
 // Run states.
 const (
-	RunPending   RunStatus = "pending"
-	RunRunning   RunStatus = "running"
+	RunPending RunStatus = "pending"
+	RunRunning RunStatus = "running"
+	// RunWaiting: a step of the run waits for a decision (an approval);
+	// nothing of the run executes until it is made.
+	RunWaiting   RunStatus = "waiting"
 	RunSucceeded RunStatus = "succeeded"
 	RunFailed    RunStatus = "failed"
 	RunCanceled  RunStatus = "canceled"
+	// RunTimedOut: the run's deadline passed before it ended.
+	RunTimedOut RunStatus = "timed_out"
 )
 
 // RunStatuses lists every run state.
 func RunStatuses() []RunStatus {
-	return []RunStatus{RunPending, RunRunning, RunSucceeded, RunFailed, RunCanceled}
+	return []RunStatus{RunPending, RunRunning, RunWaiting, RunSucceeded, RunFailed, RunCanceled, RunTimedOut}
 }
 
 // Terminal reports whether the run has ended.
-func (s RunStatus) Terminal() bool { return s == RunSucceeded || s == RunFailed || s == RunCanceled }
+func (s RunStatus) Terminal() bool {
+	return s == RunSucceeded || s == RunFailed || s == RunCanceled || s == RunTimedOut
+}
 
 // StepStatus is a step's state.
 type StepStatus string
 
 // Step states.
 const (
-	StepPending   StepStatus = "pending"
-	StepRunning   StepStatus = "running"
+	StepPending StepStatus = "pending"
+	StepRunning StepStatus = "running"
+	// StepWaiting: the step paused for a decision (an approval) and
+	// resumes, or ends, once it is made.
+	StepWaiting   StepStatus = "waiting"
 	StepCommitted StepStatus = "committed"
 	StepFailed    StepStatus = "failed"
 	StepCanceled  StepStatus = "canceled"
@@ -64,7 +74,7 @@ const (
 
 // StepStatuses lists every step state.
 func StepStatuses() []StepStatus {
-	return []StepStatus{StepPending, StepRunning, StepCommitted, StepFailed, StepCanceled}
+	return []StepStatus{StepPending, StepRunning, StepWaiting, StepCommitted, StepFailed, StepCanceled}
 }
 
 // Terminal reports whether the step has ended.
