@@ -99,6 +99,7 @@ func (c *Coordinator) authenticator() *auth.Authenticator {
 // Unauthenticated: 401; authenticated without the scope: 403. A request
 // that matches no route is left to the mux (404/405) once authenticated.
 func (c *Coordinator) auth(api *apiMux) http.Handler {
+	c.routes.Store(api)
 	if !c.authOn() {
 		return api
 	}
@@ -182,4 +183,13 @@ func (c *Coordinator) runsOf(ctx context.Context) *runs.Store {
 		return b.runs
 	}
 	return c.runs
+}
+
+// Routes returns the /v1 route patterns of the handler Handler built last,
+// sorted (nil before Handler is called).
+func (c *Coordinator) Routes() []string {
+	if api := c.routes.Load(); api != nil {
+		return api.Patterns()
+	}
+	return nil
 }

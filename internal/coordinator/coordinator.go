@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -122,6 +123,8 @@ type Coordinator struct {
 	log      *slog.Logger
 
 	manifests Manifests
+	// routes is the /v1 mux Handler built last (auth.go), for route checks.
+	routes atomic.Pointer[apiMux]
 }
 
 // New returns a coordinator over a migrated store, its run store and a bus.

@@ -1,0 +1,262 @@
+package coordinator_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/auth"
+	"github.com/rath-run/rath/internal/coordinator"
+	"github.com/rath-run/rath/internal/testdb"
+	"github.com/rath-run/rath/pkg/store/sqlitestore"
+)
+
+const bootstrap = "bootstrap-secret-for-tests"
+
+// authStack is a dev stack (store, bus, workers) with a coordinator that
+// requires authentication, served by an httptest server.
+type authStack struct {
+	dev    *app.Dev
+	coord  *coordinator.Coordinator
+	tokens *auth.Store
+	url    string
+}
+
+func newAuthStack(t *testing.T, backend string, workers int) *authStack {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	url := "sqlite:" + filepath.Join(dir, "rath.db")
+	if backend == "postgres" {
+		url = testdb.Postgres(t)
+	}
+	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: workers, StoreURL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	tokens, err := d.Backend.TokenStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := coordinator.Config{Token: bootstrap, Tokens: tokens, SameDatabase: d.Backend.SubmitInOneTx()}
+	pools, err := app.TenantPools(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pools != nil {
+		t.Cleanup(func() { _ = pools.Close() })
+		cfg.Tenants = pools
+	}
+	c, err := coordinator.New(d.Backend.Store, d.Backend.Runs, d.Backend.Bus, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(srv.Close)
+	return &authStack{dev: d, coord: c, tokens: tokens, url: srv.URL}
+}
+
+// call sends a request with token (none when "") and returns the status
+// and body.
+func (s *authStack) call(t *testing.T, token, method, path, body string) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, s.url+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, b
+}
+
+// mustCall is call that fails the test on an unexpected status, and decodes
+// the JSON body into v (when not nil).
+func (s *authStack) mustCall(t *testing.T, want int, token, method, path, body string, v any) {
+	t.Helper()
+	got, b := s.call(t, token, method, path, body)
+	if got != want {
+		t.Fatalf("%s %s = %d %s, want %d", method, path, got, b, want)
+	}
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("%s %s: %v in %s", method, path, err, b)
+		}
+	}
+}
+
+// mint creates a token through the API as the bootstrap admin.
+func (s *authStack) mint(t *testing.T, scope auth.Scope, tenant string) coordinator.CreatedToken {
+	t.Helper()
+	body, _ := json.Marshal(coordinator.CreateTokenRequest{Name: string(scope) + "@" + tenant, Tenant: tenant, Scope: string(scope)})
+	var tok coordinator.CreatedToken
+	s.mustCall(t, http.StatusCreated, bootstrap, "POST", "/v1/tokens", string(body), &tok)
+	if !auth.LooksLikeToken(tok.Secret) || tok.Tenant != tenant || tok.Scope != scope {
+		t.Fatalf("minted %+v", tok.Token)
+	}
+	return tok
+}
+
+// TestEveryRouteHasAScope walks the /v1 mux: every registered route has a
+// scope in RouteScopes, and every RouteScopes entry is a registered route.
+func TestEveryRouteHasAScope(t *testing.T) {
+	t.Parallel()
+	s := newAuthStack(t, "sqlite", -1)
+	routes := s.coord.Routes()
+	if len(routes) == 0 {
+		t.Fatal("no routes recorded")
+	}
+	for _, r := range routes {
+		if _, ok := coordinator.RouteScopes[r]; !ok {
+			t.Errorf("route %q has no scope in coordinator.RouteScopes", r)
+		}
+	}
+	for r, sc := range coordinator.RouteScopes {
+		if !slices.Contains(routes, r) {
+			t.Errorf("RouteScopes lists %q (%s), which is not a route", r, sc)
+		}
+		if !sc.Valid() {
+			t.Errorf("route %q has invalid scope %q", r, sc)
+		}
+		if strings.HasPrefix(r, "GET ") && sc != auth.ScopeRead && !strings.Contains(r, "/tokens") {
+			t.Errorf("GET route %q needs %s; reads should need read", r, sc)
+		}
+	}
+}
+
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// TestAuthRefusals tries the API from the attacker's side: no token, bad
+// tokens, revoked and expired tokens, a read token writing, a submit token
+// minting tokens. Each is refused with the right status and a JSON error,
+// and nothing is written.
+func TestAuthRefusals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newAuthStack(t, "sqlite", -1)
+	read := s.mint(t, auth.ScopeRead, "default")
+	submit := s.mint(t, auth.ScopeSubmit, "default")
+	revoked := s.mint(t, auth.ScopeAdmin, "default")
+	s.mustCall(t, http.StatusOK, bootstrap, "POST", "/v1/tokens/"+revoked.ID+"/revoke", "", nil)
+	expired := s.mint(t, auth.ScopeAdmin, "default")
+	db := s.dev.Backend.Store.(*sqlitestore.Store).DB()
+	if _, err := db.ExecContext(ctx, `UPDATE api_tokens SET expires_at = $2 WHERE id = $1`, expired.ID, time.Now().Add(-time.Minute).UTC()); err != nil {
+		t.Fatal(err)
+	}
+	// A token for another tenant cannot be made on the embedded store.
+	if code, b := s.call(t, bootstrap, "POST", "/v1/tokens", `{"scope":"read","tenant":"acme"}`); code != http.StatusBadRequest {
+		t.Errorf("token for tenant acme on SQLite = %d %s, want 400", code, b)
+	}
+
+	var sess struct {
+		ID string `json:"id"`
+	}
+	s.mustCall(t, http.StatusCreated, submit.Secret, "POST", "/v1/sessions", `{"user":"hi"}`, &sess)
+	before := versions(t, s.dev.Backend.Store)
+	tokensBefore, err := s.tokens.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Near misses of a real token: its prefix, one character changed, its hash.
+	flipped := []byte(submit.Secret)
+	flipped[len(flipped)-1] ^= 1
+	cases := []struct {
+		name, token, method, path, body string
+		want                            int
+	}{
+		{"no token", "", "GET", "/v1/sessions", "", 401},
+		{"no token write", "", "POST", "/v1/sessions", `{"user":"x"}`, 401},
+		{"garbage token", "not-a-token", "GET", "/v1/sessions", "", 401},
+		{"token shape, unknown", "rath_" + strings.Repeat("A", 43), "GET", "/v1/sessions", "", 401},
+		{"one character changed", string(flipped), "POST", "/v1/sessions", `{"user":"x"}`, 401},
+		{"token's hash", auth.HashToken(submit.Secret), "GET", "/v1/sessions", "", 401},
+		{"bootstrap prefix", bootstrap[:len(bootstrap)-1], "GET", "/v1/sessions", "", 401},
+		{"revoked token", revoked.Secret, "GET", "/v1/sessions", "", 401},
+		{"expired token", expired.Secret, "POST", "/v1/sessions", `{"user":"x"}`, 401},
+		{"read creates session", read.Secret, "POST", "/v1/sessions", `{"user":"x"}`, 403},
+		{"read forks", read.Secret, "POST", "/v1/sessions/" + sess.ID + "/fork", "", 403},
+		{"read submits run", read.Secret, "POST", "/v1/runs", `{"agent":` + spec + `,"message":"x"}`, 403},
+		{"read imports", read.Secret, "POST", "/v1/sessions/import", "", 403},
+		{"submit mints token", submit.Secret, "POST", "/v1/tokens", `{"scope":"admin"}`, 403},
+		{"submit lists tokens", submit.Secret, "GET", "/v1/tokens", "", 403},
+		{"submit revokes token", submit.Secret, "POST", "/v1/tokens/" + read.ID + "/revoke", "", 403},
+		{"read mints token", read.Secret, "POST", "/v1/tokens", `{"scope":"read"}`, 403},
+	}
+	for _, tc := range cases {
+		code, b := s.call(t, tc.token, tc.method, tc.path, tc.body)
+		if code != tc.want {
+			t.Errorf("%s: %s %s = %d %s, want %d", tc.name, tc.method, tc.path, code, b, tc.want)
+			continue
+		}
+		var e errorBody
+		if err := json.Unmarshal(b, &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
+			t.Errorf("%s: body %s is not a JSON error", tc.name, b)
+		}
+		if tc.token != "" && len(tc.token) > 8 && bytes.Contains(b, []byte(tc.token)) {
+			t.Errorf("%s: the error quotes the token", tc.name)
+		}
+	}
+	if after := versions(t, s.dev.Backend.Store); after != before {
+		t.Errorf("versions %d → %d after refused requests", before, after)
+	}
+	tokensAfter, err := s.tokens.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tokensAfter) != len(tokensBefore) {
+		t.Errorf("tokens %d → %d after refused requests", len(tokensBefore), len(tokensAfter))
+	}
+	// The allowed side of the same lines: read reads, submit writes.
+	s.mustCall(t, http.StatusOK, read.Secret, "GET", "/v1/sessions/"+sess.ID, "", nil)
+	s.mustCall(t, http.StatusCreated, submit.Secret, "POST", "/v1/sessions/"+sess.ID+"/fork", "", nil)
+	var who auth.Principal
+	s.mustCall(t, http.StatusOK, read.Secret, "GET", "/v1/whoami", "", &who)
+	if who.TokenID != read.ID || who.Scope != auth.ScopeRead || who.Tenant != "default" {
+		t.Errorf("whoami = %+v, want the read token", who)
+	}
+	// The use was recorded; the secret is nowhere in the table.
+	list, err := s.tokens.List(ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range list {
+		if tok.ID == read.ID && tok.LastUsedAt == nil {
+			t.Error("read token's last use not recorded")
+		}
+	}
+	var leaked int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM api_tokens WHERE hash = $1 OR name = $1 OR id = $1`, read.Secret).Scan(&leaked); err != nil {
+		t.Fatal(err)
+	}
+	if leaked != 0 {
+		t.Error("a token's secret is stored in api_tokens")
+	}
+}
