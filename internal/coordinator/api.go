@@ -45,6 +45,7 @@ func (c *Coordinator) Handler() http.Handler {
 	api.HandleFunc("POST /v1/sessions/import", c.importSession)
 	api.HandleFunc("GET /v1/sessions/{id}/files", c.sessionFiles)
 	api.HandleFunc("GET /v1/sessions/{id}/diff", c.sessionDiff)
+	c.lineageRoutes(api)
 	c.authRoutes(api)
 	mux.Handle("/v1/", c.auth(api))
 	return mux

@@ -37,6 +37,9 @@ var RouteScopes = map[string]auth.Scope{
 	"POST /v1/sessions/import":          auth.ScopeSubmit,
 	"GET /v1/sessions/{id}/files":       auth.ScopeRead,
 	"GET /v1/sessions/{id}/diff":        auth.ScopeRead,
+	"GET /v1/sessions/{id}/graph":       auth.ScopeRead,
+	"GET /v1/sessions/{id}/blame":       auth.ScopeRead,
+	"GET /v1/runs/{id}/graph":           auth.ScopeRead,
 
 	"GET /v1/whoami":              auth.ScopeRead,
 	"GET /v1/tokens":              auth.ScopeAdmin,
