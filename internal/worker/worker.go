@@ -41,6 +41,7 @@ import (
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/llm"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/sandbox"
@@ -319,12 +320,16 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 }
 
 // committedData is a step.committed event's data: the version, its usage
-// and length, and why the loop stopped (model, max_tool_rounds or a budget).
+// and length, why the loop stopped (model, max_tool_rounds or a budget),
+// and a selector's choice.
 func committedData(out session.Session) map[string]any {
 	d := map[string]any{"version": out.ID(), "usage": out.Usage(), "len": out.Len()}
 	for _, e := range out.Version().Extras {
 		if e.Key == "loop.stop" || e.Key == "loop.truncated" {
 			d[strings.TrimPrefix(e.Key, "loop.")] = e.Value
+		}
+		if e.Key == "select.choice" {
+			d["choice"] = e.Value
 		}
 	}
 	return d
@@ -352,12 +357,14 @@ func (w *Worker) touchEvery(ctx context.Context, stepID string) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-// execute runs the agent on the job's input and commits the result.
+// execute runs the job's target (flow.ParseTarget: an agent spec, or a
+// selector or compressor call) on its input and commits the result.
 func (w *Worker) execute(ctx context.Context, job bus.Job) (session.Session, error) {
-	spec, err := agent.ParseSpec(job.Target)
+	call, err := flow.ParseTarget(job.Target)
 	if err != nil {
 		return session.Session{}, permanent(err)
 	}
+	spec := call.Agent
 	provider, model, err := w.resolve(spec)
 	if err != nil {
 		return session.Session{}, permanent(fmt.Errorf("resolve model %q: %w", spec.Model, err))
@@ -378,6 +385,18 @@ func (w *Worker) execute(ctx context.Context, job bus.Job) (session.Session, err
 			return session.Session{}, permanent(err)
 		}
 		return session.Session{}, err
+	}
+	if call.Kind != flow.KindAgent {
+		// Selector and compressor calls: one model call each, shared with
+		// the in-process runtime.
+		env := flow.Env{
+			Resolve:  func(agent.Spec) (llm.Provider, string, error) { return provider, model, nil },
+			Producer: session.Producer{Run: job.RunID, Step: job.StepID, Worker: w.cfg.Name},
+		}
+		if b := job.Budget; b != nil {
+			env.Budget = agent.Budget{MaxTokens: b.MaxTokens, UsedTokens: b.UsedTokens, MaxCostUSD: b.MaxCostUSD, UsedCostUSD: b.UsedCostUSD}
+		}
+		return flow.Execute(ctx, env, job.StepID, call, s)
 	}
 	return w.step(ctx, job, spec, provider, model, s)
 }
@@ -540,7 +559,8 @@ func isPermanent(err error) bool {
 	switch {
 	case errors.As(err, &p), errors.Is(err, llm.ErrPermanent), errors.Is(err, llm.ErrScriptExhausted),
 		errors.Is(err, agent.ErrToolsUnavailable), errors.Is(err, agent.ErrInvalidSpec),
-		errors.Is(err, session.ErrInvalidChunk), errors.Is(err, session.ErrTooLarge):
+		errors.Is(err, session.ErrInvalidChunk), errors.Is(err, session.ErrTooLarge),
+		errors.Is(err, flow.ErrInvalidCall), errors.Is(err, flow.ErrBadReply), errors.Is(err, flow.ErrBudgetExceeded):
 		return true
 	}
 	return false
