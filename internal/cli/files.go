@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -28,7 +27,8 @@ func newSessionFilesCmds(p *printer, f *sessionFlags) []*cobra.Command {
 		if f.output != "text" && f.output != "json" {
 			return nil, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", f.output)}
 		}
-		return client.New(cmp.Or(f.server, os.Getenv("RATH_SERVER"), "http://127.0.0.1:7420"), cmp.Or(f.token, os.Getenv("RATH_TOKEN")))
+		server := apiServer(f.server)
+		return client.New(server, apiToken(f.token, server))
 	}
 	files := &cobra.Command{
 		Use:   "files ID",

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,7 +36,8 @@ func (f *serverFlags) client() (*client.Client, error) {
 	if f.output != "text" && f.output != "json" {
 		return nil, &exitError{code: 2, err: fmt.Errorf("--output: %q is not text or json", f.output)}
 	}
-	return client.New(cmp.Or(f.server, os.Getenv("RATH_SERVER"), "http://127.0.0.1:7420"), cmp.Or(f.token, os.Getenv("RATH_TOKEN")))
+	server := apiServer(f.server)
+	return client.New(server, apiToken(f.token, server))
 }
 
 // LoadAgentSpec reads an agent spec file and inlines its script_file

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,7 +69,7 @@ func (f *sessionFlags) open(ctx context.Context) (sessionGraph, error) {
 	if f.output != "text" && f.output != "json" {
 		return nil, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", f.output)}
 	}
-	cl, err := client.New(server, cmp.Or(f.token, os.Getenv("RATH_TOKEN")))
+	cl, err := client.New(server, apiToken(f.token, server))
 	if err != nil {
 		return nil, &exitError{code: 2, err: err}
 	}

@@ -1,0 +1,254 @@
+package cli
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rath-run/rath/internal/auth"
+	"github.com/rath-run/rath/internal/coordinator"
+	"github.com/rath-run/rath/pkg/store"
+	"github.com/rath-run/rath/pkg/store/sqlitestore"
+	"github.com/rath-run/rath/pkg/store/storeurl"
+)
+
+// tokenFlags choose where tokens are managed: a store directly (--store or
+// RATH_STORE: the operator, who holds the database) or a coordinator's API
+// (--server, RATH_SERVER or the logged-in server, with an admin token).
+type tokenFlags struct {
+	store  string
+	server string
+	token  string
+	output string
+}
+
+func (f *tokenFlags) register(c *cobra.Command) {
+	c.PersistentFlags().StringVar(&f.store, "store", "", "manage tokens in this store directly: postgres://… or sqlite:PATH (default $RATH_STORE)")
+	c.PersistentFlags().StringVar(&f.server, "server", "", "manage tokens through this coordinator (default $RATH_SERVER, else the logged-in server)")
+	c.PersistentFlags().StringVar(&f.token, "token", "", "admin API token for --server (env RATH_TOKEN, else the logged-in token)")
+	c.PersistentFlags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+}
+
+// tokenBackend is one of the two places tokens are managed.
+type tokenBackend interface {
+	create(ctx context.Context, req coordinator.CreateTokenRequest) (coordinator.CreatedToken, error)
+	list(ctx context.Context) ([]auth.Token, error)
+	revoke(ctx context.Context, id string) (auth.Token, error)
+	close()
+}
+
+func (f *tokenFlags) open(ctx context.Context) (tokenBackend, error) {
+	if f.output != "text" && f.output != "json" {
+		return nil, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", f.output)}
+	}
+	if f.store != "" && f.server != "" {
+		return nil, &exitError{code: 2, err: errors.New("give --store or --server, not both")}
+	}
+	storeURL := f.store
+	if storeURL == "" && f.server == "" && os.Getenv("RATH_SERVER") == "" {
+		storeURL = os.Getenv("RATH_STORE")
+	}
+	if storeURL == "" {
+		server := apiServer(f.server)
+		return apiTokens{server: server, token: apiToken(f.token, server)}, nil
+	}
+	st, err := storeurl.Open(ctx, storeURL, storeurl.Options{Migrate: true})
+	if err != nil {
+		return nil, err
+	}
+	if sq, ok := st.(*sqlitestore.Store); ok {
+		return storeTokens{st: auth.NewStore(sq.DB(), false), closer: st}, nil
+	}
+	db, err := sql.Open("pgx", storeURL)
+	if err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("token store: %w", err)
+	}
+	return storeTokens{st: auth.NewStore(db, true), closer: st, db: db}, nil
+}
+
+type storeTokens struct {
+	st     *auth.Store
+	closer store.Store
+	db     *sql.DB
+}
+
+func (s storeTokens) create(ctx context.Context, req coordinator.CreateTokenRequest) (coordinator.CreatedToken, error) {
+	scope, err := auth.ParseScope(req.Scope)
+	if err != nil {
+		return coordinator.CreatedToken{}, &exitError{code: 2, err: fmt.Errorf("--scope: %w", err)}
+	}
+	var ttl time.Duration
+	if req.TTL != "" {
+		if ttl, err = time.ParseDuration(req.TTL); err != nil {
+			return coordinator.CreatedToken{}, &exitError{code: 2, err: fmt.Errorf("--ttl: %w", err)}
+		}
+	}
+	t, secret, err := s.st.Create(ctx, auth.CreateParams{Name: req.Name, Tenant: req.Tenant, Scope: scope, TTL: ttl})
+	return coordinator.CreatedToken{Token: t, Secret: secret}, err
+}
+
+func (s storeTokens) list(ctx context.Context) ([]auth.Token, error) { return s.st.List(ctx, "") }
+
+func (s storeTokens) revoke(ctx context.Context, id string) (auth.Token, error) {
+	return s.st.Revoke(ctx, id, "")
+}
+
+func (s storeTokens) close() {
+	if s.db != nil {
+		_ = s.db.Close()
+	}
+	_ = s.closer.Close()
+}
+
+type apiTokens struct{ server, token string }
+
+func (a apiTokens) create(ctx context.Context, req coordinator.CreateTokenRequest) (coordinator.CreatedToken, error) {
+	var out coordinator.CreatedToken
+	err := apiCall(ctx, a.server, a.token, "POST", "/v1/tokens", req, &out)
+	return out, err
+}
+
+func (a apiTokens) list(ctx context.Context) ([]auth.Token, error) {
+	var out struct {
+		Tokens []auth.Token `json:"tokens"`
+	}
+	err := apiCall(ctx, a.server, a.token, "GET", "/v1/tokens", nil, &out)
+	return out.Tokens, err
+}
+
+func (a apiTokens) revoke(ctx context.Context, id string) (auth.Token, error) {
+	var out auth.Token
+	err := apiCall(ctx, a.server, a.token, "POST", "/v1/tokens/"+id+"/revoke", nil, &out)
+	return out, err
+}
+
+func (apiTokens) close() {}
+
+func newTokenCmd(env *Env) *cobra.Command {
+	var f tokenFlags
+	c := &cobra.Command{
+		Use:   "token",
+		Short: "create, list and revoke API tokens (docs/security.md)",
+		Long: `API tokens authenticate rathctl and programs to a coordinator. A token has a
+scope (read, submit or admin) and a tenant, is stored only as its SHA-256 hash,
+and is shown once, when created. With --store (or RATH_STORE) the commands work
+on the database directly (the operator's way to make the first token); otherwise
+they go through the coordinator with an admin token.`,
+	}
+	f.register(c)
+	with := func(fn func(ctx context.Context, b tokenBackend, args []string) error) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			b, err := f.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.close()
+			return fn(cmd.Context(), b, args)
+		}
+	}
+
+	var req coordinator.CreateTokenRequest
+	create := &cobra.Command{
+		Use:   "create --scope read|submit|admin [--tenant T] [--name N] [--ttl D]",
+		Short: "create a token and print it (once)",
+		Args:  cobra.NoArgs,
+		RunE: with(func(ctx context.Context, b tokenBackend, _ []string) error {
+			if req.Scope == "" {
+				return &exitError{code: 2, err: errors.New("--scope is required (read, submit or admin)")}
+			}
+			t, err := b.create(ctx, req)
+			if err != nil {
+				return err
+			}
+			if f.output == "json" {
+				return json.NewEncoder(env.Out).Encode(t)
+			}
+			_, err = fmt.Fprintf(env.Out, "%s\n", t.Secret)
+			if err == nil {
+				_, err = fmt.Fprintf(env.Err, "token %s (tenant %s, scope %s%s): store it now, it is not shown again\n",
+					t.ID, t.Tenant, t.Scope, expiry(t.ExpiresAt))
+			}
+			return err
+		}),
+	}
+	create.Flags().StringVar(&req.Scope, "scope", "", "read, submit or admin")
+	create.Flags().StringVar(&req.Tenant, "tenant", "", "the token's tenant (default: default, or the caller's through the API)")
+	create.Flags().StringVar(&req.Name, "name", "", "a name to recognise the token by")
+	create.Flags().StringVar(&req.TTL, "ttl", "", "expire after this long (Go duration, e.g. 720h); default never")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "list tokens (never their secrets)",
+		Args:  cobra.NoArgs,
+		RunE: with(func(ctx context.Context, b tokenBackend, _ []string) error {
+			ts, err := b.list(ctx)
+			if err != nil {
+				return err
+			}
+			if f.output == "json" {
+				if ts == nil {
+					ts = []auth.Token{}
+				}
+				return json.NewEncoder(env.Out).Encode(map[string]any{"tokens": ts})
+			}
+			tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tTENANT\tSCOPE\tNAME\tCREATED\tLAST USED\tSTATE")
+			for _, t := range ts {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Tenant, t.Scope, t.Name,
+					t.CreatedAt.Format(time.RFC3339), when(t.LastUsedAt), state(t))
+			}
+			return tw.Flush()
+		}),
+	}
+
+	revoke := &cobra.Command{
+		Use:   "revoke ID",
+		Short: "revoke a token (it stops working at once)",
+		Args:  cobra.ExactArgs(1),
+		RunE: with(func(ctx context.Context, b tokenBackend, args []string) error {
+			t, err := b.revoke(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if f.output == "json" {
+				return json.NewEncoder(env.Out).Encode(t)
+			}
+			_, err = fmt.Fprintf(env.Out, "revoked %s (tenant %s, scope %s)\n", t.ID, t.Tenant, t.Scope)
+			return err
+		}),
+	}
+	c.AddCommand(create, list, revoke)
+	return c
+}
+
+func expiry(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return ", expires " + t.Format(time.RFC3339)
+}
+
+func when(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Format(time.RFC3339)
+}
+
+func state(t auth.Token) string {
+	switch {
+	case t.RevokedAt != nil:
+		return "revoked"
+	case t.ExpiresAt != nil && !time.Now().Before(*t.ExpiresAt):
+		return "expired"
+	}
+	return "active"
+}
