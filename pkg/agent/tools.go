@@ -31,6 +31,7 @@ const (
 // call is one tool call that passed the pre-checks.
 type call struct {
 	i    int
+	id   string
 	t    tool.Tool
 	args json.RawMessage
 }
@@ -74,13 +75,13 @@ func (a *Agent) runTools(ctx context.Context, round int, calls []session.ToolCal
 		if _, seen := groups[key]; !seen {
 			order = append(order, key)
 		}
-		groups[key] = append(groups[key], call{i: i, t: t, args: raw})
+		groups[key] = append(groups[key], call{i: i, id: c.ID, t: t, args: raw})
 	}
 	env := tool.Env{Sandbox: m.Sandbox}
 	timeout := a.Spec.Limits.toolTimeout()
 	runGroup := func(key string) {
 		for _, c := range groups[key] {
-			bodies[c.i] = callTool(ctx, c.t, env, c.args, timeout)
+			bodies[c.i] = callTool(tool.WithCallID(ctx, c.id), c.t, env, c.args, timeout)
 		}
 	}
 	if len(order) == 1 {
