@@ -116,7 +116,10 @@ func (q Sequence) Forward(ctx context.Context, s session.Session) (session.Sessi
 // ([session.Session.Merge]), so the shared history appears once.
 //
 // The fan-out takes one key of its scope, so workflows nesting Parallels
-// stay deterministic. The first branch error cancels the other branches
+// stay deterministic. Merges are keyed by the two versions they merge, so
+// a durable run re-executing a fan-out whose branches already committed
+// gets the same merged version back (the forks are recorded again: one
+// small row each). The first branch error cancels the other branches
 // and is returned (wrapped with the branch index); the output is then zero.
 type Parallel struct {
 	Branches []Workflow
@@ -197,7 +200,9 @@ func (p *Parallel) Forward(ctx context.Context, s session.Session) (session.Sess
 		if outs[i].ID() == out.ID() {
 			continue
 		}
-		m, err := out.Merge(ctx, outs[i])
+		// Keyed by its inputs: re-executing the fan-out over the same
+		// committed branch outputs gets the same merge back.
+		m, err := out.MergeKeyed(ctx, outs[i], "merge/"+out.ID().String()+"+"+outs[i].ID().String())
 		if err != nil {
 			return session.Session{}, fmt.Errorf("flow: parallel: merge branch %d: %w", i, err)
 		}

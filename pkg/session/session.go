@@ -189,6 +189,14 @@ func (s Session) To(ctx context.Context, p Placement) (Session, error) {
 // counting the shared prefix once. Sessions placed on different backends
 // cannot merge ([ErrIncompatiblePlacement]).
 func (s Session) Merge(ctx context.Context, other Session) (Session, error) {
+	return s.MergeKeyed(ctx, other, "")
+}
+
+// MergeKeyed is [Session.Merge] with an idempotency key: if a version with
+// key was committed before, it is returned and nothing is recorded. A
+// workflow that merges the same two versions again on re-execution (a
+// durable run's fan-in) gets the same merge back.
+func (s Session) MergeKeyed(ctx context.Context, other Session, key string) (Session, error) {
 	if other.v == nil {
 		return Session{}, fmt.Errorf("merge %s: other session is zero", s.v.ID)
 	}
@@ -225,6 +233,7 @@ func (s Session) Merge(ctx context.Context, other Session) (Session, error) {
 		Chunks:    slices.Clone(theirs),
 		Placement: s.v.Placement,
 		Usage:     usage,
+		Key:       key,
 	}
 	return commit(ctx, s.g, v, []*Version{s.v, other.v}, s.v)
 }
