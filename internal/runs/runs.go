@@ -4,18 +4,35 @@
 //
 // # States
 //
-// A run is pending until its first step starts, then running, and ends
-// succeeded, failed or canceled. A step is pending until a worker starts it,
-// running while it executes, and ends committed (its version is in the
-// graph), failed (with a recorded reason) or canceled.
+// A run is pending (the API documents it as queued) until its first step
+// starts, then running; waiting while a step waits for a decision (an
+// approval); and ends succeeded, failed, canceled or timed_out (its
+// deadline passed). Ending a run any way but succeeded cancels its
+// unfinished steps; a worker running one sees that at its next heartbeat
+// ([Store.Touch] returns ErrTerminal) and aborts the step.
 //
-//	pending ──► running ──► committed | failed
-//	   └───────────┴──────► canceled
+// A step is pending until a worker starts it, running while it executes,
+// waiting while paused for a decision, and ends committed (its version is
+// in the graph), failed (with a recorded reason) or canceled.
 //
-// Step ids are deterministic ("<run>/<ordinal>"), so a driver that re-runs a
-// run's code finds the steps it already made. A step's version is committed
-// with the step id as its idempotency key: that, not this package, is what
-// makes a step commit exactly once.
+//	pending ──► running ◄──► waiting
+//	   │           │            │
+//	   └───────────┴────────────┴──► committed | failed | canceled
+//
+// # Kinds
+//
+// An agent run ([KindAgent]) has one step, and its commit settles the run.
+// A workflow run ([KindWorkflow]) gets its steps from a driver — the
+// coordinator for a declarative workflow, or a user's program through the
+// API — which also ends it ([Store.Complete], [Store.FailRun]): the run's
+// output is what the driver computed, not "the last step".
+//
+// Step ids are deterministic: "<run>/<ordinal>" for an agent run's step,
+// "<run>/<key>" for a workflow's (keys from flow.NextKey), and
+// [Store.PutStep] with an existing key returns the stored step, so a driver
+// that re-runs a run's code finds the steps it already made. A step's
+// version is committed with the step id as its idempotency key: that, not
+// this package, is what makes a step commit exactly once.
 //
 // The store works on Postgres (pgx's database/sql driver) and on the
 // embedded SQLite store with the same SQL.
@@ -89,11 +106,42 @@ var (
 	ErrTerminal = errors.New("rath: run already ended")
 )
 
+// RunKind says what settles a run.
+type RunKind string
+
+// Run kinds.
+const (
+	// KindAgent: one step through an agent; its commit settles the run.
+	KindAgent RunKind = "agent"
+	// KindWorkflow: steps added by a driver (PutStep), which ends the run
+	// itself (Complete, FailRun); committing steps never does.
+	KindWorkflow RunKind = "workflow"
+)
+
+// Drivers of workflow runs.
+const (
+	// DriverCoordinator: the coordinator drives the declarative workflow in
+	// Run.Workflow, and resumes it after a restart.
+	DriverCoordinator = "coordinator"
+	// DriverClient: a program drives the run through the API (the SDK's
+	// cluster runtime).
+	DriverClient = "client"
+)
+
 // Run is one submission.
 type Run struct {
 	ID     string    `json:"id"`
+	Kind   RunKind   `json:"kind"`
 	Status RunStatus `json:"status"`
-	Queue  string    `json:"queue"`
+	// Driver is who drives a workflow run (DriverCoordinator,
+	// DriverClient); empty for an agent run.
+	Driver string `json:"driver,omitempty"`
+	// Workflow is the declarative workflow file a coordinator-driven run
+	// executes.
+	Workflow string `json:"workflow,omitempty"`
+	// Deadline, when set, ends the run timed_out once passed.
+	Deadline *time.Time `json:"deadline,omitempty"`
+	Queue    string     `json:"queue"`
 	// Target is what the run forwards its input through (an agent spec).
 	Target json.RawMessage `json:"target"`
 	Input  session.ID      `json:"input"`
@@ -131,25 +179,51 @@ func (b Budget) Validate() error {
 	return nil
 }
 
-// Step is one unit of work: forward Input through the run's target.
+// Step is one unit of work: forward Input through the step's Target (the
+// run's target when empty).
 type Step struct {
-	ID         string      `json:"id"`
-	RunID      string      `json:"run_id"`
-	Ordinal    int         `json:"ordinal"`
-	Status     StepStatus  `json:"status"`
-	Input      session.ID  `json:"input"`
-	Output     *session.ID `json:"output,omitempty"`
-	Attempts   int         `json:"attempts"`
-	Worker     string      `json:"worker,omitempty"`
-	Error      string      `json:"error,omitempty"`
-	CreatedAt  time.Time   `json:"created_at"`
-	UpdatedAt  time.Time   `json:"updated_at"`
-	StartedAt  *time.Time  `json:"started_at,omitempty"`
-	FinishedAt *time.Time  `json:"finished_at,omitempty"`
+	ID    string `json:"id"`
+	RunID string `json:"run_id"`
+	// Key names the step within its run: ID is "<run>/<key>".
+	Key     string `json:"key"`
+	Ordinal int    `json:"ordinal"`
+	// Target is the step's own call (a flow.Call), for workflow steps.
+	Target     json.RawMessage `json:"target,omitempty"`
+	Status     StepStatus      `json:"status"`
+	Input      session.ID      `json:"input"`
+	Output     *session.ID     `json:"output,omitempty"`
+	Attempts   int             `json:"attempts"`
+	Worker     string          `json:"worker,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+	StartedAt  *time.Time      `json:"started_at,omitempty"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
 }
 
 // StepID returns the deterministic id of a run's step at ordinal.
 func StepID(runID string, ordinal int) string { return fmt.Sprintf("%s/%d", runID, ordinal) }
+
+// MaxKeyLen is the longest step key.
+const MaxKeyLen = 160
+
+// KeyedStepID returns the id of a run's step named key: "<run>/<key>".
+func KeyedStepID(runID, key string) string { return runID + "/" + key }
+
+// ValidKey checks a step key: 1..MaxKeyLen bytes of [A-Za-z0-9._-] (the
+// keys flow.NextKey makes).
+func ValidKey(key string) error {
+	if key == "" || len(key) > MaxKeyLen {
+		return fmt.Errorf("step key %q: want 1..%d bytes of [A-Za-z0-9._-]", key, MaxKeyLen)
+	}
+	for i := range len(key) {
+		c := key[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("step key %q: byte %d (%q) is not in [A-Za-z0-9._-]", key, i, c)
+		}
+	}
+	return nil
+}
 
 // NewRunID returns a fresh, time-ordered run id.
 func NewRunID() string { return "run_" + session.NewID().String() }

@@ -52,10 +52,19 @@ type Execer interface {
 func (s *Store) CreateIn(ctx context.Context, tx Execer, r *Run, steps []Step) error {
 	now := s.ts()
 	r.Status, r.CreatedAt, r.UpdatedAt = RunPending, now, now
+	if r.Kind == "" {
+		r.Kind = KindAgent
+	}
+	var deadline any
+	if r.Deadline != nil {
+		d := r.Deadline.UTC().Truncate(time.Microsecond)
+		r.Deadline, deadline = &d, d
+	}
 	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO runs (id, status, queue, target, input_id, error, created_at, updated_at, budget)
-		 VALUES ($1, $2, $3, $4, $5, '', $6, $6, $7)`,
-		r.ID, r.Status, r.Queue, string(r.Target), r.Input.String(), now, budgetText(r.Budget)); err != nil {
+		`INSERT INTO runs (id, status, queue, target, input_id, error, created_at, updated_at, budget, kind, driver, workflow, deadline)
+		 VALUES ($1, $2, $3, $4, $5, '', $6, $6, $7, $8, $9, $10, $11)`,
+		r.ID, r.Status, r.Queue, string(r.Target), r.Input.String(), now, budgetText(r.Budget),
+		string(r.Kind), r.Driver, r.Workflow, deadline); err != nil {
 		return fmt.Errorf("insert run %s: %w", r.ID, err)
 	}
 	for i := range steps {
@@ -64,6 +73,7 @@ func (s *Store) CreateIn(ctx context.Context, tx Execer, r *Run, steps []Step) e
 		if st.ID == "" {
 			st.ID = StepID(r.ID, st.Ordinal)
 		}
+		st.Key = strings.TrimPrefix(st.ID, r.ID+"/")
 		if err := insertStep(ctx, tx, st); err != nil {
 			return err
 		}
@@ -72,34 +82,11 @@ func (s *Store) CreateIn(ctx context.Context, tx Execer, r *Run, steps []Step) e
 	return nil
 }
 
-// AddStep records a further step of a running run (workflows add steps as
-// they go). Adding a step whose id exists is a no-op returning the stored
-// step, so a re-executed driver finds its steps.
-func (s *Store) AddStep(ctx context.Context, st Step) (Step, error) {
-	now := s.ts()
-	if st.ID == "" {
-		st.ID = StepID(st.RunID, st.Ordinal)
-	}
-	st.Status, st.CreatedAt, st.UpdatedAt = StepPending, now, now
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		existing, err := getStep(ctx, tx, st.ID)
-		if err == nil {
-			st = existing
-			return nil
-		}
-		if !errors.Is(err, ErrNotFound) {
-			return err
-		}
-		return insertStep(ctx, tx, &st)
-	})
-	return st, err
-}
-
 func insertStep(ctx context.Context, tx Execer, st *Step) error {
 	_, err := tx.ExecContext(ctx,
-		`INSERT INTO steps (id, run_id, ordinal, status, input_id, attempts, worker, error, created_at, updated_at)
-		 VALUES ($1, $2, $3, $4, $5, 0, '', '', $6, $6)`,
-		st.ID, st.RunID, st.Ordinal, st.Status, st.Input.String(), st.CreatedAt)
+		`INSERT INTO steps (id, run_id, ordinal, status, input_id, attempts, worker, error, created_at, updated_at, target)
+		 VALUES ($1, $2, $3, $4, $5, 0, '', '', $6, $6, $7)`,
+		st.ID, st.RunID, st.Ordinal, st.Status, st.Input.String(), st.CreatedAt, string(st.Target))
 	if err != nil {
 		return fmt.Errorf("insert step %s: %w", st.ID, err)
 	}
@@ -159,6 +146,7 @@ func (s *Store) GetStep(ctx context.Context, id string) (Step, error) {
 // ErrTerminal with the stored step, so the worker can settle the delivery.
 func (s *Store) StartStep(ctx context.Context, stepID, worker string) (Step, error) {
 	var st Step
+	expired := false
 	err := s.relaxedTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		if st, err = getStep(ctx, tx, stepID); err != nil {
@@ -172,6 +160,12 @@ func (s *Store) StartStep(ctx context.Context, stepID, worker string) (Step, err
 			return fmt.Errorf("step %s is %s (run %s): %w", stepID, st.Status, r.Status, ErrTerminal)
 		}
 		now := s.ts()
+		if r.Deadline != nil && !now.Before(*r.Deadline) {
+			// Committed, then reported as ErrTerminal below.
+			expired = true
+			st.Status = StepCanceled
+			return endRun(ctx, tx, r.ID, RunTimedOut, "deadline passed", now)
+		}
 		if _, err := tx.ExecContext(ctx,
 			`UPDATE steps SET status = 'running', attempts = attempts + 1, worker = $2,
 			 started_at = COALESCE(started_at, $3), updated_at = $3 WHERE id = $1`,
@@ -193,6 +187,9 @@ func (s *Store) StartStep(ctx context.Context, stepID, worker string) (Step, err
 		}
 		return nil
 	})
+	if err == nil && expired {
+		err = fmt.Errorf("step %s: run %s passed its deadline: %w", stepID, st.RunID, ErrTerminal)
+	}
 	return st, err
 }
 
@@ -207,7 +204,7 @@ func (s *Store) CommitStep(ctx context.Context, stepID string, output session.ID
 		if err != nil {
 			return err
 		}
-		if st.Status != StepCommitted {
+		if !st.Status.Terminal() {
 			now := s.ts()
 			if _, err := tx.ExecContext(ctx,
 				`UPDATE steps SET status = 'committed', output_id = $2, error = '', finished_at = $3, updated_at = $3 WHERE id = $1`,
@@ -227,13 +224,21 @@ func (s *Store) CommitStep(ctx context.Context, stepID string, output session.ID
 	return r, nil
 }
 
-// settleRun ends a run whose steps have all ended: succeeded with the last
-// step's output when they all committed.
+// settleRun ends an agent run whose steps have all ended: succeeded with the
+// last step's output when they all committed. Workflow runs are ended by
+// their driver.
 func (s *Store) settleRun(ctx context.Context, tx *sql.Tx, runID string, now time.Time) error {
+	var kind string
+	if err := tx.QueryRowContext(ctx, `SELECT kind FROM runs WHERE id = $1`, runID).Scan(&kind); err != nil {
+		return fmt.Errorf("settle run %s: %w", runID, err)
+	}
+	if RunKind(kind) == KindWorkflow {
+		return nil
+	}
 	var open, failed int
 	if err := tx.QueryRowContext(ctx,
 		`SELECT
-		   COALESCE(SUM(CASE WHEN status IN ('pending','running') THEN 1 ELSE 0 END), 0),
+		   COALESCE(SUM(CASE WHEN status IN ('pending','running','waiting') THEN 1 ELSE 0 END), 0),
 		   COALESCE(SUM(CASE WHEN status = 'failed' THEN 1 ELSE 0 END), 0)
 		 FROM steps WHERE run_id = $1`, runID).Scan(&open, &failed); err != nil {
 		return fmt.Errorf("count steps of %s: %w", runID, err)
@@ -244,7 +249,7 @@ func (s *Store) settleRun(ctx context.Context, tx *sql.Tx, runID string, now tim
 	_, err := tx.ExecContext(ctx,
 		`UPDATE runs SET status = 'succeeded', updated_at = $2,
 		   output_id = (SELECT output_id FROM steps WHERE run_id = $1 ORDER BY ordinal DESC LIMIT 1)
-		 WHERE id = $1 AND status IN ('pending','running')`, runID, now)
+		 WHERE id = $1 AND status IN ('pending','running','waiting')`, runID, now)
 	if err != nil {
 		return fmt.Errorf("settle run %s: %w", runID, err)
 	}
@@ -269,8 +274,10 @@ func (s *Store) FailStep(ctx context.Context, stepID, reason string) (Run, error
 			stepID, reason, now); err != nil {
 			return fmt.Errorf("fail step %s: %w", stepID, err)
 		}
+		// A workflow's driver sees the failed step and decides.
 		_, err = tx.ExecContext(ctx,
-			`UPDATE runs SET status = 'failed', error = $2, updated_at = $3 WHERE id = $1 AND status IN ('pending','running')`,
+			`UPDATE runs SET status = 'failed', error = $2, updated_at = $3
+			 WHERE id = $1 AND status IN ('pending','running','waiting') AND kind = 'agent'`,
 			st.RunID, fmt.Sprintf("step %s: %s", stepID, reason), now)
 		return err
 	})
@@ -291,15 +298,7 @@ func (s *Store) Cancel(ctx context.Context, runID string) (Run, error) {
 		if r.Status.Terminal() {
 			return fmt.Errorf("cancel run %s: it is %s: %w", runID, r.Status, ErrTerminal)
 		}
-		now := s.ts()
-		if _, err := tx.ExecContext(ctx,
-			`UPDATE runs SET status = 'canceled', updated_at = $2 WHERE id = $1`, runID, now); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx,
-			`UPDATE steps SET status = 'canceled', finished_at = $2, updated_at = $2
-			 WHERE run_id = $1 AND status IN ('pending','running')`, runID, now)
-		return err
+		return endRun(ctx, tx, runID, RunCanceled, "", s.ts())
 	})
 	if err != nil {
 		return Run{}, err
@@ -328,11 +327,24 @@ func (s *Store) Stale(ctx context.Context, before time.Time, limit int) ([]Step,
 	return out, rows.Err()
 }
 
-// Touch marks a step as just handled (republished), so the reconciler does
-// not pick it again before its interval.
+// Touch marks an unfinished step as just handled (a worker's heartbeat, a
+// republish), so the reconciler does not pick it again before its
+// interval. A step that has ended (canceled with its run, or its run timed
+// out) returns ErrTerminal: the worker running it aborts.
 func (s *Store) Touch(ctx context.Context, stepID string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE steps SET updated_at = $2 WHERE id = $1`, stepID, s.ts())
-	return err
+	res, err := s.db.ExecContext(ctx,
+		`UPDATE steps SET updated_at = $2 WHERE id = $1 AND status IN ('pending','running','waiting')`, stepID, s.ts())
+	if err != nil {
+		return fmt.Errorf("touch step %s: %w", stepID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return err
+	}
+	st, err := getStep(ctx, s.db, stepID)
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("step %s is %s: %w", stepID, st.Status, ErrTerminal)
 }
 
 // AcquireLease takes or renews the named lease for holder until now+ttl. It
@@ -411,7 +423,7 @@ type queryer interface {
 
 type scanner interface{ Scan(dest ...any) error }
 
-const runCols = `id, status, queue, target, input_id, output_id, error, created_at, updated_at, budget`
+const runCols = `id, status, queue, target, input_id, output_id, error, created_at, updated_at, budget, kind, driver, workflow, deadline`
 
 func getRun(ctx context.Context, q queryer, id string) (Run, error) {
 	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs WHERE id = $1`, id))
@@ -423,10 +435,17 @@ func getRun(ctx context.Context, q queryer, id string) (Run, error) {
 
 func scanRun(sc scanner) (Run, error) {
 	var r Run
-	var target, input, budget string
+	var target, input, budget, kind string
 	var output sql.NullString
-	if err := sc.Scan(&r.ID, &r.Status, &r.Queue, &target, &input, &output, &r.Error, &r.CreatedAt, &r.UpdatedAt, &budget); err != nil {
+	var deadline sql.NullTime
+	if err := sc.Scan(&r.ID, &r.Status, &r.Queue, &target, &input, &output, &r.Error, &r.CreatedAt, &r.UpdatedAt, &budget,
+		&kind, &r.Driver, &r.Workflow, &deadline); err != nil {
 		return Run{}, err
+	}
+	r.Kind = RunKind(kind)
+	if deadline.Valid {
+		d := deadline.Time.UTC()
+		r.Deadline = &d
 	}
 	r.Target = []byte(target)
 	var err error
@@ -445,7 +464,7 @@ func scanRun(sc scanner) (Run, error) {
 	return r, nil
 }
 
-const stepCols = `id, run_id, ordinal, status, input_id, output_id, attempts, worker, error, created_at, updated_at, started_at, finished_at`
+const stepCols = `id, run_id, ordinal, status, input_id, output_id, attempts, worker, error, created_at, updated_at, started_at, finished_at, target`
 
 func getStep(ctx context.Context, q queryer, id string) (Step, error) {
 	st, err := scanStep(q.QueryRowContext(ctx, `SELECT `+stepCols+` FROM steps WHERE id = $1`, id))
@@ -457,12 +476,16 @@ func getStep(ctx context.Context, q queryer, id string) (Step, error) {
 
 func scanStep(sc scanner) (Step, error) {
 	var st Step
-	var input string
+	var input, target string
 	var output sql.NullString
 	var started, finished sql.NullTime
 	if err := sc.Scan(&st.ID, &st.RunID, &st.Ordinal, &st.Status, &input, &output, &st.Attempts, &st.Worker,
-		&st.Error, &st.CreatedAt, &st.UpdatedAt, &started, &finished); err != nil {
+		&st.Error, &st.CreatedAt, &st.UpdatedAt, &started, &finished, &target); err != nil {
 		return Step{}, err
+	}
+	st.Key = strings.TrimPrefix(st.ID, st.RunID+"/")
+	if target != "" {
+		st.Target = json.RawMessage(target)
 	}
 	var err error
 	if st.Input, err = session.ParseID(input); err != nil {

@@ -1,0 +1,223 @@
+package runs
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rath-run/rath/pkg/session"
+)
+
+// PutStep records the step named key of a workflow run, forwarding input
+// through target, and reports whether this call created it. A step whose id
+// ("<run>/<key>") exists is returned as stored, whatever its target and
+// input: this is what makes a re-executed driver find the steps it already
+// made (and their outputs) instead of running them again. A new step on a
+// run that has ended returns ErrTerminal; an agent run takes no new steps
+// (ErrNotWorkflow).
+func (s *Store) PutStep(ctx context.Context, runID, key string, target json.RawMessage, input session.ID) (Step, bool, error) {
+	if err := ValidKey(key); err != nil {
+		return Step{}, false, err
+	}
+	id := KeyedStepID(runID, key)
+	var st Step
+	created := false
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		existing, err := getStep(ctx, tx, id)
+		if err == nil {
+			st = existing
+			return nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		r, err := getRun(ctx, tx, runID)
+		if err != nil {
+			return err
+		}
+		if r.Kind != KindWorkflow {
+			return fmt.Errorf("run %s: %w", runID, ErrNotWorkflow)
+		}
+		if r.Status.Terminal() {
+			return fmt.Errorf("step %s: run %s is %s: %w", key, runID, r.Status, ErrTerminal)
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM steps WHERE run_id = $1`, runID).Scan(&n); err != nil {
+			return fmt.Errorf("count steps of %s: %w", runID, err)
+		}
+		now := s.ts()
+		st = Step{ID: id, RunID: runID, Key: key, Ordinal: n, Status: StepPending, Input: input, Target: target, CreatedAt: now, UpdatedAt: now}
+		// Two drivers putting the same key at once: the second insert does
+		// nothing and reads the first one's row.
+		res, err := tx.ExecContext(ctx,
+			`INSERT INTO steps (id, run_id, ordinal, status, input_id, attempts, worker, error, created_at, updated_at, target)
+			 VALUES ($1, $2, $3, $4, $5, 0, '', '', $6, $6, $7) ON CONFLICT (id) DO NOTHING`,
+			st.ID, st.RunID, st.Ordinal, st.Status, st.Input.String(), now, string(target))
+		if err != nil {
+			return fmt.Errorf("insert step %s: %w", id, err)
+		}
+		if k, err := res.RowsAffected(); err == nil && k == 0 {
+			st, err = getStep(ctx, tx, id)
+			return err
+		}
+		created = true
+		return nil
+	})
+	if err != nil {
+		return Step{}, false, err
+	}
+	return st, created, nil
+}
+
+// ErrNotWorkflow: the operation is for workflow runs only.
+var ErrNotWorkflow = errors.New("rath: not a workflow run")
+
+// Complete ends a workflow run succeeded with output, the version its
+// driver computed. Completing it again with the same output is a no-op; a
+// run that ended otherwise returns ErrTerminal.
+func (s *Store) Complete(ctx context.Context, runID string, output session.ID) (Run, error) {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		r, err := getRun(ctx, tx, runID)
+		if err != nil {
+			return err
+		}
+		if r.Kind != KindWorkflow {
+			return fmt.Errorf("complete run %s: %w", runID, ErrNotWorkflow)
+		}
+		if r.Status == RunSucceeded && r.Output != nil && *r.Output == output {
+			return nil
+		}
+		if r.Status.Terminal() {
+			return fmt.Errorf("complete run %s: it is %s: %w", runID, r.Status, ErrTerminal)
+		}
+		_, err = tx.ExecContext(ctx,
+			`UPDATE runs SET status = 'succeeded', output_id = $2, error = '', updated_at = $3 WHERE id = $1`,
+			runID, output.String(), s.ts())
+		return err
+	})
+	if err != nil {
+		return Run{}, err
+	}
+	return s.Get(ctx, runID)
+}
+
+// FailRun ends a run failed with reason, canceling its unfinished steps.
+// Failing a failed run again is a no-op; a run that ended otherwise returns
+// ErrTerminal.
+func (s *Store) FailRun(ctx context.Context, runID, reason string) (Run, error) {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		r, err := getRun(ctx, tx, runID)
+		if err != nil {
+			return err
+		}
+		if r.Status == RunFailed {
+			return nil
+		}
+		if r.Status.Terminal() {
+			return fmt.Errorf("fail run %s: it is %s: %w", runID, r.Status, ErrTerminal)
+		}
+		return endRun(ctx, tx, runID, RunFailed, reason, s.ts())
+	})
+	if err != nil {
+		return Run{}, err
+	}
+	return s.Get(ctx, runID)
+}
+
+// Expire ends, timed_out, every unfinished run whose deadline is before
+// now, canceling their unfinished steps, and returns them (at most limit).
+func (s *Store) Expire(ctx context.Context, now time.Time, limit int) ([]Run, error) {
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT id FROM runs WHERE deadline IS NOT NULL AND deadline < $1 AND status IN ('pending','running','waiting')
+		 ORDER BY deadline LIMIT $2`, now.UTC(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("expired runs: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []Run
+	for _, id := range ids {
+		ended := false
+		err := s.tx(ctx, func(tx *sql.Tx) error {
+			r, err := getRun(ctx, tx, id)
+			if err != nil || r.Status.Terminal() {
+				return err
+			}
+			ended = true
+			return endRun(ctx, tx, id, RunTimedOut, "deadline passed", s.ts())
+		})
+		if err != nil {
+			return out, err
+		}
+		if ended {
+			r, err := s.Get(ctx, id)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Driven returns the unfinished workflow runs of driver, oldest first (at
+// most limit), without their steps: what a restarted coordinator resumes.
+func (s *Store) Driven(ctx context.Context, driver string, limit int) ([]Run, error) {
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT `+runCols+` FROM runs WHERE kind = 'workflow' AND driver = $1 AND status IN ('pending','running','waiting')
+		 ORDER BY id LIMIT $2`, driver, limit)
+	if err != nil {
+		return nil, fmt.Errorf("driven runs: %w", err)
+	}
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// MarkRunning moves a pending run to running (a driver started it).
+func (s *Store) MarkRunning(ctx context.Context, runID string) error {
+	_, err := s.db.ExecContext(ctx,
+		`UPDATE runs SET status = 'running', updated_at = $2 WHERE id = $1 AND status = 'pending'`, runID, s.ts())
+	if err != nil {
+		return fmt.Errorf("start run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// endRun sets a run's terminal status (and error, when reason is set) and
+// cancels its unfinished steps: a worker running one sees it at its next
+// heartbeat (Touch returns ErrTerminal) and aborts.
+func endRun(ctx context.Context, tx *sql.Tx, runID string, status RunStatus, reason string, now time.Time) error {
+	if _, err := tx.ExecContext(ctx,
+		`UPDATE runs SET status = $2, error = CASE WHEN $3 = '' THEN error ELSE $3 END, updated_at = $4 WHERE id = $1`,
+		runID, string(status), reason, now); err != nil {
+		return fmt.Errorf("end run %s: %w", runID, err)
+	}
+	if _, err := tx.ExecContext(ctx,
+		`UPDATE steps SET status = 'canceled', finished_at = $2, updated_at = $2
+		 WHERE run_id = $1 AND status IN ('pending','running','waiting')`, runID, now); err != nil {
+		return fmt.Errorf("cancel steps of %s: %w", runID, err)
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package runs_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rath-run/rath/internal/runs"
+)
+
+func newWorkflowRun(t *testing.T, rs *runs.Store, url string, deadline *time.Time) runs.Run {
+	t.Helper()
+	r := runs.Run{ID: runs.NewRunID(), Kind: runs.KindWorkflow, Driver: runs.DriverClient, Queue: "default",
+		Target: json.RawMessage(`{}`), Input: version(t, url), Deadline: deadline}
+	if err := rs.Create(context.Background(), &r, nil); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestWorkflowSteps(t *testing.T) {
+	backends(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		rs := open(t, url)
+		r := newWorkflowRun(t, rs, url, nil)
+		in := version(t, url)
+		call := json.RawMessage(`{"kind":"agent","agent":{"name":"a"}}`)
+		st, created, err := rs.PutStep(ctx, r.ID, "0.1", call, in)
+		if err != nil || !created {
+			t.Fatalf("PutStep = %+v, %v, %v", st, created, err)
+		}
+		if st.ID != r.ID+"/0.1" || st.Key != "0.1" || st.Status != runs.StepPending {
+			t.Fatalf("step = %+v", st)
+		}
+		// Idempotent: the same key returns the stored step, even with
+		// another input.
+		again, created, err := rs.PutStep(ctx, r.ID, "0.1", call, version(t, url))
+		if err != nil || created || again.ID != st.ID || again.Input != in {
+			t.Fatalf("PutStep again = %+v, %v, %v", again, created, err)
+		}
+		if string(again.Target) != string(call) {
+			t.Fatalf("target = %s", again.Target)
+		}
+		if _, _, err := rs.PutStep(ctx, r.ID, "bad key", call, in); err == nil {
+			t.Fatal("bad key accepted")
+		}
+		// Committing a workflow step does not settle the run.
+		if _, err := rs.StartStep(ctx, st.ID, "w1"); err != nil {
+			t.Fatal(err)
+		}
+		out := version(t, url)
+		got, err := rs.CommitStep(ctx, st.ID, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != runs.RunRunning {
+			t.Fatalf("run after its only step committed = %s, want running (the driver ends it)", got.Status)
+		}
+		// A failed step does not fail a workflow run either.
+		st2, _, err := rs.PutStep(ctx, r.ID, "0.2", call, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err = rs.FailStep(ctx, st2.ID, "boom"); err != nil || got.Status != runs.RunRunning {
+			t.Fatalf("FailStep: run %s, %v", got.Status, err)
+		}
+		done, err := rs.Complete(ctx, r.ID, out)
+		if err != nil || done.Status != runs.RunSucceeded || *done.Output != out {
+			t.Fatalf("Complete = %+v, %v", done, err)
+		}
+		if _, err := rs.Complete(ctx, r.ID, out); err != nil {
+			t.Fatalf("Complete again: %v", err)
+		}
+		if _, _, err := rs.PutStep(ctx, r.ID, "0.3", call, out); !errors.Is(err, runs.ErrTerminal) {
+			t.Fatalf("step on an ended run: %v", err)
+		}
+		// Agent runs take no keyed steps.
+		a := runs.Run{ID: runs.NewRunID(), Queue: "default", Target: json.RawMessage(`{}`), Input: in}
+		if err := rs.Create(ctx, &a, []runs.Step{{Input: in}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := rs.PutStep(ctx, a.ID, "x", call, in); !errors.Is(err, runs.ErrNotWorkflow) {
+			t.Fatalf("step on an agent run: %v", err)
+		}
+	})
+}
+
+func TestCancelReachesHeartbeat(t *testing.T) {
+	backends(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		rs := open(t, url)
+		r := newWorkflowRun(t, rs, url, nil)
+		st, _, err := rs.PutStep(ctx, r.ID, "k", json.RawMessage(`{}`), r.Input)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rs.StartStep(ctx, st.ID, "w"); err != nil {
+			t.Fatal(err)
+		}
+		if err := rs.Touch(ctx, st.ID); err != nil {
+			t.Fatalf("touch running: %v", err)
+		}
+		if _, err := rs.Cancel(ctx, r.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := rs.Touch(ctx, st.ID); !errors.Is(err, runs.ErrTerminal) {
+			t.Fatalf("touch after cancel = %v, want ErrTerminal", err)
+		}
+		got, _ := rs.GetStep(ctx, st.ID)
+		if got.Status != runs.StepCanceled {
+			t.Fatalf("step = %s", got.Status)
+		}
+		// A late commit does not resurrect a canceled step.
+		if _, err := rs.CommitStep(ctx, st.ID, version(t, url)); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ = rs.GetStep(ctx, st.ID); got.Status != runs.StepCanceled {
+			t.Fatalf("step after a late commit = %s", got.Status)
+		}
+	})
+}
+
+func TestDeadline(t *testing.T) {
+	backends(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		rs := open(t, url)
+		past := time.Now().Add(-time.Second)
+		r := newWorkflowRun(t, rs, url, &past)
+		future := time.Now().Add(time.Hour)
+		keep := newWorkflowRun(t, rs, url, &future)
+		st, _, err := rs.PutStep(ctx, r.ID, "k", json.RawMessage(`{}`), r.Input)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rs.StartStep(ctx, st.ID, "w"); !errors.Is(err, runs.ErrTerminal) {
+			t.Fatalf("StartStep past the deadline = %v", err)
+		}
+		got, _ := rs.Get(ctx, r.ID)
+		if got.Status != runs.RunTimedOut || got.Steps[0].Status != runs.StepCanceled {
+			t.Fatalf("run %s, step %s", got.Status, got.Steps[0].Status)
+		}
+		r2 := newWorkflowRun(t, rs, url, &past)
+		ended, err := rs.Expire(ctx, time.Now(), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ended) != 1 || ended[0].ID != r2.ID || ended[0].Status != runs.RunTimedOut {
+			t.Fatalf("Expire = %+v", ended)
+		}
+		if k, _ := rs.Get(ctx, keep.ID); k.Status != runs.RunPending || k.Deadline == nil {
+			t.Fatalf("run with a future deadline: %+v", k)
+		}
+		driven, err := rs.Driven(ctx, runs.DriverClient, 10)
+		if err != nil || len(driven) != 1 || driven[0].ID != keep.ID {
+			t.Fatalf("Driven = %+v, %v", driven, err)
+		}
+	})
+}
