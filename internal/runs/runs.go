@@ -218,7 +218,8 @@ func ValidKey(key string) error {
 	}
 	for i := range len(key) {
 		c := key[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+		ok := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
+		if !ok {
 			return fmt.Errorf("step key %q: byte %d (%q) is not in [A-Za-z0-9._-]", key, i, c)
 		}
 	}

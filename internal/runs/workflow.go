@@ -72,7 +72,7 @@ func (s *Store) PutStep(ctx context.Context, runID, key string, target json.RawM
 	return st, created, nil
 }
 
-// ErrNotWorkflow: the operation is for workflow runs only.
+// ErrNotWorkflow reports an operation meant for workflow runs only.
 var ErrNotWorkflow = errors.New("rath: not a workflow run")
 
 // Complete ends a workflow run succeeded with output, the version its
@@ -130,23 +130,8 @@ func (s *Store) FailRun(ctx context.Context, runID, reason string) (Run, error) 
 // Expire ends, timed_out, every unfinished run whose deadline is before
 // now, canceling their unfinished steps, and returns them (at most limit).
 func (s *Store) Expire(ctx context.Context, now time.Time, limit int) ([]Run, error) {
-	rows, err := s.db.QueryContext(ctx,
-		`SELECT id FROM runs WHERE deadline IS NOT NULL AND deadline < $1 AND status IN ('pending','running','waiting')
-		 ORDER BY deadline LIMIT $2`, now.UTC(), limit)
+	ids, err := s.expiredIDs(ctx, now, limit)
 	if err != nil {
-		return nil, fmt.Errorf("expired runs: %w", err)
-	}
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	var out []Run
@@ -172,6 +157,25 @@ func (s *Store) Expire(ctx context.Context, now time.Time, limit int) ([]Run, er
 		}
 	}
 	return out, nil
+}
+
+func (s *Store) expiredIDs(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT id FROM runs WHERE deadline IS NOT NULL AND deadline < $1 AND status IN ('pending','running','waiting')
+		 ORDER BY deadline LIMIT $2`, now.UTC(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("expired runs: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
 }
 
 // Driven returns the unfinished workflow runs of driver, oldest first (at
