@@ -144,7 +144,7 @@ func TestViolations(t *testing.T) {
 		// violate creates the violation; it returns the invariant and a row
 		// fragment the report must name.
 		violate func(t *testing.T, f *fixture) (inv, row string)
-		opts   check.Options
+		opts    check.Options
 	}{
 		{"trigger disabled", func(t *testing.T, f *fixture) (string, string) {
 			tamper(t, f.db, `ALTER TABLE chunks DISABLE TRIGGER chunks_append_only`)
