@@ -63,6 +63,7 @@ func newRoot(env *Env) *cobra.Command {
 	root.AddCommand(newSessionCmd(env), newMigrateCmd(env))
 	root.AddCommand(newConfigCmd(env))
 	root.AddCommand(newMemoryCmd(env))
+	root.AddCommand(newCheckCmd(env))
 	root.AddCommand(newLoginCmd(env), newTokenCmd(env))
 	root.AddCommand(newCheckCmd(env))
 	return root
