@@ -66,7 +66,8 @@ func step(t *testing.T, s session.Session, n int, agent, snapshot string, tokens
 		Usage: session.Usage{PromptTokens: tokens - 1, CompletionTokens: 1, TotalTokens: tokens},
 		Producer: session.Producer{Run: fixtureRun, Step: fixtureRun + "/" + itoa(n), Agent: agent, Model: "model-" + agent,
 			Worker: "worker-1"},
-		Key: fixtureRun + "/" + itoa(n),
+		// Keys are unique per fixture, so several fixtures share a store.
+		Key: fixtureRun + "/" + itoa(n) + "/" + s.ID().String(),
 	}
 	if snapshot != "" {
 		p := s.Placement()
@@ -115,7 +116,7 @@ func compress(t *testing.T, in session.Session, text string) session.Session {
 		Chunks: []session.Chunk{sum}, Placement: parent.Placement, Usage: parent.Usage.Add(session.Usage{TotalTokens: 3}),
 		Producer:  session.Producer{Run: fixtureRun, Step: fixtureRun + "/05", Agent: "compressor", Model: "model-compressor"},
 		Extras:    []session.Extra{{Key: "compression.lossy", Value: json.RawMessage("true")}},
-		Key:       fixtureRun + "/05",
+		Key:       fixtureRun + "/05/" + parent.ID.String(),
 		CreatedAt: time.Now().UTC().Truncate(time.Microsecond),
 	}
 	if err := session.Seal(v, []*session.Version{parent}, nil); err != nil {
