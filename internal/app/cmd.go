@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -43,10 +45,19 @@ func Version() string {
 // command-line arguments under a context canceled on SIGINT or SIGTERM,
 // and when run fails prints "name: error" to stderr and exits 1. A first
 // argument "version" prints "name VERSION" and exits 0, as -h and --help
-// (the flag set's usage) do.
+// (the flag set's usage) do. "healthcheck URL" GETs URL and exits 0 on a
+// 2xx answer, 1 otherwise: the container health check of images that have
+// no shell or curl (docker-compose.yml).
 func Main(name string, run func(ctx context.Context, args []string) error) {
 	if len(os.Args) == 2 && os.Args[1] == "version" {
 		fmt.Fprintln(os.Stdout, name, Version())
+		return
+	}
+	if len(os.Args) == 3 && os.Args[1] == "healthcheck" {
+		if err := Healthcheck(context.Background(), os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, name+":", err)
+			os.Exit(1)
+		}
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -59,6 +70,27 @@ func Main(name string, run func(ctx context.Context, args []string) error) {
 		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(1)
 	}
+}
+
+// Healthcheck GETs url within 5 seconds and reports an error unless the
+// answer is 2xx.
+func Healthcheck(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("healthcheck %s: %s", url, resp.Status)
+	}
+	return nil
 }
 
 // StoreNATS holds the --store and --nats flags the coordinator and the
