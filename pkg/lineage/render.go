@@ -263,4 +263,3 @@ func mermaidText(s string) string {
 	r := strings.NewReplacer(`"`, "#quot;", "<", "#lt;", ">", "#gt;", "\n", " ", "|", "#124;")
 	return r.Replace(s)
 }
-
