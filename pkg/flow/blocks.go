@@ -163,7 +163,10 @@ func (p *Parallel) Forward(ctx context.Context, s session.Session) (session.Sess
 	}
 	sem := make(chan struct{}, limit)
 	outs := make([]session.Session, n)
-	errs := make([]error, n)
+	var (
+		mu       sync.Mutex // guards firstErr
+		firstErr error
+	)
 	var wg sync.WaitGroup
 	for i, w := range p.Branches {
 		select {
@@ -179,7 +182,11 @@ func (p *Parallel) Forward(ctx context.Context, s session.Session) (session.Sess
 			defer func() { <-sem }()
 			out, err := runBranch(scopes[i], i, w, s)
 			if err != nil {
-				errs[i] = err
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
 				cancel(err)
 				return
 			}
@@ -187,12 +194,10 @@ func (p *Parallel) Forward(ctx context.Context, s session.Session) (session.Sess
 		}()
 	}
 	wg.Wait()
+	if firstErr != nil {
+		return session.Session{}, firstErr
+	}
 	if err := context.Cause(ctx); err != nil {
-		for _, e := range errs {
-			if e != nil {
-				return session.Session{}, e
-			}
-		}
 		return session.Session{}, fmt.Errorf("flow: parallel: %w", err)
 	}
 	out := outs[0]

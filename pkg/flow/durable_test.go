@@ -1,0 +1,125 @@
+package flow_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/rath-run/rath/internal/testdb"
+	"github.com/rath-run/rath/pkg/flow"
+	"github.com/rath-run/rath/pkg/llm/llmtest"
+	"github.com/rath-run/rath/pkg/selector"
+	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store"
+	"github.com/rath-run/rath/pkg/store/storeurl"
+)
+
+// durableWorkflow uses every kind of step: an agent, a fan-out of three
+// merged, a selector loop over two agents, a compressor, a last agent.
+func durableWorkflow() flow.Workflow {
+	a := flow.NewAgent(modelSpec("planner"), "plans")
+	b := flow.NewAgent(modelSpec("critic"), "criticises")
+	c := flow.NewAgent(modelSpec("writer"), "writes")
+	loop := &selector.Loop{Selector: selector.New(modelSpec("router")), Candidates: []flow.Workflow{b, c}, MaxRounds: 4}
+	return flow.Seq(a, flow.Fanout(3, b), loop, &flow.Compressor{Spec: modelSpec("squash")}, c)
+}
+
+func openStore(t *testing.T, url string) store.Store {
+	t.Helper()
+	st, err := storeurl.Open(context.Background(), url, storeurl.Options{Migrate: true})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// TestLocalRunIsDurable re-runs a finished workflow with the same run id on
+// the same store: no model call is made again and every step, the fan-in
+// merges and the output come back with the same version ids. A new run id
+// executes afresh. Both stores: embedded SQLite and Postgres.
+func TestLocalRunIsDurable(t *testing.T) {
+	t.Parallel()
+	for name, url := range map[string]func(t *testing.T) string{
+		"sqlite":   func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "rath.db") },
+		"postgres": func(t *testing.T) string { return testdb.Postgres(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			st := openStore(t, url(t))
+			srv := llmtest.NewServer(t)
+			srv.Handle(answer)
+			in := mustUser(t, st, "write a haiku about durable runs")
+			env := serverEnv(t, srv)
+
+			run := func(id string) session.Session {
+				t.Helper()
+				rt, err := flow.NewLocal(id, env)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := flow.Run(ctx, rt, durableWorkflow(), in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			first := run("run-a")
+			calls := len(srv.Requests())
+			// 1 planner + 3 critics + the loop (select → critic, select →
+			// writer, select → none) + 1 compress + 1 writer.
+			if calls != 1+3+5+1+1 {
+				t.Fatalf("%d model calls, want 11", calls)
+			}
+			steps := stepVersions(t, st, "run-a")
+			if len(steps) != calls {
+				t.Fatalf("%d committed steps for %d model calls", len(steps), calls)
+			}
+
+			again := run("run-a")
+			if n := len(srv.Requests()); n != calls {
+				t.Fatalf("re-run made %d more model calls, want none", n-calls)
+			}
+			if again.ID() != first.ID() {
+				t.Fatalf("re-run output %s, first %s", again.ID(), first.ID())
+			}
+			if got := stepVersions(t, st, "run-a"); len(got) != len(steps) {
+				t.Fatalf("re-run committed %d steps, want the same %d", len(got), len(steps))
+			}
+
+			other := run("run-b")
+			if n := len(srv.Requests()); n != 2*calls {
+				t.Fatalf("a new run made %d model calls, want %d", n-calls, calls)
+			}
+			if other.ID() == first.ID() {
+				t.Fatal("a new run returned the first run's output")
+			}
+			if texts(t, other)[0] != texts(t, first)[0] {
+				t.Fatalf("the runs diverged: %q vs %q", texts(t, other), texts(t, first))
+			}
+		})
+	}
+}
+
+// stepVersions lists the versions whose key belongs to run.
+func stepVersions(t *testing.T, st store.Store, run string) map[string]session.ID {
+	t.Helper()
+	out := map[string]session.ID{}
+	p := store.ListParams{Limit: store.MaxListLimit}
+	for {
+		page, err := st.List(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range page.Versions {
+			if len(v.Key) > len(run) && v.Key[:len(run)+1] == run+"/" {
+				out[v.Key] = v.ID
+			}
+		}
+		if page.Next == "" {
+			return out
+		}
+		p.After = page.Next
+	}
+}
