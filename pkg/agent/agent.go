@@ -29,6 +29,10 @@ type Agent struct {
 	// Memory is the store Spec.Memory names, resolved by the caller; nil
 	// disables recall and commit even when the spec binds a store.
 	Memory memory.Store
+	// Approver, when set, decides tool calls that need approval during the
+	// step. Without one the step commits what it has and returns an
+	// [*ApprovalError] (the worker marks the step waiting).
+	Approver Approver
 }
 
 // Budget is a run's budget as a step sees it: the limits and what the run's
@@ -94,6 +98,10 @@ func (a *Agent) Step(ctx context.Context, s session.Session, m Meta) (session.Se
 	if err != nil {
 		return session.Session{}, err
 	}
+	if res.Stop == StopApproval && len(res.Chunks) == 0 {
+		// Still waiting on calls s already holds: nothing new to commit.
+		return session.Session{}, &ApprovalError{Pending: res.Pending, Session: s}
+	}
 	ext := res.Extension(m)
 	if m.Placement != nil {
 		p, err := m.Placement(ctx)
@@ -105,6 +113,10 @@ func (a *Agent) Step(ctx context.Context, s session.Session, m Meta) (session.Se
 	out, err := s.Extend(ctx, ext)
 	if err != nil {
 		return session.Session{}, err
+	}
+	if res.Stop == StopApproval {
+		// The step is not finished: memory is committed when it is.
+		return session.Session{}, &ApprovalError{Pending: res.Pending, Session: out}
 	}
 	// The step is committed: a failed memory commit is reported, not a
 	// failed step (OpenRath swallows it too).

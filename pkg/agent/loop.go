@@ -38,6 +38,8 @@ type Result struct {
 	Agent, Model string
 	// Stop says why the loop ended (a Stop constant).
 	Stop string
+	// Pending are the calls waiting for a decision (Stop is StopApproval).
+	Pending []PendingCall
 }
 
 // Extension returns the version the result commits as.
@@ -57,6 +59,9 @@ func (r Result) Extension(m Meta) session.Extension {
 	}
 	if isBudgetStop(r.Stop) {
 		extras = append(extras, session.StringExtra("budget.exceeded", r.Stop))
+	}
+	if r.Stop == StopApproval {
+		extras = append(extras, rawExtra(ExtraPending, r.Pending))
 	}
 	return session.Extension{
 		Op:       session.OpStep,
@@ -141,6 +146,18 @@ func (a *Agent) Run(ctx context.Context, s session.Session, m Meta) (Result, err
 		}
 	}
 	maxRounds := a.Spec.Limits.maxToolRounds()
+	// A transcript that ends in tool calls the loop stopped before (it
+	// waited for approval) finishes that round first, with the decisions
+	// recorded after it.
+	if open, decided := Pending(chunks); len(open) > 0 && (len(decided) > 0 || a.anyNeedsApproval(open)) {
+		ok, err := a.settle(ctx, 0, open, decided, m, &res, addResult)
+		if err != nil {
+			return Result{}, err
+		}
+		if !ok {
+			return res, nil
+		}
+	}
 	// A run that has nothing left does not call the model at all.
 	if stop, detail := a.overBudget(res, m.Run, true); stop != "" {
 		res.Stop = stop
@@ -198,10 +215,23 @@ func (a *Agent) Run(ctx context.Context, s session.Session, m Meta) (Result, err
 			res.Stop = StopModel
 			return res, nil
 		}
-		for _, r := range a.runTools(ctx, round+1, resp.ToolCalls, m) {
-			addResult(r)
+		ok, err := a.settle(ctx, round+1, resp.ToolCalls, nil, m, &res, addResult)
+		if err != nil {
+			return Result{}, err
+		}
+		if !ok {
+			return res, nil
 		}
 	}
+}
+
+func (a *Agent) anyNeedsApproval(calls []session.ToolCall) bool {
+	for _, c := range calls {
+		if a.needsApproval(c.Function.Name) {
+			return true
+		}
+	}
+	return false
 }
 
 // KindBudgetExceeded is the error kind of tool calls left unrun because a

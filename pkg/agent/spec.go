@@ -32,6 +32,29 @@
 // extra. Usage is recorded per round (extra loop.round_usage) and summed
 // onto the version.
 //
+// # Approvals
+//
+// A tool call needs a human's approval when its tool declares it
+// (tool.Def.NeedsApproval), the spec lists the tool under approve ("*" for
+// every tool), or the tool belongs to an MCP server marked approve: true.
+// When the model makes such a call, the whole round waits: no call of that
+// reply runs, not even those that need no approval (the simplest rule that
+// keeps a round's calls together). With an [Approver] the loop asks it and
+// goes on; without one the step commits what it has — up to the
+// assistant chunk with the calls, extras loop.stop "approval" and
+// approval.pending — and returns an [*ApprovalError] ([ErrNeedsApproval]).
+//
+// A decision is an approval chunk ([ApprovalChunk]) appended after that
+// assistant chunk. Forwarding a version whose transcript ends in open calls
+// finishes their round first: approved calls and calls that need no
+// approval run, rejected calls are answered with an error body of kind
+// rejected carrying the reason, and the loop continues. Calls still without
+// a decision wait again, running nothing. Only decisions after the last
+// assistant chunk count, so a model that reuses an old call id gets no
+// approval from it, and nothing a model or a tool writes can become an
+// approval chunk: the model writes assistant chunks, tools tool_result
+// bodies.
+//
 // # Bad model output
 //
 // Unparseable or schema-violating arguments (invalid_tool_arguments) and
@@ -93,6 +116,10 @@ type Spec struct {
 	// MCP names stdio MCP servers whose tools the agent may call, in
 	// addition to Tools.
 	MCP []MCPServer `json:"mcp,omitempty"`
+	// Approve names tools whose calls need a human's approval before they
+	// run, in addition to tools that declare it themselves
+	// (tool.Def.NeedsApproval); "*" means every tool. See "Approvals".
+	Approve []string `json:"approve,omitempty"`
 	// Memory binds a memory store: a name ("local") or a [MemorySpec]
 	// object (store, namespace, top_k, scope, commit).
 	Memory MemorySpec `json:"memory,omitzero"`
@@ -139,6 +166,9 @@ type MCPServer struct {
 	Tools []string `json:"tools,omitempty"`
 	// TimeoutSeconds bounds one tool call; 0 means the worker's default.
 	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
+	// Approve makes every call to this server's tools wait for a human's
+	// approval (see "Approvals").
+	Approve bool `json:"approve,omitempty"`
 }
 
 // Limits on MCP servers in a spec.
@@ -313,6 +343,11 @@ func (s *Spec) Validate() error {
 	for i, t := range s.Tools {
 		if strings.TrimSpace(t) == "" {
 			return bad(fmt.Sprintf("tools[%d]", i), "empty tool name")
+		}
+	}
+	for i, t := range s.Approve {
+		if strings.TrimSpace(t) == "" {
+			return bad(fmt.Sprintf("approve[%d]", i), "empty tool name")
 		}
 	}
 	if err := s.Memory.validate(); err != nil {

@@ -23,6 +23,12 @@ type Def struct {
 	Description string `json:"description,omitempty"`
 	// Parameters is a JSON Schema object.
 	Parameters json.RawMessage `json:"parameters"`
+	// NeedsApproval says a human must approve every call before it runs:
+	// the agent loop stops before executing the call and the step waits
+	// for a decision (see package agent, "Approvals"). It is policy, not
+	// part of what the model sees. An agent spec can require approval of
+	// further tools by name (approve:).
+	NeedsApproval bool `json:"needs_approval,omitempty"`
 }
 
 // Env is what a tool call may use.
@@ -66,4 +72,7 @@ const (
 	KindOutsideWorkspace = "path_outside_workspace"
 	KindOutputTruncated  = "output_truncated"
 	KindNoSandbox        = "no_sandbox"
+	// KindRejected answers a call a human rejected (see Def.NeedsApproval);
+	// the message carries their reason.
+	KindRejected = "rejected"
 )
