@@ -63,8 +63,8 @@ func newRoot(env *Env) *cobra.Command {
 	root.AddCommand(newSessionCmd(env), newMigrateCmd(env))
 	root.AddCommand(newConfigCmd(env))
 	root.AddCommand(newMemoryCmd(env))
-	root.AddCommand(newCheckCmd(env))
 	root.AddCommand(newLoginCmd(env), newTokenCmd(env))
 	root.AddCommand(newCheckCmd(env))
+	root.AddCommand(lineageCmds(env)...)
 	return root
 }

@@ -1,0 +1,286 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rath-run/rath/internal/coordinator"
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/client"
+	"github.com/rath-run/rath/pkg/lineage"
+	"github.com/rath-run/rath/pkg/store"
+)
+
+// lineageFlags choose where the lineage commands read: a coordinator
+// (--server, $RATH_SERVER) or a store (--store, $RATH_STORE, the default
+// embedded store), as the session commands do.
+type lineageFlags struct{ sessionFlags }
+
+// target is an open store or API client; exactly one is set.
+type target struct {
+	st       store.Store
+	storeURL string
+	cl       *client.Client
+}
+
+func (t target) Close() error {
+	if t.st != nil {
+		return t.st.Close()
+	}
+	return nil
+}
+
+func (f *lineageFlags) open(ctx context.Context) (target, error) {
+	if f.url != "" && f.server != "" {
+		return target{}, &exitError{code: 2, err: errors.New("give --store or --server, not both")}
+	}
+	server := f.server
+	if server == "" && f.url == "" {
+		server = os.Getenv("RATH_SERVER")
+	}
+	if server != "" {
+		cl, err := client.New(server, cmp.Or(f.token, os.Getenv("RATH_TOKEN")))
+		if err != nil {
+			return target{}, &exitError{code: 2, err: err}
+		}
+		return target{cl: cl}, nil
+	}
+	st, err := f.storeFlags.open(ctx)
+	if err != nil {
+		return target{}, err
+	}
+	return target{st: st, storeURL: cmp.Or(f.url, os.Getenv("RATH_STORE"), defaultStore)}, nil
+}
+
+func (f *lineageFlags) with(fn func(ctx context.Context, t target, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		t, err := f.open(cmd.Context())
+		if err != nil {
+			return err
+		}
+		defer t.Close()
+		return fn(cmd.Context(), t, args)
+	}
+}
+
+// runInfo reads a run from the run store next to the graph store.
+func (t target) runInfo(ctx context.Context, id string) (lineage.RunInfo, error) {
+	rs, db, err := runs.Open(ctx, t.storeURL)
+	if err != nil {
+		return lineage.RunInfo{}, err
+	}
+	defer db.Close()
+	run, err := rs.Get(ctx, id)
+	if err != nil {
+		return lineage.RunInfo{}, fmt.Errorf("run %s: %w", id, err)
+	}
+	return coordinator.RunLineage(run), nil
+}
+
+func newGraphCmd(env *Env) *cobra.Command {
+	var f lineageFlags
+	var run, format, out string
+	var depth int
+	c := &cobra.Command{
+		Use:   "graph [ID] [--run RUN]",
+		Short: "draw the Session Graph below a version, around it (--depth) or of a run (--run) as svg, dot, mermaid, json or openrath-jsonl",
+		Long: "graph draws versions as boxes (op, agent, chunks, tokens; coloured by status: the output, the route to it,\n" +
+			"rejected and failed branches) and lineage links as arrows (fork, merge, compress, step, …).\n" +
+			"The SVG is laid out in process; no Graphviz needed.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: f.with(func(ctx context.Context, t target, args []string) error {
+			fm, err := lineage.ParseFormat(format)
+			if err != nil {
+				return &exitError{code: 2, err: fmt.Errorf("--format: %w", err)}
+			}
+			if (run == "") == (len(args) == 0) {
+				return &exitError{code: 2, err: errors.New("give a version ID or --run RUN (one of them)")}
+			}
+			w := env.Out
+			if out != "" && out != "-" {
+				file, err := os.Create(out)
+				if err != nil {
+					return err
+				}
+				defer file.Close()
+				w = file
+			}
+			if t.cl != nil {
+				path := "/v1/runs/" + url.PathEscape(run) + "/graph"
+				q := url.Values{"format": {string(fm)}}
+				if run == "" {
+					id, err := parseID(args[0])
+					if err != nil {
+						return err
+					}
+					path = sessionPath(id, "graph")
+					if depth >= 0 {
+						q.Set("depth", strconv.Itoa(depth))
+					}
+				}
+				return t.cl.Stream(ctx, "GET", path+"?"+q.Encode(), nil, "", w)
+			}
+			var g *lineage.Graph
+			switch {
+			case run != "":
+				info, err := t.runInfo(ctx, run)
+				if err != nil {
+					return err
+				}
+				g, err = lineage.ForRun(ctx, t.st, info)
+				if err != nil {
+					return err
+				}
+			default:
+				id, err := parseID(args[0])
+				if err != nil {
+					return err
+				}
+				if depth >= 0 {
+					g, err = lineage.Around(ctx, t.st, id, depth)
+				} else {
+					g, err = lineage.ForRoot(ctx, t.st, id, nil)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return g.Write(w, fm)
+		}),
+	}
+	f.register(c)
+	c.Flags().StringVar(&run, "run", "", "draw what run RUN made")
+	c.Flags().StringVar(&format, "format", "svg", "svg, dot, mermaid, json or openrath-jsonl")
+	c.Flags().IntVar(&depth, "depth", -1, "draw the versions up to N edges around ID (0: all its ancestors and descendants) instead of ID and its descendants")
+	c.Flags().StringVar(&out, "out", "", "write to FILE instead of standard output")
+	return c
+}
+
+func newBlameCmd(env *Env) *cobra.Command {
+	var f lineageFlags
+	c := &cobra.Command{
+		Use:   "blame VERSION",
+		Short: "say which version, agent, step, model, worker, tool call and workspace produced each chunk of a transcript",
+		Args:  cobra.ExactArgs(1),
+		RunE: f.with(func(ctx context.Context, t target, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			var entries []lineage.Entry
+			if t.cl != nil {
+				var reply struct {
+					Chunks []lineage.Entry `json:"chunks"`
+				}
+				if err := t.cl.Do(ctx, "GET", sessionPath(id, "blame"), nil, &reply); err != nil {
+					return err
+				}
+				entries = reply.Chunks
+			} else if entries, err = lineage.Blame(ctx, t.st, id); err != nil {
+				return err
+			}
+			if f.output == "json" {
+				return (&printer{env: env}).json(map[string]any{"id": id, "chunks": nonNilEntries(entries)})
+			}
+			return writeBlame(env.Out, entries)
+		}),
+	}
+	f.register(c)
+	return c
+}
+
+func nonNilEntries(e []lineage.Entry) []lineage.Entry {
+	if e == nil {
+		return []lineage.Entry{}
+	}
+	return e
+}
+
+func writeBlame(w io.Writer, entries []lineage.Entry) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ORD\tKIND\tVERSION\tOP\tAGENT\tSTEP\tTOOL\tWORKSPACE\tTEXT")
+	for _, e := range entries {
+		tool := e.Tool
+		if e.CallID != "" {
+			tool += "#" + e.CallID
+		}
+		ver := e.Version.String()
+		if len(e.Via) > 0 {
+			ver += " (via merge)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Ord, e.Kind, ver, e.Op, dash(e.Agent), dash(e.Step),
+			dash(tool), dash(e.Snapshot), lineage.Preview(e.Text, 60))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newDiffCmd(env *Env) *cobra.Command {
+	var f storeFlags
+	c := &cobra.Command{
+		Use:   "diff A B",
+		Short: "compare two versions' transcripts (common prefix, chunks only in each) and workspaces (see also session diff)",
+		Args:  cobra.ExactArgs(2),
+		RunE: f.withStore(func(ctx context.Context, st store.Store, args []string) error {
+			a, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			b, err := parseID(args[1])
+			if err != nil {
+				return err
+			}
+			d, err := lineage.Diff(ctx, st, a, b)
+			if err != nil {
+				return err
+			}
+			if f.output == "json" {
+				return (&printer{env: env}).json(d)
+			}
+			w := env.Out
+			fmt.Fprintf(w, "common prefix: %d chunks", d.CommonPrefix)
+			if d.CommonAncestor != nil {
+				fmt.Fprintf(w, "; common ancestor %s", d.CommonAncestor)
+			}
+			fmt.Fprintln(w)
+			for _, side := range []struct {
+				name string
+				cs   []lineage.Change
+			}{{"-", d.OnlyA}, {"+", d.OnlyB}} {
+				for _, c := range side.cs {
+					fmt.Fprintf(w, "%s %d %s: %s\n", side.name, c.Ord, c.Kind, lineage.Preview(c.Text, 100))
+				}
+			}
+			if d.SameWorkspace {
+				_, err = fmt.Fprintf(w, "workspace: same (%s)\n", dash(d.SnapshotA))
+			} else {
+				_, err = fmt.Fprintf(w, "workspace: %s -> %s (rathctl session diff %s %s lists the files)\n",
+					dash(d.SnapshotA), dash(d.SnapshotB), a, b)
+			}
+			return err
+		}),
+	}
+	f.register(c)
+	return c
+}
+
+// lineageCmds are the top-level lineage commands.
+func lineageCmds(env *Env) []*cobra.Command {
+	return []*cobra.Command{newGraphCmd(env), newBlameCmd(env), newDiffCmd(env), newVerifyCmd(env)}
+}
+

@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/coordinator"
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/testenv"
+	"github.com/rath-run/rath/pkg/lineage"
+)
+
+// scriptedRun runs a scripted agent on a dev stack and returns the stack's
+// store flag, server flag and the finished run.
+func scriptedRun(t *testing.T) (storeFlag, serverFlag []string, run runs.Run) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "rath.db")
+	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: 1, StoreURL: "sqlite:" + db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	spec := json.RawMessage(`{"name":"echo","model":"scripted","script":[{"content":"hello from the scripted model"}]}`)
+	run, err = d.Coordinator.Submit(ctx, coordinator.SubmitRequest{Agent: spec, Message: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "run to end", func() bool {
+		run, err = d.Backend.Runs.Get(ctx, run.ID)
+		return err == nil && run.Status.Terminal()
+	})
+	if run.Status != runs.RunSucceeded {
+		t.Fatalf("run ended %s: %s", run.Status, run.Error)
+	}
+	return []string{"--store", "sqlite:" + db}, []string{"--server", d.URL}, run
+}
+
+func TestGraphBlameDiffCommands(t *testing.T) {
+	t.Parallel()
+	storeFlag, serverFlag, run := scriptedRun(t)
+	out, in := run.Output.String(), run.Input.String()
+	for name, flags := range map[string][]string{"store": storeFlag, "server": serverFlag} {
+		t.Run(name, func(t *testing.T) {
+			var g lineage.Graph
+			code, body, errOut := rathctl(t, "", with(flags, "graph", "--run", run.ID, "--format", "json")...)
+			if code != 0 {
+				t.Fatalf("graph --run: exit %d: %s", code, errOut)
+			}
+			if err := json.Unmarshal([]byte(body), &g); err != nil {
+				t.Fatal(err)
+			}
+			if len(g.Nodes) != 2 || g.Output == nil || g.Output.String() != out {
+				t.Errorf("graph of the run = %+v", g)
+			}
+			svg := filepath.Join(t.TempDir(), "g.svg")
+			if code, _, errOut := rathctl(t, "", with(flags, "graph", in, "--out", svg)...); code != 0 {
+				t.Fatalf("graph ID --out: exit %d: %s", code, errOut)
+			}
+			raw, err := os.ReadFile(svg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := xml.Unmarshal(raw, new(struct{})); err != nil || strings.Count(string(raw), `class="node"`) != 2 {
+				t.Errorf("svg: %v\n%s", err, raw)
+			}
+			code, body, errOut = rathctl(t, "", with(flags, "graph", out, "--depth", "1", "--format", "dot")...)
+			if code != 0 || !strings.HasPrefix(body, "digraph rath {") || !strings.Contains(body, in) {
+				t.Errorf("graph --depth 1 --format dot: exit %d %s\n%s", code, errOut, body)
+			}
+			var blame struct {
+				Chunks []lineage.Entry `json:"chunks"`
+			}
+			okJSON(t, &blame, with(flags, "blame", out)...)
+			if len(blame.Chunks) != 2 || blame.Chunks[1].Agent != "echo" || blame.Chunks[1].Run != run.ID || blame.Chunks[0].Version.String() != in {
+				t.Errorf("blame = %+v", blame.Chunks)
+			}
+			code, body, _ = rathctl(t, "", with(flags, "blame", out)...)
+			if code != 0 || !strings.Contains(body, "echo") || !strings.Contains(body, "hello from the scripted model") {
+				t.Errorf("blame text: exit %d\n%s", code, body)
+			}
+			for _, bad := range [][]string{
+				{"graph"}, {"graph", in, "--run", run.ID}, {"graph", in, "--format", "png"}, {"blame", "nope"},
+			} {
+				if code, _, errOut := rathctl(t, "", with(flags, bad...)...); code != 2 {
+					t.Errorf("rathctl %v: exit %d (%s), want 2", bad, code, errOut)
+				}
+			}
+		})
+	}
+	var d lineage.Delta
+	okJSON(t, &d, with(storeFlag, "diff", in, out)...)
+	if d.CommonPrefix != 1 || len(d.OnlyA) != 0 || len(d.OnlyB) != 1 || d.OnlyB[0].Text != "hello from the scripted model" {
+		t.Errorf("diff = %+v", d)
+	}
+}
+
+func TestVerifyCommand(t *testing.T) {
+	t.Parallel()
+	storeFlag, _, run := scriptedRun(t)
+	var rep verifyReply
+	okJSON(t, &rep, with(storeFlag, "verify", run.Output.String())...)
+	if !rep.OK || rep.Versions != 2 || rep.Chunks != 2 {
+		t.Errorf("verify ID = %+v", rep)
+	}
+	okJSON(t, &rep, with(storeFlag, "verify", "--all")...)
+	if !rep.OK || rep.Versions != 2 || rep.Edges != 1 {
+		t.Errorf("verify --all = %+v", rep)
+	}
+	code, out, _ := rathctl(t, "", with(storeFlag, "verify", "--all")...)
+	if code != 0 || !strings.Contains(out, "verified 2 versions, 2 chunks: ok") {
+		t.Errorf("verify --all text: exit %d\n%s", code, out)
+	}
+	for _, bad := range [][]string{{"verify"}, {"verify", "--all", run.Output.String()}, {"verify", "nope"}} {
+		if code, _, errOut := rathctl(t, "", with(storeFlag, bad...)...); code != 2 {
+			t.Errorf("rathctl %v: exit %d (%s), want 2", bad, code, errOut)
+		}
+	}
+}
