@@ -156,7 +156,9 @@ func (s *Store) StartStep(ctx context.Context, stepID, worker string) (Step, err
 		if err != nil {
 			return err
 		}
-		if st.Status.Terminal() || r.Status.Terminal() {
+		// A waiting step is never started again: its job is done (a
+		// redelivery of it is acked); its continuation step resumes it.
+		if st.Status.Terminal() || st.Status == StepWaiting || r.Status.Terminal() {
 			return fmt.Errorf("step %s is %s (run %s): %w", stepID, st.Status, r.Status, ErrTerminal)
 		}
 		now := s.ts()
