@@ -7,6 +7,8 @@
 //	RATH_ADDR        listen address (default :7420)                --addr
 //	RATH_TOKEN       bootstrap admin token (default tenant); turns auth on
 //	RATH_AUTH        auth mode: required, off or auto (default)  --auth
+//	RATH_NATS_USER, RATH_NATS_PASSWORD (or _FILE), RATH_NATS_CREDS: NATS
+//	                 credentials of the coordinator role (docs/security.md)
 //
 // `coordinator migrate` applies the migrations and exits.
 package main
@@ -23,6 +25,7 @@ import (
 
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/coordinator"
+	"github.com/rath-run/rath/internal/natsauth"
 )
 
 func main() { app.Main("coordinator", run) }
@@ -41,9 +44,13 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	connect, err := app.NATSConnectorAs(conn.NATSURL, "rath-coordinator", natsauth.RoleCoordinator, os.Getenv)
+	if err != nil {
+		return err
+	}
 	b, err := app.OpenBackend(ctx, app.BackendConfig{
 		StoreURL: conn.StoreURL,
-		Connect:  app.NATSConnector(conn.NATSURL, "rath-coordinator"),
+		Connect:  connect,
 		Migrate:  true,
 		Logger:   log,
 	})

@@ -6,6 +6,8 @@
 //	RATH_QUEUE      job queue (default "default")                   --queue
 //	RATH_SLOTS      concurrent steps (default 4)                    --slots
 //	RATH_HEALTH     health listen address (default :7421)           --health
+//	RATH_NATS_USER, RATH_NATS_PASSWORD (or _FILE), RATH_NATS_CREDS: NATS
+//	                credentials of the worker role (docs/security.md)
 //
 // --ack-wait sets the queue consumer's ack deadline (default 30s) and
 // --heartbeat how often a running step extends it (default the shorter of
@@ -30,6 +32,7 @@ import (
 
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/bus"
+	"github.com/rath-run/rath/internal/natsauth"
 	"github.com/rath-run/rath/internal/worker"
 )
 
@@ -53,11 +56,17 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	connect, err := app.NATSConnectorAs(conn.NATSURL, "rath-worker", natsauth.RoleWorker, os.Getenv)
+	if err != nil {
+		return err
+	}
 	b, err := app.OpenBackend(ctx, app.BackendConfig{
 		StoreURL: conn.StoreURL,
-		Connect:  app.NATSConnector(conn.NATSURL, "rath-worker"),
-		Bus:      bus.Config{AckWait: *ackWait},
-		Logger:   log,
+		Connect:  connect,
+		// A worker with NATS credentials may not administer streams: it
+		// binds the ones the coordinator declared (docs/security.md).
+		Bus:    bus.Config{AckWait: *ackWait, Bind: natsauth.Configured(os.Getenv)},
+		Logger: log,
 	})
 	if err != nil {
 		return err

@@ -5,6 +5,11 @@
 //
 //	natsd -port 4222 -store DIR
 //
+// With RATH_NATSD_USERS set ("name:role:password,…", roles coordinator and
+// worker; package natsauth), the server accepts only those users, each with
+// its role's subject permissions. The variable keeps passwords off the
+// command line.
+//
 // It runs until SIGINT or SIGTERM, then shuts down cleanly (flushing its
 // store), and prints "ready nats://HOST:PORT" on stdout once it accepts
 // connections.
@@ -19,7 +24,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/rath-run/rath/internal/bus/embedded"
+	"github.com/rath-run/rath/internal/natsauth"
 )
 
 func main() {
@@ -41,7 +49,17 @@ func run() error {
 	defer stop()
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	srv, err := embedded.Start(sctx, embedded.Options{StoreDir: *dir, Host: *host, Port: *port, ServerName: "rath-e2e"})
+	var users []*server.User
+	if spec := os.Getenv("RATH_NATSD_USERS"); spec != "" {
+		list, err := natsauth.ParseUsers(spec)
+		if err != nil {
+			return err
+		}
+		if users, err = natsauth.ServerUsers(list); err != nil {
+			return err
+		}
+	}
+	srv, err := embedded.Start(sctx, embedded.Options{StoreDir: *dir, Host: *host, Port: *port, ServerName: "rath-e2e", Users: users})
 	if err != nil {
 		return err
 	}

@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/rath-run/rath/internal/auth"
+	"github.com/rath-run/rath/internal/natsauth"
 	"github.com/rath-run/rath/pkg/store/sqlitestore"
 )
 
@@ -57,3 +61,17 @@ func AuthMode(ctx context.Context, mode, bootstrap string, tokens *auth.Store) (
 	return false, fmt.Errorf("--auth %q: want required, off or auto", mode)
 }
 
+// NATSConnectorAs is [NATSConnector] presenting the NATS credentials getenv
+// names (RATH_NATS_USER and RATH_NATS_PASSWORD or RATH_NATS_PASSWORD_FILE,
+// or RATH_NATS_CREDS; see package natsauth) for role. Without credentials
+// it connects as NATSConnector does.
+func NATSConnectorAs(url, name string, role natsauth.Role, getenv func(string) string) (func() (*nats.Conn, error), error) {
+	creds, err := natsauth.ClientOptions(role, getenv)
+	if err != nil {
+		return nil, err
+	}
+	return func() (*nats.Conn, error) {
+		opts := append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}, creds...)
+		return nats.Connect(url, opts...)
+	}, nil
+}

@@ -10,11 +10,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 
 	"github.com/rath-run/rath/internal/app"
-	"github.com/rath-run/rath/internal/bus/bustest"
+	"github.com/rath-run/rath/internal/bus"
+	"github.com/rath-run/rath/internal/bus/embedded"
 	"github.com/rath-run/rath/internal/coordinator"
+	"github.com/rath-run/rath/internal/natsauth"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/internal/worker"
@@ -90,21 +91,45 @@ func TestWorkerRoleCannotRewriteTheGraph(t *testing.T) {
 	}
 }
 
-// TestWorkerRoleRunsAStep runs a worker whose store connections act as
-// rath_worker: it starts the step, commits the new version and settles the
-// run, end to end.
+// TestWorkerRoleRunsAStep runs a worker held to both of its roles: its
+// store connections act as rath_worker and its NATS connection is the
+// worker user (natsauth: binds the streams, may not administer them). It
+// starts the step, commits the new version and settles the run, end to end.
 func TestWorkerRoleRunsAStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, dbURL := migrated(t)
-	_, ns, _ := bustest.New(t)
-	connect := func() (*nats.Conn, error) { return ns.Connect() }
-	cb, err := app.OpenBackend(ctx, app.BackendConfig{StoreURL: dbURL, Connect: connect})
+	users, err := natsauth.ServerUsers([]natsauth.User{
+		{Name: "coordinator", Password: "c-pw", Role: natsauth.RoleCoordinator},
+		{Name: "worker", Password: "w-pw", Role: natsauth.RoleWorker},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := embedded.Start(ctx, embedded.Options{StoreDir: t.TempDir(), Port: -1, Users: users})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	env := func(user, pw string) func(string) string {
+		return func(k string) string {
+			return map[string]string{"RATH_NATS_USER": user, "RATH_NATS_PASSWORD": pw}[k]
+		}
+	}
+	coordConnect, err := app.NATSConnectorAs(ns.ClientURL(), "coordinator", natsauth.RoleCoordinator, env("coordinator", "c-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	workerConnect, err := app.NATSConnectorAs(ns.ClientURL(), "worker", natsauth.RoleWorker, env("worker", "w-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := app.OpenBackend(ctx, app.BackendConfig{StoreURL: dbURL, Connect: coordConnect})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cb.Close() })
-	wb, err := app.OpenBackend(ctx, app.BackendConfig{StoreURL: asRole(t, dbURL, "rath_worker"), Connect: connect})
+	wb, err := app.OpenBackend(ctx, app.BackendConfig{StoreURL: asRole(t, dbURL, "rath_worker"), Connect: workerConnect, Bus: bus.Config{Bind: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

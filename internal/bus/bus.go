@@ -55,6 +55,9 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Bus, error) {
 		return nil, fmt.Errorf("jetstream: %w", translate(ctx, err))
 	}
 	b.js = js
+	if cfg.Bind {
+		return b.bind(ctx)
+	}
 
 	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        JobsStream,
@@ -93,6 +96,20 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Bus, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("declare object store %s: %w", WorkspacesBucket, translate(ctx, err))
+	}
+	return b, nil
+}
+
+// bind looks up what New would declare (Config.Bind).
+func (b *Bus) bind(ctx context.Context) (*Bus, error) {
+	for _, name := range []string{JobsStream, EventsStream} {
+		if _, err := b.js.Stream(ctx, name); err != nil {
+			return nil, fmt.Errorf("bind stream %s (the coordinator declares it): %w", name, translate(ctx, err))
+		}
+	}
+	var err error
+	if b.workspaces, err = b.js.ObjectStore(ctx, WorkspacesBucket); err != nil {
+		return nil, fmt.Errorf("bind object store %s (the coordinator declares it): %w", WorkspacesBucket, translate(ctx, err))
 	}
 	return b, nil
 }

@@ -44,6 +44,11 @@ type Config struct {
 	// workers of the queue together). Default 1024. It also caps n in
 	// [Consumer.Fetch].
 	MaxAckPending int
+	// Bind makes [New] look the streams and the object store up instead of
+	// declaring them: for connections whose NATS permissions allow no
+	// stream administration (workers under package natsauth). The
+	// coordinator declares them; until it has, New fails.
+	Bind bool
 	// Logger receives debug and warning records. Default: discard.
 	Logger *slog.Logger
 	// NowFunc is the clock used to stamp Job.CreatedAt and Event.Time when

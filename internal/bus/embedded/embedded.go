@@ -45,6 +45,10 @@ type Options struct {
 	// ReadyTimeout bounds how long Start waits for the server to accept
 	// connections when ctx has no earlier deadline. Default 10s.
 	ReadyTimeout time.Duration
+	// Users, when set, are the only users the server accepts, each with
+	// its subject permissions (package natsauth builds them). Default: no
+	// authentication.
+	Users []*server.User
 }
 
 // ErrInvalidOptions is returned by Start when an Options field is unusable;
@@ -86,6 +90,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		// A bigger max_payload than NATS' 1 MiB default so that a full
 		// 1 MiB job envelope plus its headers fits.
 		MaxPayload: 2 << 20,
+		Users:      o.Users,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
