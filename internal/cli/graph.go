@@ -281,6 +281,6 @@ func newDiffCmd(env *Env) *cobra.Command {
 
 // lineageCmds are the top-level lineage commands.
 func lineageCmds(env *Env) []*cobra.Command {
-	return []*cobra.Command{newGraphCmd(env), newBlameCmd(env), newDiffCmd(env), newVerifyCmd(env)}
+	return []*cobra.Command{newGraphCmd(env), newBlameCmd(env), newDiffCmd(env), newVerifyCmd(env), newDossierCmd(env)}
 }
 

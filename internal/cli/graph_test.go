@@ -125,3 +125,34 @@ func TestVerifyCommand(t *testing.T) {
 		}
 	}
 }
+
+func TestDossierCommand(t *testing.T) {
+	t.Parallel()
+	storeFlag, _, run := scriptedRun(t)
+	path := filepath.Join(t.TempDir(), "d.html")
+	code, _, errOut := rathctl(t, "", with(storeFlag, "dossier", run.ID, "--format", "html", "--out", path, "--price", "scripted=1/2")...)
+	if code != 0 {
+		t.Fatalf("dossier: exit %d: %s", code, errOut)
+	}
+	page, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{`<section id="graph">`, `<svg`, "hello from the scripted model", run.Output.String(), "The hash chain verifies"} {
+		if !strings.Contains(string(page), w) {
+			t.Errorf("dossier page lacks %q", w)
+		}
+	}
+	code, md, _ := rathctl(t, "", with(storeFlag, "dossier", run.ID)...)
+	if code != 0 || !strings.Contains(md, "# Evidence dossier: run "+run.ID) || !strings.Contains(md, "echo") {
+		t.Errorf("dossier md: exit %d\n%s", code, md)
+	}
+	for _, bad := range [][]string{{"dossier", run.ID, "--format", "pdf"}, {"dossier", run.ID, "--price", "x=1"}} {
+		if code, _, errOut := rathctl(t, "", with(storeFlag, bad...)...); code != 2 {
+			t.Errorf("rathctl %v: exit %d (%s), want 2", bad, code, errOut)
+		}
+	}
+	if code, _, _ := rathctl(t, "", with(storeFlag, "dossier", "no-such-run")...); code != 1 {
+		t.Errorf("dossier of an unknown run: exit %d, want 1", code)
+	}
+}
