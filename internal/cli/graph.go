@@ -283,4 +283,3 @@ func newDiffCmd(env *Env) *cobra.Command {
 func lineageCmds(env *Env) []*cobra.Command {
 	return []*cobra.Command{newGraphCmd(env), newBlameCmd(env), newDiffCmd(env), newVerifyCmd(env), newDossierCmd(env)}
 }
-
