@@ -29,12 +29,12 @@ const DefaultSelectInstruction = "You are a router. Given the conversation and a
 	"workflows, reply with the index of the single best workflow to run next, or -1 if none applies or the " +
 	"task is complete. Reply with the number only."
 
-// ErrBadReply: a selector's or compressor's model reply cannot be used (it
+// ErrBadReply means a selector's or compressor's model reply cannot be used (it
 // called tools, stopped for another reason than stop/length/content_filter,
 // or was empty). Retrying the same request will not help.
 var ErrBadReply = errors.New("rath: unusable model reply")
 
-// ErrBudgetExceeded: the run's budget was spent before a selector or
+// ErrBudgetExceeded means the run's budget was spent before a selector or
 // compressor step, so it made no model call.
 var ErrBudgetExceeded = errors.New("rath: run budget exceeded")
 

@@ -28,7 +28,7 @@ func TestCompressRequestAndVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := modelSpec("squash")
-	spec.Instructions = "You summarise."
+	spec.Instructions = "You summarize."
 	rt, err := flow.NewLocal("c1", serverEnv(t, srv))
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +46,7 @@ func TestCompressRequestAndVersion(t *testing.T) {
 	for _, m := range r.Messages {
 		roles = append(roles, m.Role+":"+*m.Content)
 	}
-	want := []string{"system:You summarise.", "user:hi", "assistant:hello", "user:hi again", "user:Two lines."}
+	want := []string{"system:You summarize.", "user:hi", "assistant:hello", "user:hi again", "user:Two lines."}
 	if strings.Join(roles, "|") != strings.Join(want, "|") {
 		t.Fatalf("messages %q, want %q", roles, want)
 	}

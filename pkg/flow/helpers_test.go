@@ -3,7 +3,6 @@ package flow_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/rath-run/rath/pkg/agent"
@@ -55,7 +54,7 @@ func countAssistant(r llmtest.Request) int {
 
 // answer is a deterministic fake-server handler: a router answers n%2
 // (n assistant messages in the request) until n reaches 6, then "-1"; a
-// compressor ("squash") summarises; any other model says who it is and how
+// compressor ("squash") summarizes; any other model says who it is and how
 // many assistant messages it saw.
 func answer(r llmtest.Request) llmtest.Reply {
 	n := countAssistant(r)
@@ -91,13 +90,4 @@ func mustUser(t *testing.T, g session.Graph, text string) session.Session {
 		t.Fatal(err)
 	}
 	return s
-}
-
-func contains(list []string, sub string) bool {
-	for _, s := range list {
-		if strings.Contains(s, sub) {
-			return true
-		}
-	}
-	return false
 }

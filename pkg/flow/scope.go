@@ -17,7 +17,7 @@ import (
 // hash of the whole key.
 const MaxKeyBytes = 120
 
-// ErrNoRuntime: a step was asked for with no [Runtime] in the context.
+// ErrNoRuntime means a step was asked for with no [Runtime] in the context.
 var ErrNoRuntime = errors.New("rath: no workflow runtime in context (use flow.Run or flow.WithRuntime)")
 
 type runtimeKey struct{}

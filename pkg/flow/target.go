@@ -63,7 +63,7 @@ func ParseTarget(raw json.RawMessage) (Call, error) {
 	if trimmed[0] == '{' {
 		var probe map[string]json.RawMessage
 		if err := json.Unmarshal(trimmed, &probe); err != nil {
-			return Call{}, fmt.Errorf("%w: target is not a JSON object: %v", ErrInvalidCall, err)
+			return Call{}, fmt.Errorf("%w: target is not a JSON object: %w", ErrInvalidCall, err)
 		}
 		if _, ok := probe["kind"]; ok {
 			return parseEnvelope(trimmed)
@@ -81,7 +81,7 @@ func parseEnvelope(b []byte) (Call, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&j); err != nil {
-		return Call{}, fmt.Errorf("%w: %v", ErrInvalidCall, err)
+		return Call{}, fmt.Errorf("%w: %w", ErrInvalidCall, err)
 	}
 	if dec.More() {
 		return Call{}, fmt.Errorf("%w: trailing data after the target object", ErrInvalidCall)

@@ -34,7 +34,7 @@ import (
 	"github.com/rath-run/rath/pkg/session"
 )
 
-// ErrNotDescriber: a candidate does not describe itself.
+// ErrNotDescriber means a candidate does not describe itself.
 var ErrNotDescriber = errors.New("rath: selector candidate is not a flow.Describer")
 
 // DefaultInstruction is the router rubric a selector uses when its spec
@@ -58,36 +58,36 @@ func New(spec agent.Spec) *Selector { return &Selector{Spec: spec} }
 // Description returns the selector's description.
 func (s *Selector) Description() string { return s.Desc }
 
-// Select asks the model to choose among candidates for s and returns the
+// Select asks the model to choose among candidates for in and returns the
 // chosen candidate (the same value that was passed in) or
 // [flow.EmptyWorkflow], and the session with the decision recorded. With
-// no candidates it returns EmptyWorkflow and s unchanged, without a model
+// no candidates it returns EmptyWorkflow and in unchanged, without a model
 // call. Every candidate must be a [flow.Describer] with a non-blank
 // description ([ErrNotDescriber] otherwise).
-func (sel *Selector) Select(ctx context.Context, s session.Session, candidates ...flow.Workflow) (flow.Workflow, session.Session, error) {
+func (s *Selector) Select(ctx context.Context, in session.Session, candidates ...flow.Workflow) (flow.Workflow, session.Session, error) {
 	if len(candidates) == 0 {
-		return flow.EmptyWorkflow, s, nil
+		return flow.EmptyWorkflow, in, nil
 	}
 	if len(candidates) > flow.MaxCandidates {
-		return nil, s, fmt.Errorf("selector %s: %d candidates, limit %d", sel.Spec.Name, len(candidates), flow.MaxCandidates)
+		return nil, in, fmt.Errorf("selector %s: %d candidates, limit %d", s.Spec.Name, len(candidates), flow.MaxCandidates)
 	}
 	descs := make([]string, len(candidates))
 	for i, c := range candidates {
 		d, ok := c.(flow.Describer)
 		if !ok {
-			return nil, s, fmt.Errorf("selector %s: candidate %d (%T): %w", sel.Spec.Name, i, c, ErrNotDescriber)
+			return nil, in, fmt.Errorf("selector %s: candidate %d (%T): %w", s.Spec.Name, i, c, ErrNotDescriber)
 		}
 		if descs[i] = d.Description(); descs[i] == "" {
-			return nil, s, fmt.Errorf("selector %s: candidate %d (%T) has an empty description", sel.Spec.Name, i, c)
+			return nil, in, fmt.Errorf("selector %s: candidate %d (%T) has an empty description", s.Spec.Name, i, c)
 		}
 	}
-	out, err := flow.Do(ctx, flow.Call{Kind: flow.KindSelect, Agent: sel.Spec, Candidates: descs}, s)
+	out, err := flow.Do(ctx, flow.Call{Kind: flow.KindSelect, Agent: s.Spec, Candidates: descs}, in)
 	if err != nil {
-		return nil, s, err
+		return nil, in, err
 	}
 	d, err := flow.DecisionOf(out)
 	if err != nil {
-		return nil, s, err
+		return nil, in, err
 	}
 	if d.Choice < 0 || d.Choice >= len(candidates) {
 		return flow.EmptyWorkflow, out, nil
