@@ -33,8 +33,9 @@ const (
 	StatusContext = "context"
 )
 
-// Edge kinds besides the ops: EdgeDetach links a detached root to the
-// version whose rows it shares (not a lineage parent).
+// EdgeDetach is the edge kind that links a detached root to the version
+// whose rows it shares (not a lineage parent); other edges are named for
+// the child's op.
 const EdgeDetach = "detach"
 
 // Node is one version in a [Graph].

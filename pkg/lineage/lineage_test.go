@@ -219,7 +219,7 @@ func svgShape(t *testing.T, r io.Reader) (nodes map[string]string, edges int) {
 	nodes = map[string]string{}
 	for {
 		tok, err := dec.Token()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nodes, edges
 		}
 		if err != nil {
@@ -313,14 +313,13 @@ func boxes(t *testing.T, raw []byte) [][4]float64 {
 	inNode, first := false, false
 	for {
 		tok, err := dec.Token()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return out
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch se := tok.(type) {
-		case xml.StartElement:
+		if se, ok := tok.(xml.StartElement); ok {
 			attr := map[string]string{}
 			for _, a := range se.Attr {
 				attr[a.Name.Local] = a.Value

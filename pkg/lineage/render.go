@@ -151,7 +151,7 @@ func plural(n int, what string) string {
 	return strconv.Itoa(n) + " " + what + "s"
 }
 
-// palette is the fill and stroke colour of each status.
+// palette is the fill and stroke color of each status.
 var palette = map[string][2]string{
 	StatusOutput:   {"#d1fadf", "#039855"},
 	StatusOK:       {"#eef4ff", "#3e63dd"},
@@ -161,7 +161,7 @@ var palette = map[string][2]string{
 	StatusContext:  {"#ffffff", "#98a2b3"},
 }
 
-func colours(status string) (fill, stroke string) {
+func colors(status string) (fill, stroke string) {
 	c, ok := palette[status]
 	if !ok {
 		c = palette[StatusOK]
@@ -169,8 +169,8 @@ func colours(status string) (fill, stroke string) {
 	return c[0], c[1]
 }
 
-// edgeColour is the colour of an edge kind.
-func edgeColour(kind string) string {
+// edgeColor is the color of an edge kind.
+func edgeColor(kind string) string {
 	switch kind {
 	case string(session.OpMerge):
 		return "#7a5af8"
@@ -194,10 +194,10 @@ func dashedNode(status string) bool { return status == StatusRejected || status 
 func (g *Graph) WriteDOT(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "digraph rath {\n  label=%s;\n  labelloc=t;\n  rankdir=TB;\n", dotQuote(g.Title))
-	bw.WriteString("  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n")
-	bw.WriteString("  edge [fontname=\"Helvetica\", fontsize=9];\n")
+	fmt.Fprint(bw, "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n")
+	fmt.Fprint(bw, "  edge [fontname=\"Helvetica\", fontsize=9];\n")
 	for _, n := range g.Nodes {
-		fill, stroke := colours(n.Status)
+		fill, stroke := colors(n.Status)
 		style := "rounded,filled"
 		if dashedNode(n.Status) {
 			style += ",dashed"
@@ -207,7 +207,7 @@ func (g *Graph) WriteDOT(w io.Writer) error {
 			dotQuote(n.ID.String()), dotQuote(label), fill, stroke, style, dotQuote(n.ID.String()+" ("+n.Status+")"))
 	}
 	for _, e := range g.Edges {
-		attrs := fmt.Sprintf("color=%q", edgeColour(e.Kind))
+		attrs := fmt.Sprintf("color=%q", edgeColor(e.Kind))
 		if e.Kind != string(session.OpStep) && e.Kind != string(session.OpAppend) {
 			attrs += ", label=" + dotQuote(e.Kind)
 		}
@@ -216,11 +216,11 @@ func (g *Graph) WriteDOT(w io.Writer) error {
 		}
 		fmt.Fprintf(bw, "  %s -> %s [%s];\n", dotQuote(e.From.String()), dotQuote(e.To.String()), attrs)
 	}
-	bw.WriteString("}\n")
+	fmt.Fprint(bw, "}\n")
 	return bw.Flush()
 }
 
-// dotQuote quotes s as a DOT string ("\n" becomes a centred line break).
+// dotQuote quotes s as a DOT string ("\n" becomes a centered line break).
 func dotQuote(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\r", "")
 	return `"` + r.Replace(s) + `"`
@@ -229,7 +229,7 @@ func dotQuote(s string) string {
 // WriteMermaid writes g as a Mermaid flowchart, top down.
 func (g *Graph) WriteMermaid(w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	bw.WriteString("flowchart TD\n")
+	fmt.Fprint(bw, "flowchart TD\n")
 	ids := make(map[session.ID]string, len(g.Nodes))
 	for i, n := range g.Nodes {
 		ids[n.ID] = "v" + strconv.Itoa(i)
@@ -248,7 +248,7 @@ func (g *Graph) WriteMermaid(w io.Writer) error {
 		}
 	}
 	for _, s := range []string{StatusOutput, StatusOK, StatusHead, StatusRejected, StatusFailed, StatusContext} {
-		fill, stroke := colours(s)
+		fill, stroke := colors(s)
 		dash := ""
 		if dashedNode(s) {
 			dash = ",stroke-dasharray:4 3"

@@ -154,7 +154,7 @@ func (g *Graph) layout() ([]item, [][]int, [][]int) {
 		}
 	}
 	// x coordinates: start packed, then pull each layer towards the
-	// centres of its linked items, keeping order and spacing (the average
+	// centers of its linked items, keeping order and spacing (the average
 	// of a left-packed and a right-packed placement keeps both).
 	for _, l := range layers {
 		x := 0.0
@@ -189,7 +189,7 @@ func sep(items []item, a, b int) float64 {
 	return (items[a].width()+items[b].width())/2 + gapX
 }
 
-// place moves one layer's items towards the mean x of their neighbours
+// place moves one layer's items towards the mean x of their neighbors
 // above (down) or below (!down).
 func place(items []item, l []int, down bool) {
 	if len(l) == 0 {
@@ -249,19 +249,19 @@ func (g *Graph) WriteSVG(w io.Writer) error {
 	fmt.Fprintf(bw, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="%s">`+"\n",
 		width, height, width, height, fontStack)
 	fmt.Fprintf(bw, "<title>%s</title>\n", xmlText(g.Title))
-	bw.WriteString(`<rect width="100%" height="100%" fill="#ffffff"/>` + "\n")
-	// One arrowhead per edge colour.
-	bw.WriteString("<defs>\n")
+	fmt.Fprint(bw, `<rect width="100%" height="100%" fill="#ffffff"/>`+"\n")
+	// One arrowhead per edge color.
+	fmt.Fprint(bw, "<defs>\n")
 	seen := make(map[string]bool)
 	for _, e := range g.Edges {
-		c := edgeColour(e.Kind)
+		c := edgeColor(e.Kind)
 		if seen[c] {
 			continue
 		}
 		seen[c] = true
 		fmt.Fprintf(bw, `<marker id="arrow-%s" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="%s"/></marker>`+"\n", c[1:], c)
 	}
-	bw.WriteString("</defs>\n")
+	fmt.Fprint(bw, "</defs>\n")
 	fmt.Fprintf(bw, `<text x="%.0f" y="%.0f" font-size="15" font-weight="600" fill="#101828">%s</text>`+"\n", margin, margin+14, xmlText(g.Title))
 
 	// Edges first, so boxes sit on top of them.
@@ -270,7 +270,7 @@ func (g *Graph) WriteSVG(w io.Writer) error {
 		incoming[ch[len(ch)-1]]++
 	}
 	slot := make(map[int]int)
-	bw.WriteString(`<g class="edges" fill="none">` + "\n")
+	fmt.Fprint(bw, `<g class="edges" fill="none">`+"\n")
 	for ei, e := range g.Edges {
 		ch := chains[ei]
 		to := ch[len(ch)-1]
@@ -289,7 +289,7 @@ func (g *Graph) WriteSVG(w io.Writer) error {
 			endY = yOf(end.layer) + boxH/2
 		}
 		pts = append(pts, point{end.x + off, endY})
-		c := edgeColour(e.Kind)
+		c := edgeColor(e.Kind)
 		dash := ""
 		if dashedEdge(e) {
 			dash = ` stroke-dasharray="5 4"`
@@ -302,14 +302,14 @@ func (g *Graph) WriteSVG(w io.Writer) error {
 				(a.x+b.x)/2+6, (a.y+b.y)/2+3, c, xmlText(e.Kind))
 		}
 	}
-	bw.WriteString("</g>\n")
+	fmt.Fprint(bw, "</g>\n")
 
-	bw.WriteString(`<g class="nodes">` + "\n")
+	fmt.Fprint(bw, `<g class="nodes">`+"\n")
 	for i := range g.Nodes {
 		n := g.Nodes[i]
 		it := items[i]
 		x, y := it.x-boxW/2, yOf(it.layer)-boxH/2
-		fill, stroke := colours(n.Status)
+		fill, stroke := colors(n.Status)
 		dash := ""
 		if dashedNode(n.Status) {
 			dash = ` stroke-dasharray="5 3"`
@@ -326,9 +326,9 @@ func (g *Graph) WriteSVG(w io.Writer) error {
 		fmt.Fprintf(bw, `<text x="%.1f" y="%.1f" font-size="12.5" font-weight="600" fill="#101828">%s</text>`, x+14, y+18, xmlText(clip(n.title(), 30)))
 		fmt.Fprintf(bw, `<text x="%.1f" y="%.1f" font-size="11" fill="#344054">%s</text>`, x+14, y+34, xmlText(clip(n.detail(), 34)))
 		fmt.Fprintf(bw, `<text x="%.1f" y="%.1f" font-size="10" font-family="%s" fill="#667085">%s</text>`, x+14, y+50, monoStack, xmlText(clip(n.footer(), 32)))
-		bw.WriteString("</g>\n")
+		fmt.Fprint(bw, "</g>\n")
 	}
-	bw.WriteString("</g>\n")
+	fmt.Fprint(bw, "</g>\n")
 
 	// Legend: the statuses present.
 	present := make(map[string]bool)
@@ -336,17 +336,17 @@ func (g *Graph) WriteSVG(w io.Writer) error {
 		present[n.Status] = true
 	}
 	lx, ly := margin, height-margin-10
-	bw.WriteString(`<g class="legend" font-size="11" fill="#344054">` + "\n")
+	fmt.Fprint(bw, `<g class="legend" font-size="11" fill="#344054">`+"\n")
 	for _, s := range []string{StatusOutput, StatusOK, StatusHead, StatusRejected, StatusFailed, StatusContext} {
 		if !present[s] {
 			continue
 		}
-		fill, stroke := colours(s)
+		fill, stroke := colors(s)
 		fmt.Fprintf(bw, `<rect x="%.0f" y="%.0f" width="14" height="14" rx="3" fill="%s" stroke="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n",
 			lx, ly-11, fill, stroke, lx+19, ly, s)
 		lx += 30 + float64(len(s))*6.5
 	}
-	bw.WriteString("</g>\n</svg>\n")
+	fmt.Fprint(bw, "</g>\n</svg>\n")
 	return bw.Flush()
 }
 

@@ -84,7 +84,7 @@ func tamperStores(t *testing.T) map[string]struct {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer tx.Rollback(ctx)
+		defer func() { _ = tx.Rollback(ctx) }()
 		if _, err := tx.Exec(ctx, "SET LOCAL session_replication_role = replica"); err != nil {
 			t.Fatal(err)
 		}
