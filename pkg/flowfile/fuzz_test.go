@@ -1,0 +1,53 @@
+package flowfile_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/rath-run/rath/pkg/flowfile"
+)
+
+// FuzzParse: any input gives a file or an *Error, never a panic; a file
+// that parses encodes to one that parses again and builds.
+func FuzzParse(f *testing.F) {
+	triage, err := os.ReadFile(filepath.Join("..", "..", "examples", "workflows", "triage.yaml"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(triage)
+	for _, s := range []string{
+		agents + "steps:\n  - agent: a\n",
+		agents + "steps:\n  - fork: {n: 3, agent: a}\n  - compress: b\n",
+		agents + "workflows:\n  w:\n    steps: [{agent: a}]\nsteps:\n  - select: {selector: a, candidates: [b, w], max_rounds: 2}\n  - sequence: [{run: w}]\n",
+		agents + "workflows:\n  w:\n    steps: [{run: w}]\nsteps:\n  - run: w\n",
+		"steps: []", "", "- 1", "a: &x [*x]", "steps:\n  - agent: a\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file, err := flowfile.Parse("fuzz.yaml", data, nil)
+		if err != nil {
+			var fe *flowfile.Error
+			if !errors.As(err, &fe) {
+				t.Fatalf("error %v is not a *flowfile.Error", err)
+			}
+			return
+		}
+		if _, err := file.Build(); err != nil {
+			t.Fatalf("a parsed file does not build: %v", err)
+		}
+		enc, err := file.Encode()
+		if err != nil {
+			t.Fatalf("encode: %v", err)
+		}
+		again, err := flowfile.Parse("encoded.yaml", enc, nil)
+		if err != nil {
+			t.Fatalf("encoded file does not parse: %v\n%s", err, enc)
+		}
+		if len(again.Steps) != len(file.Steps) || len(again.Agents) != len(file.Agents) {
+			t.Fatalf("encoding changed the file")
+		}
+	})
+}
