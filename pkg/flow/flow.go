@@ -6,24 +6,40 @@
 // written in plain Go: if and for are the control flow, and a selector (package
 // selector) routes when the route depends on the conversation.
 //
+// # Building blocks
+//
+// [Agent] is one agent step; [Sequence] ([Seq]) runs workflows in order;
+// [Parallel] ([Par], [Fanout]) forks the input into branches that run
+// concurrently and merges their outputs in branch order; [Compressor]
+// replaces a long transcript with one summary; [Empty] ([EmptyWorkflow]) is
+// the identity a selector returns for "none" (package selector). All of
+// them are Workflows, so they nest.
+//
 // # Runtimes and steps
 //
 // Every agent, selector or compressor call inside a workflow is a step: a
-// [Call] executed by the [Runtime] the context carries ([WithRuntime], [Run]).
-// The in-process runtime executes steps in the calling process; the cluster
-// runtime turns each step into a job that any worker runs. Workflow code does
-// not change between them, as a model's code does not change between devices.
+// [Call] executed by the [Runtime] the context carries ([WithRuntime], [Run],
+// [Do]). The in-process runtime ([Local]) executes steps in the calling
+// process with [Execute]; the cluster runtime (package flow/cluster) turns
+// each step into a job that any worker runs, with the same agent loop and
+// the same [Execute] for selector and compressor calls. Workflow code does not change between them, as a model's code
+// does not change between devices.
 //
 // # Durable runs
 //
 // A step's key is derived deterministically from its position in the run
-// ([NextKey]): the n-th step of a scope is "<scope>.<n>", and [Branch] opens
-// the child scope of a fan-out branch. A runtime that is asked for a key that
-// already committed returns the committed output without executing again, so
-// a driver that dies and re-executes the run's code continues where it was.
-// Workflow code must therefore be deterministic given step results (as in
-// Temporal): take keys only in the goroutine that owns the scope, and open a
-// [Branch] for every goroutine a fan-out starts.
+// ([NextKey]): the n-th step of the root scope is "n", and the n-th step of
+// branch i of the fan-out that took key k is "k.b<i>.n" ([Branch],
+// [Branches]). A runtime commits a step with the id "<run>/<key>"
+// ([StepID]); asked for a step id that already committed, it returns the
+// committed output without executing again, so a driver that dies and
+// re-executes the run's code continues where it was. Workflow code must
+// therefore be deterministic given step results (as in Temporal): the
+// order of steps in a scope may depend only on the run's input and earlier
+// steps' outputs, keys are taken only in the goroutine that owns the
+// scope, and every goroutine a fan-out starts gets its own [Branch].
+// Fan-in merges are keyed by the versions they merge, so a re-executed
+// fan-out returns the same merged version too.
 package flow
 
 import (
