@@ -93,7 +93,7 @@ func newGraphCmd(env *Env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "graph [ID] [--run RUN]",
 		Short: "draw the Session Graph below a version, around it (--depth) or of a run (--run) as svg, dot, mermaid, json or openrath-jsonl",
-		Long: "graph draws versions as boxes (op, agent, chunks, tokens; coloured by status: the output, the route to it,\n" +
+		Long: "graph draws versions as boxes (op, agent, chunks, tokens; colored by status: the output, the route to it,\n" +
 			"rejected and failed branches) and lineage links as arrows (fork, merge, compress, step, …).\n" +
 			"The SVG is laid out in process; no Graphviz needed.",
 		Args: cobra.MaximumNArgs(1),

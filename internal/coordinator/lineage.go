@@ -44,8 +44,8 @@ func (c *Coordinator) sessionGraph(w http.ResponseWriter, r *http.Request) {
 	}
 	var g *lineage.Graph
 	if d := r.URL.Query().Get("depth"); d != "" {
-		depth, err := intParam(d, "depth")
-		if err != nil {
+		var depth int
+		if depth, err = intParam(d, "depth"); err != nil {
 			c.fail(w, r, err)
 			return
 		}
