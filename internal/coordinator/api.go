@@ -30,6 +30,8 @@ func (c *Coordinator) Handler() http.Handler {
 	api.HandleFunc("GET /v1/runs/{id}", c.getRun)
 	api.HandleFunc("POST /v1/runs/{id}/cancel", c.cancelRun)
 	api.HandleFunc("GET /v1/runs/{id}/events", c.runEvents)
+	c.workflowRoutes(api)
+	c.approvalRoutes(api)
 
 	api.HandleFunc("POST /v1/sessions", c.createSession)
 	api.HandleFunc("GET /v1/sessions", c.listSessions)
@@ -47,8 +49,8 @@ func (c *Coordinator) Handler() http.Handler {
 	api.HandleFunc("GET /v1/sessions/{id}/diff", c.sessionDiff)
 	c.lineageRoutes(api)
 	c.authRoutes(api)
-	mux.Handle("/v1/", c.auth(api))
-	return mux
+	mux.Handle("/v1/", uiCredentials(c.auth(api)))
+	return c.instrument(mux)
 }
 
 func (c *Coordinator) ready(w http.ResponseWriter, r *http.Request) {
@@ -73,6 +75,7 @@ func (c *Coordinator) submit(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
+	c.cfg.Metrics.RunSubmitted()
 	writeJSON(w, http.StatusCreated, run)
 }
 
@@ -161,7 +164,7 @@ func (c *Coordinator) runEvents(w http.ResponseWriter, r *http.Request) {
 			if !send(e) {
 				return
 			}
-			if strings.HasPrefix(e.Type, "run.") && e.Type != "run.submitted" {
+			if strings.HasPrefix(e.Type, "run.") && e.Type != "run.submitted" && !c.resumedSince(ctx, e) {
 				return
 			}
 		}

@@ -20,10 +20,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
@@ -81,6 +84,17 @@ type Config struct {
 	Workspaces Manifests
 	// Logger defaults to discarding.
 	Logger *slog.Logger
+	// TracerProvider traces API requests and the publishing of step jobs,
+	// whose trace context travels in the job's NATS headers; nil means no
+	// tracing.
+	TracerProvider trace.TracerProvider
+	// Metrics counts submitted runs and API requests; nil records nothing.
+	Metrics *telemetry.Metrics
+	// Gatherer, when set, is served at GET /metrics (outside /v1 auth).
+	Gatherer prometheus.Gatherer
+	// JaegerURL is the base of the web UI's trace links
+	// (JAEGER/trace/<trace id>); empty hides them.
+	JaegerURL string
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -123,6 +137,8 @@ type Coordinator struct {
 	log      *slog.Logger
 
 	manifests Manifests
+	// wf drives workflow runs (workflows.go, driver.go).
+	wf workflowState
 	// routes is the /v1 mux Handler built last (auth.go), for route checks.
 	routes atomic.Pointer[apiMux]
 }
@@ -157,6 +173,15 @@ type SubmitRequest struct {
 	Queue string `json:"queue,omitempty"`
 	// Budget limits what the run's steps may spend together.
 	Budget runs.Budget `json:"budget,omitzero"`
+	// Timeout is the run's deadline from now (a Go duration, "10m"); past
+	// it the run ends timed_out.
+	Timeout string `json:"timeout,omitempty"`
+	// Driver "client" opens a workflow run the caller drives (PUT
+	// /v1/runs/{id}/steps/{key}); Agent must be empty.
+	Driver string `json:"driver,omitempty"`
+	// Workflow is a declarative workflow file (YAML, self-contained) the
+	// coordinator drives; Agent must be empty.
+	Workflow string `json:"workflow,omitempty"`
 }
 
 // ErrBadRequest marks errors in what a client sent.
@@ -170,6 +195,9 @@ func badRequest(format string, args ...any) error {
 // publishes the step's job. A publish failure leaves the step pending for the
 // reconciler; the run is durable once Submit returns.
 func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, error) {
+	if req.Driver != "" || req.Workflow != "" {
+		return c.submitWorkflow(ctx, req)
+	}
 	if len(req.Agent) == 0 {
 		return runs.Run{}, badRequest("agent: required")
 	}
@@ -192,6 +220,9 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, 
 		return runs.Run{}, err
 	}
 	r := runs.Run{ID: runs.NewRunID(), Queue: queue, Target: target, Budget: req.Budget}
+	if r.Deadline, err = parseTimeout(req.Timeout); err != nil {
+		return runs.Run{}, err
+	}
 	var input session.ID
 	switch {
 	case req.Message != "" && req.Session != "":
@@ -269,6 +300,9 @@ func (c *Coordinator) publishStep(ctx context.Context, r runs.Run, st runs.Step,
 		V: bus.JobVersion, StepID: st.ID, RunID: r.ID, Queue: r.Queue,
 		Input: st.Input.String(), Target: r.Target, CreatedAt: time.Now().UTC(),
 	}
+	if len(st.Target) > 0 {
+		job.Target = st.Target // a workflow step's own call
+	}
 	if !r.Budget.IsZero() {
 		b, err := c.spent(ctx, r, st)
 		if err != nil {
@@ -281,7 +315,9 @@ func (c *Coordinator) publishStep(ctx context.Context, r runs.Run, st runs.Step,
 		// Publish keeps a message id the caller set (republish).
 		hdr.Set(bus.HeaderMsgID, msgID)
 	}
+	ctx, span := c.publishSpan(ctx, job, hdr)
 	_, err := c.bus.Publish(ctx, job, hdr)
+	endSpan(span, err)
 	return err
 }
 
@@ -332,6 +368,10 @@ func (c *Coordinator) Cancel(ctx context.Context, runID string) (runs.Run, error
 // idempotent on the step id; checking the queue first keeps a backlog from
 // turning into duplicate executions.
 func (c *Coordinator) RunReconciler(ctx context.Context) error {
+	// The workflow loop (driver.go) shares the reconciler's lifetime.
+	wfDone := make(chan struct{})
+	go func() { defer close(wfDone); c.runWorkflows(ctx) }()
+	defer func() { <-wfDone }()
 	t := time.NewTicker(c.cfg.ReconcileInterval)
 	defer t.Stop()
 	for {
@@ -385,7 +425,7 @@ func (c *Coordinator) ReconcileOnce(ctx context.Context) (int, error) {
 				return n, err
 			}
 			if inQueue {
-				if err := c.runs.Touch(ctx, st.ID); err != nil {
+				if err := c.runs.Touch(ctx, st.ID); err != nil && !errors.Is(err, runs.ErrTerminal) {
 					return n, err
 				}
 				continue
@@ -396,7 +436,7 @@ func (c *Coordinator) ReconcileOnce(ctx context.Context) (int, error) {
 			if err := c.publishStep(ctx, r, st, msgID); err != nil {
 				return n, err
 			}
-			if err := c.runs.Touch(ctx, st.ID); err != nil {
+			if err := c.runs.Touch(ctx, st.ID); err != nil && !errors.Is(err, runs.ErrTerminal) {
 				return n, err
 			}
 		default:

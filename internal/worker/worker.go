@@ -38,8 +38,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/llm"
@@ -83,6 +86,13 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Logger defaults to discarding.
 	Logger *slog.Logger
+	// TracerProvider traces each delivery (a child of the trace context in
+	// the job's headers), the agent call and its model and tool calls; nil
+	// means no tracing.
+	TracerProvider trace.TracerProvider
+	// Metrics counts steps, model tokens, tool and sandbox calls; nil
+	// records nothing (docs/observability.md).
+	Metrics *telemetry.Metrics
 	// Memory is the store an agent spec's `memory: local` binds (recalled
 	// before a step, committed after it). nil: a step whose spec binds
 	// memory fails permanently, naming the field.
@@ -272,6 +282,7 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		return
 	}
 	job := d.Job
+	ctx, obs := w.observe(ctx, d)
 	log = log.With(slog.String("run_id", job.RunID), slog.String("step_id", job.StepID),
 		slog.Uint64("delivery", d.NumDelivered()))
 	if !w.cfg.NoHeartbeat {
@@ -283,31 +294,44 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	switch {
 	case errors.Is(err, runs.ErrTerminal):
 		// Committed before a lost ack, failed, or canceled: nothing to do.
-		log.Info("step already ended; acking", slog.String("status", string(st.Status)))
+		log.InfoContext(ctx, "step already ended; acking", slog.String("status", string(st.Status)))
 		w.ack(ctx, d, log)
+		obs.end("acked", nil)
 		return
 	case errors.Is(err, runs.ErrNotFound):
 		log.Warn("job for an unknown step terminated")
 		_ = d.Term("unknown step " + job.StepID)
+		obs.end("terminated", nil)
 		return
 	case err != nil:
-		w.retryOrFail(ctx, d, log, fmt.Errorf("start step: %w", err))
+		err = fmt.Errorf("start step: %w", err)
+		obs.end(w.retryOrFail(ctx, d, log, err), err)
 		return
 	}
-	stopTouch := w.touchEvery(ctx, job.StepID)
+	obs.started()
+	// A step whose run ended (canceled, timed out) is aborted at the next
+	// heartbeat: its context ends, and the redelivery finds it ended.
+	ctx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	stopTouch := w.touchEvery(ctx, job.StepID, abort)
 	defer stopTouch()
 	w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.started",
 		Data: mustJSON(map[string]any{"worker": w.cfg.Name, "attempt": st.Attempts})})
 
 	out, err := w.execute(ctx, job)
+	if w.waitIfPaused(ctx, d, log, job, err) {
+		obs.end("waiting", nil)
+		return
+	}
 	if err != nil {
-		w.retryOrFail(ctx, d, log, err)
+		obs.end(w.retryOrFail(ctx, d, log, err), err)
 		return
 	}
 	r, err := w.steps.CommitStep(ctx, job.StepID, out.ID())
 	if err != nil {
 		// The version is committed; a redelivery finds it by key.
-		w.retryOrFail(ctx, d, log, fmt.Errorf("record commit: %w", err))
+		err = fmt.Errorf("record commit: %w", err)
+		obs.end(w.retryOrFail(ctx, d, log, err), err)
 		return
 	}
 	w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.committed",
@@ -316,7 +340,8 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		w.publishRunEnd(ctx, r)
 	}
 	w.ack(ctx, d, log)
-	log.Info("step committed", slog.String("version", out.ID().String()))
+	obs.end("committed", nil)
+	log.InfoContext(ctx, "step committed", slog.String("version", out.ID().String()))
 }
 
 // committedData is a step.committed event's data: the version, its usage
@@ -335,8 +360,10 @@ func committedData(out session.Session) map[string]any {
 	return d
 }
 
-// touchEvery touches the step in the store every heartbeat until stopped.
-func (w *Worker) touchEvery(ctx context.Context, stepID string) (stop func()) {
+// touchEvery touches the step in the store every heartbeat until stopped,
+// and aborts the step when the store says it has ended (its run was
+// canceled or timed out).
+func (w *Worker) touchEvery(ctx context.Context, stepID string, abort context.CancelCauseFunc) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -348,7 +375,13 @@ func (w *Worker) touchEvery(ctx context.Context, stepID string) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := w.steps.Touch(ctx, stepID); err != nil && ctx.Err() == nil {
+				err := w.steps.Touch(ctx, stepID)
+				if errors.Is(err, runs.ErrTerminal) {
+					w.log.Info("step ended by its run; aborting", slog.String("step_id", stepID), slog.Any("reason", err))
+					abort(err)
+					return
+				}
+				if err != nil && ctx.Err() == nil {
 					w.log.Debug("touch step", slog.String("step_id", stepID), slog.Any("error", err))
 				}
 			}
@@ -369,6 +402,7 @@ func (w *Worker) execute(ctx context.Context, job bus.Job) (session.Session, err
 	if err != nil {
 		return session.Session{}, permanent(fmt.Errorf("resolve model %q: %w", spec.Model, err))
 	}
+	provider = w.traceProvider(provider, model)
 	input, err := session.ParseID(job.Input)
 	if err != nil {
 		return session.Session{}, permanent(err)
@@ -413,6 +447,9 @@ func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provide
 		if tools, err = w.withMCP(ctx, spec, tools); err != nil {
 			return session.Session{}, err
 		}
+	}
+	if tools, err = w.traceTools(tools); err != nil {
+		return session.Session{}, permanent(fmt.Errorf("agent %s: %w", spec.Name, err))
 	}
 	meta := agent.Meta{
 		Key:      job.StepID,
@@ -462,7 +499,10 @@ func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provide
 		}
 		a.Memory = w.cfg.Memory
 	}
-	return a.Step(ctx, s, meta)
+	ctx, span := w.invokeAgent(ctx, job, spec, model, &meta)
+	out, err := a.Step(ctx, s, meta)
+	w.agentDone(span, out, err)
+	return out, err
 }
 
 // withMCP adds the tools of the spec's MCP servers to tools. A command the
@@ -488,33 +528,34 @@ func (w *Worker) withMCP(ctx context.Context, spec agent.Spec, tools *tool.Set) 
 }
 
 // retryOrFail NAKs a transient failure with backoff, or records a terminal
-// one and terminates the message.
-func (w *Worker) retryOrFail(ctx context.Context, d *bus.Delivery, log *slog.Logger, err error) {
+// one and terminates the message. It returns what it did: retry, failed or
+// handed_back.
+func (w *Worker) retryOrFail(ctx context.Context, d *bus.Delivery, log *slog.Logger, err error) (outcome string) {
 	n := d.NumDelivered()
 	if ctx.Err() != nil && !isPermanent(err) {
 		// Shutting down: hand the job straight back to another worker.
-		log.Info("handing step back on shutdown", slog.Any("error", err))
+		log.InfoContext(ctx, "handing step back on shutdown", slog.Any("error", err))
 		_ = d.Nak(0)
-		return
+		return "handed_back"
 	}
 	if !isPermanent(err) && int(n) < w.cfg.MaxDeliver {
 		delay := min(w.cfg.RetryDelay<<min(n-1, 6), time.Minute)
-		log.Warn("step failed; will retry", slog.Any("error", err), slog.Duration("delay", delay))
+		log.WarnContext(ctx, "step failed; will retry", slog.Any("error", err), slog.Duration("delay", delay))
 		_ = d.Nak(delay)
-		return
+		return "retry"
 	}
 	reason := err.Error()
 	if !isPermanent(err) {
 		reason = fmt.Sprintf("gave up after %d deliveries: %s", n, reason)
 	}
-	log.Error("step failed", slog.String("reason", reason))
+	log.ErrorContext(ctx, "step failed", slog.String("reason", reason))
 	bg := context.WithoutCancel(ctx)
 	r, ferr := w.steps.FailStep(bg, d.Job.StepID, reason)
 	if ferr != nil {
 		// Leave the message for redelivery so the failure is recorded later.
 		log.Error("record step failure", slog.Any("error", ferr))
 		_ = d.Nak(w.cfg.RetryDelay)
-		return
+		return "retry"
 	}
 	w.publish(bg, bus.Event{RunID: d.Job.RunID, StepID: d.Job.StepID, Type: "step.failed",
 		Data: mustJSON(map[string]string{"error": reason})})
@@ -522,6 +563,7 @@ func (w *Worker) retryOrFail(ctx context.Context, d *bus.Delivery, log *slog.Log
 		w.publishRunEnd(bg, r)
 	}
 	_ = d.Term(reason)
+	return "failed"
 }
 
 func (w *Worker) publishRunEnd(ctx context.Context, r runs.Run) {

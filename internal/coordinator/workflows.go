@@ -1,0 +1,551 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rath-run/rath/internal/bus"
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/flow"
+	"github.com/rath-run/rath/pkg/flowfile"
+	"github.com/rath-run/rath/pkg/session"
+)
+
+// Workflow runs: a run whose steps a driver adds by key (PUT
+// /v1/runs/{id}/steps/{key}) and which the driver ends (…/complete,
+// …/fail). The driver is a program using the SDK's cluster runtime
+// (driver "client"), or this coordinator for a declarative workflow file
+// (driver "coordinator", see driver.go).
+
+// MaxStepWait bounds the ?wait= of GET /v1/runs/{id}/steps/{key}.
+const MaxStepWait = 60 * time.Second
+
+// workflowRoutes registers the workflow endpoints on the API mux.
+func (c *Coordinator) workflowRoutes(api *apiMux) {
+	api.HandleFunc("PUT /v1/runs/{id}/steps/{key}", c.putStepHTTP)
+	api.HandleFunc("GET /v1/runs/{id}/steps/{key}", c.getStepHTTP)
+	api.HandleFunc("POST /v1/runs/{id}/complete", c.completeRunHTTP)
+	api.HandleFunc("POST /v1/runs/{id}/fail", c.failRunHTTP)
+	api.HandleFunc("POST /v1/versions", c.putVersionHTTP)
+	api.HandleFunc("GET /v1/versions/{id}", c.getVersionHTTP)
+	api.HandleFunc("GET /v1/versions/{id}/common-base", c.commonBaseHTTP)
+}
+
+// parseTimeout turns a request's timeout into a deadline from now.
+func parseTimeout(s string) (*time.Time, error) {
+	if s == "" {
+		return nil, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return nil, badRequest("timeout: %q is not a positive duration (e.g. \"90s\", \"10m\")", s)
+	}
+	t := time.Now().Add(d).UTC()
+	return &t, nil
+}
+
+// submitWorkflow records a workflow run: driven by the client (Driver
+// "client") or by this coordinator (Workflow holds the file).
+func (c *Coordinator) submitWorkflow(ctx context.Context, req SubmitRequest) (runs.Run, error) {
+	r := runs.Run{ID: runs.NewRunID(), Kind: runs.KindWorkflow, Budget: req.Budget}
+	switch {
+	case len(req.Agent) > 0:
+		return runs.Run{}, badRequest("agent: not allowed with driver or workflow (steps carry their own calls)")
+	case req.Workflow != "" && req.Driver != "" && req.Driver != runs.DriverCoordinator:
+		return runs.Run{}, badRequest("driver: %q with workflow; a workflow file is driven by the coordinator", req.Driver)
+	case req.Workflow != "":
+		f, err := flowfile.Parse("workflow", []byte(req.Workflow), nil)
+		if err != nil {
+			return runs.Run{}, fmt.Errorf("%w: workflow: %w", ErrBadRequest, err)
+		}
+		if _, err := f.Build(); err != nil {
+			return runs.Run{}, fmt.Errorf("%w: workflow: %w", ErrBadRequest, err)
+		}
+		r.Driver, r.Workflow = runs.DriverCoordinator, req.Workflow
+		r.Target = mustJSON(map[string]string{"workflow": f.Name})
+	case req.Driver == runs.DriverClient:
+		r.Driver = runs.DriverClient
+		r.Target = json.RawMessage(`{"driver":"client"}`)
+	default:
+		return runs.Run{}, badRequest("driver: %q: want \"client\" (or give workflow)", req.Driver)
+	}
+	if err := req.Budget.Validate(); err != nil {
+		return runs.Run{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	queue := req.Queue
+	if queue == "" {
+		queue = c.cfg.Queue
+	}
+	if err := bus.ValidQueue(queue); err != nil {
+		return runs.Run{}, fmt.Errorf("%w: queue: %w", ErrBadRequest, err)
+	}
+	r.Queue = queue
+	var err error
+	if r.Deadline, err = parseTimeout(req.Timeout); err != nil {
+		return runs.Run{}, err
+	}
+	graph, rs := c.graph, c.runsOf(ctx)
+	switch {
+	case req.Message != "" && req.Session != "":
+		return runs.Run{}, badRequest("give message or session, not both")
+	case req.Message != "":
+		s, err := session.FromUserMessage(ctx, graph, req.Message)
+		if err != nil {
+			return runs.Run{}, fmt.Errorf("create session: %w", err)
+		}
+		r.Input = s.ID()
+	case req.Session != "":
+		id, err := session.ParseID(req.Session)
+		if err != nil {
+			return runs.Run{}, badRequest("session: %v", err)
+		}
+		if _, err := graph.Get(ctx, id); err != nil {
+			if errors.Is(err, session.ErrNotFound) {
+				return runs.Run{}, badRequest("session: no version %s", id)
+			}
+			return runs.Run{}, err
+		}
+		r.Input = id
+	default:
+		return runs.Run{}, badRequest("message or session: one is required")
+	}
+	if err := rs.Create(ctx, &r, nil); err != nil {
+		return runs.Run{}, fmt.Errorf("record run: %w", err)
+	}
+	c.event(ctx, bus.Event{RunID: r.ID, Type: "run.submitted", Data: mustJSON(map[string]any{"input": r.Input, "driver": r.Driver})})
+	if r.Driver == runs.DriverCoordinator {
+		c.wf.kick()
+	}
+	return r, nil
+}
+
+// stepRequest is the body of PUT /v1/runs/{id}/steps/{key}.
+type stepRequest struct {
+	// Call is the step's flow.Call (or a bare agent spec).
+	Call json.RawMessage `json:"call"`
+	// Input is the session version the step forwards.
+	Input string `json:"input"`
+}
+
+// PutStep records the step key of a workflow run and publishes its job
+// when it is new (or still pending: the bus drops a duplicate). A key that
+// exists returns the stored step, with its output once committed. Before
+// a new step, the run's budget is checked: a run that has spent it fails
+// ("budget: …") and the step is refused with runs.ErrTerminal.
+func (c *Coordinator) PutStep(ctx context.Context, rs *runs.Store, runID, key string, raw json.RawMessage, input session.ID) (runs.Step, error) {
+	if err := runs.ValidKey(key); err != nil {
+		return runs.Step{}, fmt.Errorf("%w: key: %w", ErrBadRequest, err)
+	}
+	if existing, err := rs.GetStep(ctx, runs.KeyedStepID(runID, key)); err == nil {
+		if existing.Status == runs.StepPending {
+			c.republish(ctx, rs, runID, existing)
+		}
+		return existing, nil
+	} else if !errors.Is(err, runs.ErrNotFound) {
+		return runs.Step{}, err
+	}
+	call, err := flow.ParseTarget(raw)
+	if err != nil {
+		return runs.Step{}, fmt.Errorf("%w: call: %w", ErrBadRequest, err)
+	}
+	if call.Agent.ScriptFile != "" {
+		return runs.Step{}, badRequest("call.agent.script_file: the coordinator cannot read your files; inline the replies as script")
+	}
+	target, err := json.Marshal(call)
+	if err != nil {
+		return runs.Step{}, err
+	}
+	r, err := rs.Get(ctx, runID)
+	if err != nil {
+		return runs.Step{}, err
+	}
+	if !r.Budget.IsZero() && !r.Status.Terminal() {
+		b, err := c.spentWith(ctx, c.graph, r, runs.Step{})
+		if err != nil {
+			return runs.Step{}, err
+		}
+		if reason := exhausted(b); reason != "" {
+			if _, err := rs.FailRun(ctx, runID, reason); err == nil {
+				c.event(ctx, bus.Event{RunID: runID, Type: "run.failed", Data: mustJSON(map[string]any{"error": reason})})
+			}
+			return runs.Step{}, fmt.Errorf("step %s: %s: %w", key, reason, runs.ErrTerminal)
+		}
+	}
+	if _, err := c.graph.Get(ctx, input); err != nil {
+		if errors.Is(err, session.ErrNotFound) {
+			return runs.Step{}, badRequest("input: no version %s", input)
+		}
+		return runs.Step{}, err
+	}
+	st, created, err := rs.PutStep(ctx, runID, key, target, input)
+	if err != nil {
+		return runs.Step{}, err
+	}
+	if created {
+		if r.Status == runs.RunPending {
+			_ = rs.MarkRunning(ctx, runID)
+		}
+		r.Steps = append(r.Steps, st)
+		if err := c.publishStep(ctx, r, st, st.ID); err != nil {
+			c.log.WarnContext(ctx, "publish failed; the reconciler will retry", slog.String("step_id", st.ID), slog.Any("error", err))
+		}
+	}
+	return st, nil
+}
+
+// republish publishes a pending step's job again (a driver asked for it:
+// JetStream's dedupe window drops it when the first is still stored).
+func (c *Coordinator) republish(ctx context.Context, rs *runs.Store, runID string, st runs.Step) {
+	r, err := rs.Get(ctx, runID)
+	if err != nil || r.Status.Terminal() {
+		return
+	}
+	if err := c.publishStep(ctx, r, st, st.ID); err != nil {
+		c.log.DebugContext(ctx, "republish", slog.String("step_id", st.ID), slog.Any("error", err))
+	}
+}
+
+// exhausted names the limit a budget has reached, or "".
+func exhausted(b bus.Budget) string {
+	switch {
+	case b.MaxTokens > 0 && b.UsedTokens >= b.MaxTokens:
+		return fmt.Sprintf("budget: max_tokens %d reached (used %d)", b.MaxTokens, b.UsedTokens)
+	case b.MaxCostUSD > 0 && b.UsedCostUSD >= b.MaxCostUSD:
+		return fmt.Sprintf("budget: max_cost_usd %g reached (used %g)", b.MaxCostUSD, b.UsedCostUSD)
+	}
+	return ""
+}
+
+// spentWith is spent over the given graph.
+func (c *Coordinator) spentWith(ctx context.Context, g interface {
+	Get(context.Context, session.ID) (*session.Version, error)
+}, r runs.Run, st runs.Step) (bus.Budget, error) {
+	b := bus.Budget{MaxTokens: r.Budget.MaxTokens, MaxCostUSD: r.Budget.MaxCostUSD}
+	for _, other := range r.Steps {
+		if other.ID == st.ID || other.Status != runs.StepCommitted || other.Output == nil {
+			continue
+		}
+		out, err := g.Get(ctx, *other.Output)
+		if err != nil {
+			return b, fmt.Errorf("budget: step %s output: %w", other.ID, err)
+		}
+		in, err := g.Get(ctx, other.Input)
+		if err != nil {
+			return b, fmt.Errorf("budget: step %s input: %w", other.ID, err)
+		}
+		b.UsedTokens += out.Usage.Sub(in.Usage).TotalTokens
+		for _, e := range out.Extras {
+			var cost float64
+			if e.Key == "loop.cost_usd" && json.Unmarshal(e.Value, &cost) == nil {
+				b.UsedCostUSD += cost
+			}
+		}
+	}
+	return b, nil
+}
+
+// WaitStep returns the step key of run once it has ended (committed,
+// failed, canceled), or as it is when wait passes first.
+func (c *Coordinator) WaitStep(ctx context.Context, rs *runs.Store, runID, key string, wait time.Duration) (runs.Step, error) {
+	id := runs.KeyedStepID(runID, key)
+	st, err := rs.GetStep(ctx, id)
+	if err != nil || st.Status.Terminal() || wait <= 0 {
+		return st, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	wake, done := c.wf.waiters.wait(runID, id)
+	defer done()
+	// Events may be lost; poll slowly as well (often without an event feed).
+	every := time.Second
+	if !c.wf.fed.Load() {
+		every = 200 * time.Millisecond
+	}
+	poll := time.NewTicker(every)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+				return rs.GetStep(context.WithoutCancel(ctx), id)
+			}
+			return st, ctx.Err()
+		case <-wake:
+		case <-poll.C:
+		}
+		if st, err = rs.GetStep(ctx, id); err != nil || st.Status.Terminal() {
+			return st, err
+		}
+		r, err := rs.Get(ctx, runID)
+		if err == nil && r.Status.Terminal() {
+			return rs.GetStep(ctx, id)
+		}
+	}
+}
+
+func (c *Coordinator) putStepHTTP(w http.ResponseWriter, r *http.Request) {
+	var req stepRequest
+	if !c.decode(w, r, &req) {
+		return
+	}
+	if len(req.Call) == 0 {
+		c.fail(w, r, badRequest("call: required"))
+		return
+	}
+	in, err := session.ParseID(req.Input)
+	if err != nil {
+		c.fail(w, r, badRequest("input: %v", err))
+		return
+	}
+	st, err := c.PutStep(r.Context(), c.runsOf(r.Context()), r.PathValue("id"), r.PathValue("key"), req.Call, in)
+	if err != nil {
+		c.failWorkflow(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (c *Coordinator) getStepHTTP(w http.ResponseWriter, r *http.Request) {
+	var wait time.Duration
+	if s := r.URL.Query().Get("wait"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 || d > MaxStepWait {
+			c.fail(w, r, badRequest("wait: %q: want a duration in 0..%s", s, MaxStepWait))
+			return
+		}
+		wait = d
+	}
+	key := r.PathValue("key")
+	if err := runs.ValidKey(key); err != nil {
+		c.fail(w, r, fmt.Errorf("%w: key: %w", ErrBadRequest, err))
+		return
+	}
+	st, err := c.WaitStep(r.Context(), c.runsOf(r.Context()), r.PathValue("id"), key, wait)
+	if err != nil {
+		c.failWorkflow(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// outcomeRequest is the body of POST /v1/runs/{id}/complete and …/fail.
+type outcomeRequest struct {
+	Output string `json:"output,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+func (c *Coordinator) completeRunHTTP(w http.ResponseWriter, r *http.Request) {
+	var req outcomeRequest
+	if !c.decode(w, r, &req) {
+		return
+	}
+	if req.Error != "" {
+		c.fail(w, r, badRequest("error: not allowed here (POST …/fail)"))
+		return
+	}
+	out, err := session.ParseID(req.Output)
+	if err != nil {
+		c.fail(w, r, badRequest("output: %v", err))
+		return
+	}
+	if _, err := c.graph.Get(r.Context(), out); err != nil {
+		if errors.Is(err, session.ErrNotFound) {
+			err = badRequest("output: no version %s", out)
+		}
+		c.fail(w, r, err)
+		return
+	}
+	run, err := c.runsOf(r.Context()).Complete(r.Context(), r.PathValue("id"), out)
+	if err != nil {
+		c.failWorkflow(w, r, err)
+		return
+	}
+	c.event(r.Context(), runEndEvent(run))
+	writeJSON(w, http.StatusOK, run)
+}
+
+func (c *Coordinator) failRunHTTP(w http.ResponseWriter, r *http.Request) {
+	var req outcomeRequest
+	if !c.decode(w, r, &req) {
+		return
+	}
+	if req.Output != "" {
+		c.fail(w, r, badRequest("output: not allowed here (POST …/complete)"))
+		return
+	}
+	if strings.TrimSpace(req.Error) == "" {
+		c.fail(w, r, badRequest("error: required"))
+		return
+	}
+	run, err := c.runsOf(r.Context()).FailRun(r.Context(), r.PathValue("id"), req.Error)
+	if err != nil {
+		c.failWorkflow(w, r, err)
+		return
+	}
+	c.event(r.Context(), runEndEvent(run))
+	writeJSON(w, http.StatusOK, run)
+}
+
+// failWorkflow is fail with the workflow errors mapped too.
+func (c *Coordinator) failWorkflow(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, runs.ErrNotWorkflow) {
+		writeError(w, http.StatusConflict, "conflict", err.Error())
+		return
+	}
+	c.fail(w, r, err)
+}
+
+// putVersionHTTP commits a sealed version (a driver's fork or merge, made
+// with package session against the API's graph). The store verifies its
+// links and hash, as for any put.
+func (c *Coordinator) putVersionHTTP(w http.ResponseWriter, r *http.Request) {
+	var v session.Version
+	r.Body = http.MaxBytesReader(w, r.Body, c.cfg.MaxImportBytes)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body exceeds %d bytes", c.cfg.MaxImportBytes))
+			return
+		}
+		c.fail(w, r, badRequest("request body: %v", err))
+		return
+	}
+	out, err := c.graph.Put(r.Context(), &v)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
+
+func (c *Coordinator) getVersionHTTP(w http.ResponseWriter, r *http.Request) {
+	id, err := session.ParseID(r.PathValue("id"))
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	v, err := c.graph.Get(r.Context(), id)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (c *Coordinator) commonBaseHTTP(w http.ResponseWriter, r *http.Request) {
+	a, err := session.ParseID(r.PathValue("id"))
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	b, err := session.ParseID(r.URL.Query().Get("with"))
+	if err != nil {
+		c.fail(w, r, badRequest("with: %v", err))
+		return
+	}
+	base, ok, err := c.graph.CommonBase(r.Context(), a, b)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	var out *session.ID
+	if ok {
+		out = &base
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"base": out})
+}
+
+// stepWaiters wakes the callers of WaitStep when an event about their step
+// or its run arrives. One watch of all events feeds it (when the bus can
+// watch everything); a caller polls as well, since events may be lost.
+type stepWaiters struct {
+	mu      sync.Mutex
+	byStep  map[string]map[chan struct{}]struct{}
+	byRun   map[string]map[chan struct{}]struct{}
+}
+
+// allWatcher is a bus that can stream every event (the real bus).
+type allWatcher interface {
+	WatchAll(ctx context.Context) (<-chan bus.Event, func() error, error)
+}
+
+func (sw *stepWaiters) wait(runID, stepID string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	sw.mu.Lock()
+	if sw.byStep == nil {
+		sw.byStep, sw.byRun = map[string]map[chan struct{}]struct{}{}, map[string]map[chan struct{}]struct{}{}
+	}
+	add := func(m map[string]map[chan struct{}]struct{}, k string) {
+		if m[k] == nil {
+			m[k] = map[chan struct{}]struct{}{}
+		}
+		m[k][ch] = struct{}{}
+	}
+	add(sw.byStep, stepID)
+	add(sw.byRun, runID)
+	sw.mu.Unlock()
+	return ch, func() {
+		sw.mu.Lock()
+		defer sw.mu.Unlock()
+		del := func(m map[string]map[chan struct{}]struct{}, k string) {
+			delete(m[k], ch)
+			if len(m[k]) == 0 {
+				delete(m, k)
+			}
+		}
+		del(sw.byStep, stepID)
+		del(sw.byRun, runID)
+	}
+}
+
+func (sw *stepWaiters) notify(e bus.Event) {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	var set map[chan struct{}]struct{}
+	switch {
+	case e.StepID != "" && (e.Type == "step.committed" || e.Type == "step.failed"):
+		set = sw.byStep[e.StepID]
+	case strings.HasPrefix(e.Type, "run.") && e.Type != "run.submitted":
+		set = sw.byRun[e.RunID]
+	}
+	for ch := range set {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// feedEvents feeds the waiters from a watch of every event until ctx ends
+// (the workflow loop runs it). Without it, waiters poll.
+func (c *Coordinator) feedEvents(ctx context.Context) {
+	aw, ok := c.bus.(allWatcher)
+	if !ok {
+		return
+	}
+	for ctx.Err() == nil {
+		events, _, err := aw.WatchAll(ctx)
+		if err != nil {
+			c.log.DebugContext(ctx, "step waiters: watch events", slog.Any("error", err))
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		c.wf.fed.Store(true)
+		for e := range events {
+			c.wf.waiters.notify(e)
+		}
+		c.wf.fed.Store(false)
+	}
+}

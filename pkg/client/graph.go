@@ -1,0 +1,106 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"sync"
+
+	"github.com/rath-run/rath/pkg/session"
+)
+
+// Graph is a [session.Graph] over the coordinator's API: sessions opened on
+// it fork, append and merge in the calling program, and every new version
+// is sealed here and committed through POST /v1/versions (the coordinator
+// verifies its links and hash like any store). Versions are immutable, so
+// Graph caches those it has seen. It is safe for concurrent use.
+type Graph struct {
+	c *Client
+
+	mu    sync.Mutex
+	cache map[session.ID]*session.Version
+}
+
+// maxCachedVersions bounds Graph's cache; past it the cache starts over.
+const maxCachedVersions = 4096
+
+// Graph returns the coordinator's Session Graph as a session.Graph.
+func (c *Client) Graph() *Graph {
+	return &Graph{c: c, cache: map[session.ID]*session.Version{}}
+}
+
+var _ session.Graph = (*Graph)(nil)
+
+func (g *Graph) remember(v *session.Version) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.cache) >= maxCachedVersions {
+		clear(g.cache)
+	}
+	g.cache[v.ID] = v
+}
+
+// Put implements [session.Graph].
+func (g *Graph) Put(ctx context.Context, v *session.Version) (*session.Version, error) {
+	var out session.Version
+	if err := g.c.Do(ctx, http.MethodPost, "/v1/versions", v, &out); err != nil {
+		return nil, translate(err)
+	}
+	g.remember(&out)
+	return &out, nil
+}
+
+// Get implements [session.Graph].
+func (g *Graph) Get(ctx context.Context, id session.ID) (*session.Version, error) {
+	g.mu.Lock()
+	v, ok := g.cache[id]
+	g.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	var out session.Version
+	if err := g.c.Do(ctx, http.MethodGet, "/v1/versions/"+url.PathEscape(id.String()), nil, &out); err != nil {
+		return nil, translate(err)
+	}
+	g.remember(&out)
+	return &out, nil
+}
+
+// Transcript implements [session.Graph].
+func (g *Graph) Transcript(ctx context.Context, id session.ID) ([]session.Chunk, error) {
+	var out struct {
+		Chunks []session.Chunk `json:"chunks"`
+	}
+	if err := g.c.Do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id.String())+"/transcript", nil, &out); err != nil {
+		return nil, translate(err)
+	}
+	return out.Chunks, nil
+}
+
+// CommonBase implements [session.Graph].
+func (g *Graph) CommonBase(ctx context.Context, a, b session.ID) (session.ID, bool, error) {
+	var out struct {
+		Base *session.ID `json:"base"`
+	}
+	p := "/v1/versions/" + url.PathEscape(a.String()) + "/common-base?with=" + url.QueryEscape(b.String())
+	if err := g.c.Do(ctx, http.MethodGet, p, nil, &out); err != nil {
+		return session.ID{}, false, translate(err)
+	}
+	if out.Base == nil {
+		return session.ID{}, false, nil
+	}
+	return *out.Base, true, nil
+}
+
+// translate maps a 404 to session.ErrNotFound, so callers of the Graph
+// see the contract's errors; others pass through.
+func translate(err error) error {
+	if e, ok := err.(*APIError); ok && e.Status == http.StatusNotFound {
+		return &notFound{e}
+	}
+	return err
+}
+
+type notFound struct{ *APIError }
+
+func (e *notFound) Unwrap() error { return session.ErrNotFound }
