@@ -512,7 +512,11 @@ func (p *parser) agent(name string, n *yaml.Node) (*AgentDef, error) {
 	}
 	spec, err := parseSpec(raw, name)
 	if err != nil {
-		return nil, p.errAt(n, field, "%v", err)
+		at := n
+		if specNode != nil {
+			at = specField(specNode, err)
+		}
+		return nil, p.errAt(at, field, "%v", err)
 	}
 	if spec.ScriptFile != "" {
 		if p.read == nil {
@@ -534,6 +538,29 @@ func (p *parser) agent(name string, n *yaml.Node) (*AgentDef, error) {
 	def.Spec = spec
 	return def, nil
 }
+
+// specField returns the key node of the inline spec field an agent spec
+// error names ("…: limits.max_tool_rounds: …" or `unknown field "x"`), or
+// the spec itself.
+func specField(spec *yaml.Node, err error) *yaml.Node {
+	msg := err.Error()
+	var key string
+	if m := unknownFieldRE.FindStringSubmatch(msg); m != nil {
+		key = m[1]
+	} else if rest, ok := strings.CutPrefix(msg, agent.ErrInvalidSpec.Error()+": "); ok {
+		key, _, _ = strings.Cut(rest, ":")
+		key, _, _ = strings.Cut(key, ".")
+		key, _, _ = strings.Cut(key, "[")
+	}
+	for i := 0; i+1 < len(spec.Content); i += 2 {
+		if key != "" && spec.Content[i].Value == key {
+			return spec.Content[i]
+		}
+	}
+	return spec
+}
+
+var unknownFieldRE = regexp.MustCompile(`unknown field "([^"]+)"`)
 
 // parseSpec parses a spec whose name defaults to the agent's key.
 func parseSpec(raw []byte, name string) (agent.Spec, error) {
