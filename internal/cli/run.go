@@ -162,7 +162,7 @@ func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID st
 		if err := cl.Do(ctx, "GET", "/v1/runs/"+runID, nil, &r); err != nil {
 			return err
 		}
-		if r.Status.Terminal() {
+		if r.Status.Terminal() || r.Status == runs.RunWaiting {
 			break
 		}
 		select {
@@ -175,6 +175,9 @@ func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID st
 		if err := printRunSummary(ctx, env.Out, cl, r); err != nil {
 			return err
 		}
+	}
+	if r.Status == runs.RunWaiting {
+		return &exitError{code: 3, err: fmt.Errorf("run %s is waiting for approval: decide with rathctl approve|reject %s", r.ID, r.ID)}
 	}
 	if r.Status != runs.RunSucceeded {
 		return fmt.Errorf("run %s %s: %s", r.ID, r.Status, r.Error)
