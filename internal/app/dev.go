@@ -15,10 +15,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/bus/embedded"
 	"github.com/rath-run/rath/internal/coordinator"
+	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/internal/worker"
 )
 
@@ -40,6 +43,13 @@ type DevConfig struct {
 	Bus    bus.Config
 	Getenv func(string) string
 	Logger *slog.Logger
+	// TracerProvider traces the API, jobs and steps; nil means none.
+	TracerProvider trace.TracerProvider
+	// Registry receives the stack's metrics, served at GET /metrics; nil
+	// means a new one (Dev.Registry).
+	Registry *prometheus.Registry
+	// JaegerURL is the base of the web UI's trace links (RATH_JAEGER_URL).
+	JaegerURL string
 }
 
 // Dev is a running single-process stack.
@@ -47,6 +57,8 @@ type Dev struct {
 	// URL is the coordinator API's base URL.
 	URL         string
 	Backend     *Backend
+	// Registry holds the stack's metrics (coordinator and workers).
+	Registry *prometheus.Registry
 	Coordinator *coordinator.Coordinator
 
 	nats   *embedded.Server
@@ -75,7 +87,8 @@ func StartDev(ctx context.Context, cfg DevConfig) (*Dev, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS: %w", err)
 	}
-	d := &Dev{nats: ns, log: log}
+	d := &Dev{nats: ns, log: log, Registry: cmp.Or(cfg.Registry, telemetry.NewRegistry())}
+	metrics := telemetry.NewMetrics(d.Registry)
 	d.Backend, err = OpenBackend(ctx, BackendConfig{
 		StoreURL: storeURL,
 		Connect:  func() (*nats.Conn, error) { return ns.Connect(nats.Name("rath-dev")) },
@@ -87,8 +100,13 @@ func StartDev(ctx context.Context, cfg DevConfig) (*Dev, error) {
 		ns.Shutdown()
 		return nil, err
 	}
-	d.Coordinator, err = coordinator.New(d.Backend.Store, d.Backend.Runs, d.Backend.Bus, coordinator.Config{Logger: log, SameDatabase: d.Backend.SubmitInOneTx()})
+	d.Coordinator, err = coordinator.New(d.Backend.Store, d.Backend.Runs, d.Backend.Bus, coordinator.Config{Logger: log, SameDatabase: d.Backend.SubmitInOneTx(),
+		TracerProvider: cfg.TracerProvider, Metrics: metrics, Gatherer: d.Registry, JaegerURL: cfg.JaegerURL})
 	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	if err := RegisterBackendMetrics(ctx, d.Registry, d.Backend, true, bus.DefaultQueue); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -120,6 +138,7 @@ func StartDev(ctx context.Context, cfg DevConfig) (*Dev, error) {
 	for i := range max(cfg.Workers, 0) {
 		w, err := NewWorker(runCtx, d.Backend, getenv, worker.Config{
 			Name: fmt.Sprintf("dev-worker-%d", i+1), Slots: cfg.Slots, Logger: log, ShutdownTimeout: 10 * time.Second,
+			TracerProvider: cfg.TracerProvider, Metrics: metrics,
 		})
 		if err != nil {
 			d.Close()

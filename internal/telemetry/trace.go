@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 )
@@ -60,8 +60,16 @@ func NewTracerProvider(ctx context.Context, cfg TraceConfig) (trace.TracerProvid
 		if !Enabled(cfg.Getenv) {
 			return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
 		}
+		var opts []otlptracehttp.Option
+		// The exporter reads the OS environment itself; the endpoint is
+		// taken from Getenv too, so a caller's environment decides.
+		if u := cfg.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"); u != "" {
+			opts = append(opts, otlptracehttp.WithEndpointURL(u))
+		} else if u := cfg.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"); u != "" {
+			opts = append(opts, otlptracehttp.WithEndpointURL(strings.TrimRight(u, "/")+"/v1/traces"))
+		}
 		var err error
-		if exp, err = otlptracehttp.New(ctx); err != nil {
+		if exp, err = otlptracehttp.New(ctx, opts...); err != nil {
 			return nil, nil, fmt.Errorf("telemetry: OTLP trace exporter: %w", err)
 		}
 	}

@@ -1,0 +1,124 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/rath-run/rath/internal/bus"
+	"github.com/rath-run/rath/internal/telemetry"
+	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/llm"
+	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/tool"
+)
+
+// stepObs is one delivery's span and timer.
+type stepObs struct {
+	span  trace.Span
+	m     *telemetry.Metrics
+	queue string
+	start time.Time
+}
+
+// observe starts the delivery's consumer span, a child of the trace
+// context the job's headers carry, and counts a redelivery.
+func (w *Worker) observe(ctx context.Context, d *bus.Delivery) (context.Context, *stepObs) {
+	ctx = telemetry.ExtractNATS(ctx, d.Header)
+	ctx, span := telemetry.Tracer(w.cfg.TracerProvider).Start(ctx, "process "+bus.JobSubject(w.cfg.Queue),
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			telemetry.AttrRunID.String(d.Job.RunID), telemetry.AttrStepID.String(d.Job.StepID),
+			telemetry.AttrQueue.String(w.cfg.Queue), telemetry.AttrDelivery.Int64(int64(d.NumDelivered())), //nolint:gosec // a delivery count
+		))
+	if n := d.NumDelivered(); n > 1 && w.cfg.Metrics != nil {
+		w.cfg.Metrics.StepsRedelivered.WithLabelValues(w.cfg.Queue).Inc()
+	}
+	return ctx, &stepObs{span: span, m: w.cfg.Metrics, queue: w.cfg.Queue, start: time.Now()}
+}
+
+// started counts a step whose agent is about to run.
+func (o *stepObs) started() {
+	if o.m != nil {
+		o.m.StepsStarted.WithLabelValues(o.queue).Inc()
+	}
+}
+
+// end records the outcome (committed, retry, failed, acked, handed_back)
+// and ends the span.
+func (o *stepObs) end(outcome string, err error) {
+	switch outcome {
+	case "committed", "retry", "failed":
+		o.m.StepEnded(o.queue, outcome, time.Since(o.start))
+	}
+	if err != nil {
+		o.span.SetStatus(codes.Error, telemetry.Redact(err.Error()))
+	}
+	o.span.End()
+}
+
+// instrumented reports whether steps get traced tools and providers.
+func (w *Worker) instrumented() bool {
+	return w.cfg.TracerProvider != nil || w.cfg.Metrics != nil
+}
+
+// traceProvider wraps a step's provider in "chat" spans.
+func (w *Worker) traceProvider(p llm.Provider, model string) llm.Provider {
+	if !w.instrumented() {
+		return p
+	}
+	name := "openai"
+	if model == "scripted" {
+		name = "rath.scripted"
+	}
+	return telemetry.TracedProvider(p, w.cfg.TracerProvider, w.cfg.Metrics, name)
+}
+
+// traceTools wraps a step's tools in "execute_tool" spans.
+func (w *Worker) traceTools(tools *tool.Set) (*tool.Set, error) {
+	if !w.instrumented() {
+		return tools, nil
+	}
+	return telemetry.TracedTools(tools, w.cfg.TracerProvider, w.cfg.Metrics) //nolint:wrapcheck // the same tools, already valid
+}
+
+// invokeAgent starts the step's "invoke_agent {name}" span and stamps its
+// trace id on the version the step commits.
+func (w *Worker) invokeAgent(ctx context.Context, job bus.Job, spec agent.Spec, model string, meta *agent.Meta) (context.Context, trace.Span) {
+	ctx, span := telemetry.Tracer(w.cfg.TracerProvider).Start(ctx, telemetry.OpInvokeAgent+" "+spec.Name,
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(
+			telemetry.AttrGenAIOperation.String(telemetry.OpInvokeAgent), telemetry.AttrGenAIAgentName.String(spec.Name),
+			telemetry.AttrGenAIRequestModel.String(model),
+			telemetry.AttrRunID.String(job.RunID), telemetry.AttrStepID.String(job.StepID),
+			telemetry.AttrSessionVersion.String(job.Input),
+		))
+	meta.Producer.TraceID = telemetry.TraceID(ctx)
+	if meta.Sandbox != nil {
+		meta.Sandbox = telemetry.InstrumentSandbox(meta.Sandbox, w.cfg.Metrics)
+	}
+	return ctx, span
+}
+
+// agentDone ends the invoke_agent span with the committed version and
+// counts its cost.
+func (w *Worker) agentDone(span trace.Span, out session.Session, err error) {
+	defer span.End()
+	if err != nil {
+		span.SetStatus(codes.Error, telemetry.Redact(err.Error()))
+		return
+	}
+	v := out.Version()
+	span.SetAttributes(telemetry.AttrSessionVersion.String(v.ID.String()))
+	for _, e := range v.Extras {
+		if e.Key == "loop.cost_usd" {
+			var usd float64
+			if json.Unmarshal(e.Value, &usd) == nil {
+				w.cfg.Metrics.StepCost(v.Producer.Model, usd)
+			}
+		}
+	}
+}
