@@ -55,10 +55,10 @@ type DevConfig struct {
 // Dev is a running single-process stack.
 type Dev struct {
 	// URL is the coordinator API's base URL.
-	URL         string
-	Backend     *Backend
+	URL     string
+	Backend *Backend
 	// Registry holds the stack's metrics (coordinator and workers).
-	Registry *prometheus.Registry
+	Registry    *prometheus.Registry
 	Coordinator *coordinator.Coordinator
 
 	nats   *embedded.Server
