@@ -11,7 +11,7 @@ import (
 
 func pgListAll() store.ListParams { return store.ListParams{Limit: store.MaxListLimit} }
 
-func sqlDB(t *testing.T, url string) *sql.DB {
+func sqlDB(t testing.TB, url string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("pgx", url)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 )
 
 // migrated returns a migrated Postgres store (system connections) and its URL.
-func migrated(t *testing.T) (*pgstore.Store, string) {
+func migrated(t testing.TB) (*pgstore.Store, string) {
 	t.Helper()
 	url := testdb.Postgres(t)
 	st, err := pgstore.Open(context.Background(), url, pgstore.Options{Migrate: true})
