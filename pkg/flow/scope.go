@@ -50,17 +50,18 @@ func RuntimeFrom(ctx context.Context) (Runtime, bool) {
 	return rt, ok && rt != nil
 }
 
-// Root returns a context with a fresh root key scope: the first step under
-// it is "1". [Run] calls it; call it yourself only to drive a workflow
-// without Run (a runtime's Step is then called with keys from 1 again, so
-// do it once per run).
+// Root returns a context with a fresh root key scope, whose first step is
+// "1". [Run] opens one for every run, and [WithRuntime] when ctx has none.
+// Never open one inside a running workflow: its keys would start again at
+// "1" and collide with the run's.
 func Root(ctx context.Context) context.Context {
 	return context.WithValue(ctx, scopeKey{}, &scope{})
 }
 
-// Run forwards in through wf on rt as one run: it installs rt and a root
-// key scope in ctx and calls wf.Forward. Re-running the same workflow on a
-// runtime that remembers its steps (see [Local]) executes nothing twice.
+// Run forwards in through wf on rt as one run: it installs rt and a fresh
+// root key scope in ctx and calls wf.Forward. Re-running the same workflow
+// on a runtime that remembers its steps (see [Local]) executes nothing
+// twice. Inside a workflow, call other workflows' Forward, not Run.
 func Run(ctx context.Context, rt Runtime, wf Workflow, in session.Session) (session.Session, error) {
 	if rt == nil {
 		return session.Session{}, fmt.Errorf("flow: run: %w", ErrNoRuntime)

@@ -3,13 +3,11 @@ package flowfile
 import (
 	"fmt"
 	"strings"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // check resolves every name steps use and refuses workflows that refer to
 // themselves, directly or through other workflows.
-func (p *parser) check(f *File, _ *yaml.Node) error {
+func (p *parser) check(f *File) error {
 	edges := map[string][]ref{} // workflow → the workflows its steps use
 	for _, r := range p.refs {
 		_, isAgent := f.Agents[r.name]

@@ -402,7 +402,7 @@ func (p *parser) parse(data []byte) (*File, error) {
 	if len(f.Steps) == 0 {
 		return nil, p.errAt(n, "steps", "at least one step is required")
 	}
-	if err := p.check(f, n); err != nil {
+	if err := p.check(f); err != nil {
 		return nil, err
 	}
 	return f, nil
