@@ -190,6 +190,12 @@ func (b sessionRequest) chunks() ([]session.Chunk, error) {
 	if b.Assistant != "" {
 		cs = append(cs, session.Assistant(b.Assistant))
 	}
+	for i, c := range b.Chunks {
+		if c.Kind() == session.KindApproval {
+			// Only POST /v1/runs/{id}/approvals records decisions.
+			return nil, badRequest("chunks[%d].kind: approval chunks are written only by POST /v1/runs/{id}/approvals", i)
+		}
+	}
 	cs = append(cs, b.Chunks...)
 	if len(cs) == 0 {
 		return nil, badRequest("give user, system, assistant or chunks")

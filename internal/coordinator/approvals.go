@@ -250,6 +250,32 @@ func (c *Coordinator) decideOnce(ctx context.Context, runID string, req Approval
 	return res, false, nil
 }
 
+// getStepOutcome is [stepOutcome] of the step id.
+func getStepOutcome(ctx context.Context, rs *runs.Store, id string) (runs.Step, error) {
+	st, err := rs.GetStep(ctx, id)
+	if err != nil {
+		return st, err
+	}
+	return stepOutcome(ctx, rs, st)
+}
+
+// stepOutcome returns st as a workflow driver must see it: a step that
+// waited for approval ended committed with its waiting version, and its
+// continuation carries on, so its status, output and error are those of
+// its last continuation (runs.Store.Final). A step that never waited is
+// returned as is.
+func stepOutcome(ctx context.Context, rs *runs.Store, st runs.Step) (runs.Step, error) {
+	if st.Status != runs.StepCommitted {
+		return st, nil
+	}
+	f, err := rs.Final(ctx, st.ID)
+	if err != nil || f.ID == st.ID {
+		return st, err
+	}
+	st.Status, st.Output, st.Error, st.FinishedAt = f.Status, f.Output, f.Error, f.FinishedAt
+	return st, nil
+}
+
 // resumedSince reports whether e is a run.waiting event of a run that no
 // longer waits (it was decided since): a stream of its events goes on past
 // it instead of ending there.

@@ -147,7 +147,7 @@ func (c *Coordinator) PutStep(ctx context.Context, rs *runs.Store, runID, key st
 		if existing.Status == runs.StepPending {
 			c.republish(ctx, rs, runID, existing)
 		}
-		return existing, nil
+		return stepOutcome(ctx, rs, existing)
 	} else if !errors.Is(err, runs.ErrNotFound) {
 		return runs.Step{}, err
 	}
@@ -255,7 +255,7 @@ func (c *Coordinator) spentWith(ctx context.Context, g interface {
 // failed, canceled), or as it is when wait passes first.
 func (c *Coordinator) WaitStep(ctx context.Context, rs *runs.Store, runID, key string, wait time.Duration) (runs.Step, error) {
 	id := runs.KeyedStepID(runID, key)
-	st, err := rs.GetStep(ctx, id)
+	st, err := getStepOutcome(ctx, rs, id)
 	if err != nil || st.Status.Terminal() || wait <= 0 {
 		return st, err
 	}
@@ -274,18 +274,18 @@ func (c *Coordinator) WaitStep(ctx context.Context, rs *runs.Store, runID, key s
 		select {
 		case <-ctx.Done():
 			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-				return rs.GetStep(context.WithoutCancel(ctx), id)
+				return getStepOutcome(context.WithoutCancel(ctx), rs, id)
 			}
 			return st, ctx.Err()
 		case <-wake:
 		case <-poll.C:
 		}
-		if st, err = rs.GetStep(ctx, id); err != nil || st.Status.Terminal() {
+		if st, err = getStepOutcome(ctx, rs, id); err != nil || st.Status.Terminal() {
 			return st, err
 		}
 		r, err := rs.Get(ctx, runID)
 		if err == nil && r.Status.Terminal() {
-			return rs.GetStep(ctx, id)
+			return getStepOutcome(ctx, rs, id)
 		}
 	}
 }
