@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -71,7 +70,7 @@ func NATSConnectorAs(url, name string, role natsauth.Role, getenv func(string) s
 		return nil, err
 	}
 	return func() (*nats.Conn, error) {
-		opts := append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}, creds...)
+		opts := append(NATSOptions(name), creds...)
 		return nats.Connect(url, opts...)
 	}, nil
 }
