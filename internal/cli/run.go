@@ -66,23 +66,50 @@ func LoadAgentSpec(path string) (agent.Spec, error) {
 
 func newRunCmd(env *Env) *cobra.Command {
 	var f serverFlags
-	var agentFile, message, sessionID, queue string
+	var agentFile, message, sessionID, queue, timeout string
 	var watch bool
 	var budget runs.Budget
 	c := &cobra.Command{
-		Use:   "run --agent FILE (--message TEXT | --session ID) [--watch]",
-		Short: "submit a run: forward a session through an agent",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if agentFile == "" {
-				return &exitError{code: 2, err: fmt.Errorf("--agent is required")}
+		Use:   "run (--agent FILE | FILE) (--message TEXT | --session ID) [--watch]",
+		Short: "submit a run: forward a session through an agent, or a workflow file",
+		Long: "Submit a run. FILE is an agent spec or a declarative workflow file (one with top-level steps,\n" +
+			"docs/workflows.md), which the coordinator validates and drives durably.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 && agentFile != "" {
+				return &exitError{code: 2, err: fmt.Errorf("give the file as an argument or with --agent, not both")}
 			}
 			if (message == "") == (sessionID == "") {
 				return &exitError{code: 2, err: fmt.Errorf("give exactly one of --message and --session")}
 			}
+			workflow := false
+			if len(args) == 1 {
+				agentFile = args[0]
+				var err error
+				if workflow, err = fileKind(agentFile); err != nil {
+					return &exitError{code: 2, err: err}
+				}
+			}
+			if agentFile == "" {
+				return &exitError{code: 2, err: fmt.Errorf("--agent (or a workflow file) is required")}
+			}
 			cl, err := f.client()
 			if err != nil {
 				return err
+			}
+			if err := budget.Validate(); err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			if workflow {
+				r, err := submitWorkflowFile(cmd.Context(), cl, workflowRun{path: agentFile, message: message,
+					session: sessionID, queue: queue, timeout: timeout, budget: budget})
+				if err != nil {
+					return err
+				}
+				if !watch {
+					return printRun(env.Out, f.output, r)
+				}
+				return watchRun(cmd.Context(), env, cl, f.output, r.ID)
 			}
 			spec, err := LoadAgentSpec(agentFile)
 			if err != nil {
@@ -99,7 +126,7 @@ func newRunCmd(env *Env) *cobra.Command {
 			var r runs.Run
 			err = cl.Do(ctx, "POST", "/v1/runs", map[string]any{
 				"agent": json.RawMessage(specJSON), "message": message, "session": sessionID, "queue": queue,
-				"budget": budget,
+				"budget": budget, "timeout": timeout,
 			}, &r)
 			if err != nil {
 				return err
@@ -116,6 +143,7 @@ func newRunCmd(env *Env) *cobra.Command {
 	c.Flags().StringVar(&sessionID, "session", "", "forward this existing session version")
 	c.Flags().StringVar(&queue, "queue", "", "job queue (default: the coordinator's)")
 	c.Flags().BoolVarP(&watch, "watch", "w", false, "stream the run live until it ends")
+	c.Flags().StringVar(&timeout, "timeout", "", "the run's deadline from now (e.g. 10m); past it the run ends timed_out")
 	c.Flags().Int64Var(&budget.MaxTokens, "max-tokens", 0, "the run's token budget (0: unlimited); crossing it ends the step cleanly")
 	c.Flags().Float64Var(&budget.MaxCostUSD, "max-cost-usd", 0, "the run's cost budget in USD, priced with the agent's pricing (0: unlimited)")
 	return c
