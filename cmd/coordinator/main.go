@@ -7,6 +7,13 @@
 //	RATH_ADDR        listen address (default :7420)                --addr
 //	RATH_TOKEN       bootstrap admin token (default tenant); turns auth on
 //	RATH_AUTH        auth mode: required, off or auto (default)  --auth
+//	OTEL_EXPORTER_OTLP_ENDPOINT  OTLP/HTTP trace collector (unset: no tracing)
+//	OTEL_SERVICE_NAME            service name (default rath-coordinator)
+//	RATH_JAEGER_URL  Jaeger UI base for the web UI's trace links
+//	RATH_LOG_FORMAT, RATH_LOG_LEVEL  json (default) or text; info (default)
+//
+// The listener also serves Prometheus /metrics and the web UI at /ui/.
+//
 //	RATH_NATS_USER, RATH_NATS_PASSWORD (or _FILE), RATH_NATS_CREDS: NATS
 //	                 credentials of the coordinator role (docs/security.md)
 //
@@ -23,9 +30,13 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/otel"
+
 	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/natsauth"
+	"github.com/rath-run/rath/internal/telemetry"
 )
 
 func main() { app.Main("coordinator", run) }
@@ -43,7 +54,14 @@ func run(ctx context.Context, args []string) error {
 	if err := conn.Check(); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log := app.NewLogger(os.Stderr, os.Getenv)
+	tel, err := app.NewTelemetry(ctx, "rath-coordinator", os.Getenv)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tel.Shutdown(context.WithoutCancel(ctx)) }()
+	otel.SetTracerProvider(tel.TracerProvider)
+	otel.SetTextMapPropagator(telemetry.Propagator())
 	connect, err := app.NATSConnectorAs(conn.NATSURL, "rath-coordinator", natsauth.RoleCoordinator, os.Getenv)
 	if err != nil {
 		return err
@@ -84,7 +102,12 @@ func run(ctx context.Context, args []string) error {
 		Token: os.Getenv("RATH_TOKEN"), RequireAuth: requireAuth, Tokens: tokens,
 		ReconcileInterval: *interval, StaleAfter: *staleAfter, Logger: log,
 		// OpenBackend opens the graph and run stores from one URL.
-		SameDatabase: b.SubmitInOneTx(),
+		SameDatabase:   b.SubmitInOneTx(),
+		TracerProvider: tel.TracerProvider, Metrics: tel.Metrics, Gatherer: tel.Registry,
+		JaegerURL: os.Getenv("RATH_JAEGER_URL"),
+	}
+	if err := app.RegisterBackendMetrics(ctx, tel.Registry, b, true, bus.DefaultQueue); err != nil {
+		return err
 	}
 	if tenants != nil {
 		cfg.Tenants = tenants

@@ -1,20 +1,54 @@
 // Command rathctl is Rath's command-line client: it reads and writes the
 // Session Graph, submits and watches runs, and runs the whole system on a
 // laptop with `rathctl dev`.
+//
+// With OTEL_EXPORTER_OTLP_ENDPOINT set, each command is one trace: a root
+// span named for the command, and a client span per API request whose W3C
+// trace context the coordinator continues (docs/observability.md).
 package main
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/rath-run/rath/internal/cli"
+	"github.com/rath-run/rath/internal/telemetry"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	code := run(ctx)
 	stop()
 	os.Exit(code)
+}
+
+func run(ctx context.Context) int {
+	args := os.Args[1:]
+	if telemetry.Enabled(os.Getenv) && (len(args) == 0 || args[0] != "dev") {
+		tp, shutdown, err := telemetry.NewTracerProvider(ctx, telemetry.TraceConfig{ServiceName: "rathctl", Getenv: os.Getenv})
+		if err == nil {
+			defer func() { _ = shutdown(context.WithoutCancel(ctx)) }()
+			// The process edge: rathctl's API client uses the default
+			// transport, traced here once.
+			otel.SetTracerProvider(tp)
+			otel.SetTextMapPropagator(telemetry.Propagator())
+			http.DefaultTransport = otelhttp.NewTransport(http.DefaultTransport)
+			name := "rathctl"
+			if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+				name += " " + args[0]
+			}
+			var span trace.Span
+			ctx, span = telemetry.Tracer(tp).Start(ctx, name)
+			defer span.End()
+		}
+	}
+	return cli.Main(ctx, args, os.Stdin, os.Stdout, os.Stderr)
 }

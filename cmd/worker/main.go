@@ -6,6 +6,10 @@
 //	RATH_QUEUE      job queue (default "default")                   --queue
 //	RATH_SLOTS      concurrent steps (default 4)                    --slots
 //	RATH_HEALTH     health listen address (default :7421)           --health
+//	                (serves /healthz, /readyz and Prometheus /metrics)
+//	OTEL_EXPORTER_OTLP_ENDPOINT  OTLP/HTTP trace collector (unset: no tracing)
+//	OTEL_SERVICE_NAME            service name (default rath-worker)
+//	RATH_LOG_FORMAT, RATH_LOG_LEVEL  json (default) or text; info (default)
 //	RATH_NATS_USER, RATH_NATS_PASSWORD (or _FILE), RATH_NATS_CREDS: NATS
 //	                credentials of the worker role (docs/security.md)
 //
@@ -24,15 +28,17 @@ import (
 	"cmp"
 	"context"
 	"flag"
-	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel"
+
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/natsauth"
+	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/internal/worker"
 )
 
@@ -55,7 +61,14 @@ func run(ctx context.Context, args []string) error {
 	if err := conn.Check(); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log := app.NewLogger(os.Stderr, os.Getenv)
+	tel, err := app.NewTelemetry(ctx, "rath-worker", os.Getenv)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tel.Shutdown(context.WithoutCancel(ctx)) }()
+	otel.SetTracerProvider(tel.TracerProvider)
+	otel.SetTextMapPropagator(telemetry.Propagator())
 	connect, err := app.NATSConnectorAs(conn.NATSURL, "rath-worker", natsauth.RoleWorker, os.Getenv)
 	if err != nil {
 		return err
@@ -74,12 +87,17 @@ func run(ctx context.Context, args []string) error {
 	defer b.Close()
 	w, err := app.NewWorker(ctx, b, os.Getenv, worker.Config{
 		Name: *name, Queue: *queue, Slots: slots, ShutdownTimeout: *shutdown, Heartbeat: *heartbeat, Logger: log,
+		TracerProvider: tel.TracerProvider, Metrics: tel.Metrics,
 	})
 	if err != nil {
 		return err
 	}
+	if err := app.RegisterBackendMetrics(ctx, tel.Registry, b, false, *queue); err != nil {
+		return err
+	}
 	if *health != "" {
 		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", telemetry.Handler(tel.Registry))
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 		mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
 			if !b.NC.IsConnected() {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/telemetry"
 )
 
 func newDevCmd(env *Env) *cobra.Command {
@@ -22,15 +24,23 @@ func newDevCmd(env *Env) *cobra.Command {
 			if verbose {
 				level = slog.LevelInfo
 			}
-			cfg.Logger = slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: level}))
+			cfg.Logger = telemetry.NewLogger(env.Err, telemetry.LogText, level)
 			cfg.Getenv = os.Getenv
 			ctx := cmd.Context()
+			tp, shutdown, err := telemetry.NewTracerProvider(ctx, telemetry.TraceConfig{ServiceName: "rath-dev", Getenv: os.Getenv})
+			if err != nil {
+				return err
+			}
+			defer func() { _ = shutdown(context.WithoutCancel(ctx)) }()
+			cfg.TracerProvider = tp
+			cfg.JaegerURL = os.Getenv("RATH_JAEGER_URL")
 			d, err := app.StartDev(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			defer d.Close()
 			fmt.Fprintf(env.Out, "rath dev: coordinator API on %s (state in %s); Ctrl-C to stop\n", d.URL, cfg.Dir)
+			fmt.Fprintf(env.Out, "web UI: %s/ui/  metrics: %s/metrics\n", d.URL, d.URL)
 			fmt.Fprintf(env.Out, "try: rathctl run --server %s --agent examples/agents/planner.yaml --message 'Plan a trip' --watch\n", d.URL)
 			<-ctx.Done()
 			fmt.Fprintln(env.Out, "rath dev: stopping")
