@@ -123,3 +123,49 @@ func stepVersions(t *testing.T, st store.Store, run string) map[string]session.I
 		p.After = page.Next
 	}
 }
+
+// plainGraph hides GetByKey: a graph that cannot look steps up.
+type plainGraph struct{ session.Graph }
+
+// TestLocalWithoutKeyLookupReExecutes: over a graph without GetByKey the
+// runtime cannot skip steps, so a re-run calls the model again; the commit
+// is still idempotent (Put by key returns the committed version).
+func TestLocalWithoutKeyLookupReExecutes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := llmtest.NewServer(t)
+	srv.Handle(answer)
+	g := plainGraph{session.NewMemoryGraph()}
+	in := mustUser(t, g, "hi")
+	rt, err := flow.NewLocal("plain", serverEnv(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := flow.NewAgent(modelSpec("planner"), "")
+	first, err := flow.Run(ctx, rt, wf, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := flow.Run(ctx, rt, wf, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(srv.Requests()); n != 2 {
+		t.Fatalf("%d model calls, want 2 (no key lookup)", n)
+	}
+	if again.ID() != first.ID() {
+		t.Fatalf("re-run committed %s, want the keyed version %s", again.ID(), first.ID())
+	}
+}
+
+func TestNewLocalValidates(t *testing.T) {
+	t.Parallel()
+	for _, run := range []string{"", "a/b", "has space", string(make([]byte, 129))} {
+		if _, err := flow.NewLocal(run, scriptedEnv()); err == nil {
+			t.Errorf("run id %q accepted", run)
+		}
+	}
+	if _, err := flow.NewLocal("ok", flow.Env{}); err == nil {
+		t.Error("an Env without Resolve accepted")
+	}
+}
