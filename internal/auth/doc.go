@@ -4,7 +4,7 @@
 // # Tokens
 //
 // A token is "rath_" followed by 43 base62 characters (256 random bits).
-// The prefix lets secret scanners recognise a leaked token. The database
+// The prefix lets secret scanners recognize a leaked token. The database
 // keeps only the token's SHA-256 hash: a token is a high-entropy random
 // value, not a password, so a slow password hash (bcrypt, argon2) adds no
 // protection (nobody can search 2^256 inputs, fast or slow) while costing

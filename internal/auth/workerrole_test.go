@@ -147,7 +147,9 @@ func TestWorkerRoleRunsAStep(t *testing.T) {
 	go func() { done <- w.Run(wctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("worker: %v", err)
+		}
 	})
 	r, err := c.Submit(ctx, coordinator.SubmitRequest{
 		Agent:   json.RawMessage(`{"name":"echo","model":"scripted","script":[{"content":"done as rath_worker"}]}`),

@@ -181,7 +181,7 @@ they go through the coordinator with an admin token.`,
 	}
 	create.Flags().StringVar(&req.Scope, "scope", "", "read, submit or admin")
 	create.Flags().StringVar(&req.Tenant, "tenant", "", "the token's tenant (default: default, or the caller's through the API)")
-	create.Flags().StringVar(&req.Name, "name", "", "a name to recognise the token by")
+	create.Flags().StringVar(&req.Name, "name", "", "a name to recognize the token by")
 	create.Flags().StringVar(&req.TTL, "ttl", "", "expire after this long (Go duration, e.g. 720h); default never")
 
 	list := &cobra.Command{
