@@ -156,3 +156,53 @@ func TestDossierCommand(t *testing.T) {
 		t.Errorf("dossier of an unknown run: exit %d, want 1", code)
 	}
 }
+
+func TestGCAndPinCommands(t *testing.T) {
+	t.Parallel()
+	storeFlag, _, run := scriptedRun(t)
+	out := run.Output.String()
+	code, body, errOut := rathctl(t, "", with(storeFlag, "session", "new", "--user", "scratch")...)
+	if code != 0 {
+		t.Fatalf("session new: %d %s", code, errOut)
+	}
+	if code, body, errOut = rathctl(t, "", with(storeFlag, "pin", out, "--note", "release answer")...); code != 0 || !strings.Contains(body, "pinned "+out) {
+		t.Fatalf("pin: exit %d %s %s", code, body, errOut)
+	}
+	var pins struct {
+		Pins []lineage.Pin `json:"pins"`
+	}
+	okJSON(t, &pins, with(storeFlag, "pins")...)
+	if len(pins.Pins) != 1 || pins.Pins[0].ID.String() != out || pins.Pins[0].Note != "release answer" {
+		t.Errorf("pins = %+v", pins)
+	}
+	var rep lineage.GCReport
+	okJSON(t, &rep, with(storeFlag, "gc", "--keep", "1h")...)
+	if rep.Versions != 0 {
+		t.Errorf("gc --keep 1h freed %+v", rep)
+	}
+	// A negligible horizon: the scratch session goes, the run's versions stay.
+	okJSON(t, &rep, with(storeFlag, "gc", "--keep", "1ns", "--dry-run")...)
+	if rep.Versions != 1 || rep.Chunks != 1 || !rep.DryRun {
+		t.Errorf("gc --dry-run = %+v, want the scratch session", rep)
+	}
+	code, body, _ = rathctl(t, "", with(storeFlag, "gc", "--keep", "1ns")...)
+	if code != 0 || !strings.Contains(body, "freed 1 versions, 1 chunks, 0 edges") {
+		t.Errorf("gc: exit %d\n%s", code, body)
+	}
+	var vr verifyReply
+	okJSON(t, &vr, with(storeFlag, "verify", "--all")...)
+	if !vr.OK || vr.Versions != 2 {
+		t.Errorf("verify --all after gc = %+v", vr)
+	}
+	if code, _, _ := rathctl(t, "", with(storeFlag, "unpin", out)...); code != 0 {
+		t.Errorf("unpin: exit %d", code)
+	}
+	if code, _, errOut := rathctl(t, "", with(storeFlag, "unpin", out)...); code != 1 || !strings.Contains(errOut, "not pinned") {
+		t.Errorf("second unpin: exit %d %s", code, errOut)
+	}
+	for _, bad := range [][]string{{"gc"}, {"gc", "--keep", "-1h"}, {"pin", "nope"}} {
+		if code, _, errOut := rathctl(t, "", with(storeFlag, bad...)...); code != 2 {
+			t.Errorf("rathctl %v: exit %d (%s), want 2", bad, code, errOut)
+		}
+	}
+}
