@@ -281,6 +281,6 @@ func newDiffCmd(env *Env) *cobra.Command {
 
 // lineageCmds are the top-level lineage commands.
 func lineageCmds(env *Env) []*cobra.Command {
-	cmds := []*cobra.Command{newGraphCmd(env), newBlameCmd(env), newDiffCmd(env), newVerifyCmd(env), newDossierCmd(env), newGCCmd(env)}
+	cmds := []*cobra.Command{newGraphCmd(env), newBlameCmd(env), newDiffCmd(env), newVerifyCmd(env), newDossierCmd(env), newGCCmd(env), newReplayCmd(env)}
 	return append(cmds, newPinCmds(env)...)
 }
