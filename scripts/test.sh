@@ -15,3 +15,6 @@ scripts/sandbox-image.sh
 
 go vet ./...
 go test -race -count=1 -timeout 40m ${RATH_TEST_FLAGS:-} ./...
+# The deployment files' tests: a module of their own (deploy/go.mod) so the
+# Kubernetes and Compose libraries stay out of the main module.
+(cd deploy && go vet ./... && go test -race -count=1 ${RATH_TEST_FLAGS:-} ./...)
