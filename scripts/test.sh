@@ -12,6 +12,12 @@ export RATH_TEST_DATABASE_URL RATH_TEST_PG_BIN
 # The docker sandbox tests' image, built locally (no registry); a no-op
 # without a Docker Engine or when the image is current.
 scripts/sandbox-image.sh
+# The web UI's browser test drives Debian's chromium (headless).
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get install -y --no-install-recommends chromium >/dev/null 2>&1 ||
+    { apt-get update >/dev/null && apt-get install -y --no-install-recommends chromium >/dev/null; } ||
+    echo "test.sh: could not install chromium; the browser test fails under RATH_REQUIRE_CHROMIUM=1, else skips" >&2
+fi
 
 go vet ./...
 go test -race -count=1 -timeout 40m ${RATH_TEST_FLAGS:-} ./...
