@@ -21,8 +21,10 @@ const TenantRole = "rath_coordinator"
 
 // TenantPools opens, per tenant, a Postgres graph store and run store whose
 // connections carry that tenant (the setting rath.tenant) and act as
-// [TenantRole]: row-level security (migration 00011) then shows and
-// accepts only that tenant's rows. Pools open on first use and stay open
+// [TenantRole] (or, when that role does not exist, as the login user, if
+// row-level security holds it): row-level security (migration 00011) then
+// shows and accepts only that tenant's rows. A connection that would
+// bypass row-level security (a superuser or BYPASSRLS role) is refused. Pools open on first use and stay open
 // until Close. It is safe for concurrent use.
 type TenantPools struct {
 	url string
@@ -52,10 +54,10 @@ func NewTenantPools(dbURL string, maxConns int) (*TenantPools, error) {
 	return &TenantPools{url: dbURL, maxConns: maxConns, pools: map[string]*tenantPool{}}, nil
 }
 
-// tenantURL returns the database URL with the tenant and role set as
-// connection parameters. The tenant was validated, so it needs no quoting
-// beyond URL encoding.
-func (p *TenantPools) tenantURL(tenant string) (string, error) {
+// tenantURL returns the database URL with the tenant (and, when setRole,
+// the role) set as connection parameters. The tenant was validated, so it
+// needs no quoting beyond URL encoding.
+func (p *TenantPools) tenantURL(tenant string, setRole bool) (string, error) {
 	u, err := url.Parse(p.url)
 	if err != nil {
 		// Never quote the URL: it may hold a password.
@@ -63,9 +65,32 @@ func (p *TenantPools) tenantURL(tenant string) (string, error) {
 	}
 	q := u.Query()
 	q.Set("rath.tenant", tenant)
-	q.Set("role", TenantRole)
+	if setRole {
+		q.Set("role", TenantRole)
+	}
 	u.RawQuery = q.Encode()
 	return u.String(), nil
+}
+
+// openGraph opens tenant's graph store acting as TenantRole, or, when that
+// role cannot be taken (the migration could not create it), as the login
+// user, which checkConfined then holds to row-level security.
+func (p *TenantPools) openGraph(ctx context.Context, tenant string) (*pgstore.Store, string, error) {
+	var firstErr error
+	for _, setRole := range []bool{true, false} {
+		u, err := p.tenantURL(tenant, setRole)
+		if err != nil {
+			return nil, "", err
+		}
+		g, err := pgstore.Open(ctx, u, pgstore.Options{MaxConns: int32(p.maxConns)})
+		if err == nil {
+			return g, u, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	return nil, "", fmt.Errorf("tenant %s: open graph store: %w", tenant, firstErr)
 }
 
 // For returns tenant's graph store and run store.
@@ -81,13 +106,9 @@ func (p *TenantPools) For(ctx context.Context, tenant string) (store.Store, *run
 	if tp, ok := p.pools[tenant]; ok {
 		return tp.graph, tp.runs, nil
 	}
-	u, err := p.tenantURL(tenant)
+	g, u, err := p.openGraph(ctx, tenant)
 	if err != nil {
 		return nil, nil, err
-	}
-	g, err := pgstore.Open(ctx, u, pgstore.Options{MaxConns: int32(p.maxConns)})
-	if err != nil {
-		return nil, nil, fmt.Errorf("tenant %s: open graph store: %w", tenant, err)
 	}
 	if err := checkConfined(ctx, g.Pool().QueryRow, tenant); err != nil {
 		_ = g.Close()

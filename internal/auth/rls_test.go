@@ -3,7 +3,11 @@ package auth_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/url"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -138,5 +142,34 @@ func TestRowLevelSecurityConfinesTenants(t *testing.T) {
 	}
 	if all != 3 {
 		t.Errorf("system connection sees %d versions, want 3", all)
+	}
+}
+
+// TestTenantPoolsFailClosed logs in as a role that cannot take
+// rath_coordinator and bypasses row-level security (BYPASSRLS): its tenant
+// pool is refused, not served unconfined.
+func TestTenantPoolsFailClosed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, dbURL := migrated(t)
+	sys := sqlDB(t, dbURL)
+	probe := fmt.Sprintf("rath_probe_%d", time.Now().UnixNano())
+	if _, err := sys.ExecContext(ctx, `CREATE ROLE `+probe+` LOGIN BYPASSRLS`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = sys.ExecContext(context.Background(), `DROP ROLE `+probe) })
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(probe)
+	pools, err := auth.NewTenantPools(u.String(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pools.Close() })
+	_, _, err = pools.For(ctx, "acme")
+	if err == nil || !strings.Contains(err.Error(), "not confined") {
+		t.Fatalf("tenant pool of a BYPASSRLS login = %v, want refused as not confined", err)
 	}
 }
