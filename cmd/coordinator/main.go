@@ -4,6 +4,7 @@
 //
 //	RATH_STORE       store URL (postgres://… or sqlite:PATH)      --store
 //	NATS_URL         NATS server URL (default nats://127.0.0.1:4222) --nats
+//	RATH_NATS_REPLICAS replicas of the JetStream streams (default 1) --nats-replicas
 //	RATH_ADDR        listen address (default :7420)                --addr
 //	RATH_TOKEN       bootstrap admin token (default tenant); turns auth on
 //	RATH_AUTH        auth mode: required, off or auto (default)  --auth
@@ -70,6 +71,7 @@ func run(ctx context.Context, args []string) error {
 		StoreURL: conn.StoreURL,
 		Connect:  connect,
 		Migrate:  true,
+		Bus:      bus.Config{Replicas: conn.Replicas},
 		Logger:   log,
 	})
 	if err != nil {

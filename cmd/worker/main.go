@@ -3,6 +3,7 @@
 //
 //	RATH_STORE      store URL (postgres://… or sqlite:PATH)        --store
 //	NATS_URL        NATS server URL (default nats://127.0.0.1:4222) --nats
+//	RATH_NATS_REPLICAS replicas of the JetStream streams (default 1) --nats-replicas
 //	RATH_QUEUE      job queue (default "default")                   --queue
 //	RATH_SLOTS      concurrent steps (default 4)                    --slots
 //	RATH_HEALTH     health listen address (default :7421)           --health
@@ -78,7 +79,7 @@ func run(ctx context.Context, args []string) error {
 		Connect:  connect,
 		// A worker with NATS credentials may not administer streams: it
 		// binds the ones the coordinator declared (docs/security.md).
-		Bus:    bus.Config{AckWait: *ackWait, Bind: natsauth.Configured(os.Getenv)},
+		Bus:    bus.Config{AckWait: *ackWait, Bind: natsauth.Configured(os.Getenv), Replicas: conn.Replicas},
 		Logger: log,
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -100,6 +101,14 @@ type StoreNATS struct {
 	StoreURL string
 	// NATSURL is --nats, default $NATS_URL or nats://127.0.0.1:4222.
 	NATSURL string
+	// Replicas is --nats-replicas, default $RATH_NATS_REPLICAS or 1: the
+	// replica count of the JetStream streams and object store
+	// ([bus.Config.Replicas]). Every process declaring the streams must
+	// use the same value, or the last to start re-declares them with its
+	// own.
+	Replicas int
+
+	replicasErr error
 }
 
 // StoreNATSFlags defines --store and --nats on fs, their defaults taken from
@@ -108,13 +117,26 @@ func StoreNATSFlags(fs *flag.FlagSet) *StoreNATS {
 	f := &StoreNATS{}
 	fs.StringVar(&f.StoreURL, "store", os.Getenv("RATH_STORE"), "store URL (postgres://… or sqlite:PATH)")
 	fs.StringVar(&f.NATSURL, "nats", cmp.Or(os.Getenv("NATS_URL"), nats.DefaultURL), "NATS server URL")
+	if v := os.Getenv("RATH_NATS_REPLICAS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			f.replicasErr = fmt.Errorf("RATH_NATS_REPLICAS=%q: want an integer 1..5", v)
+		}
+		f.Replicas = n
+	}
+	fs.IntVar(&f.Replicas, "nats-replicas", cmp.Or(f.Replicas, 1), "replicas of the JetStream streams (1..5; 3 on a 3-node NATS cluster)")
 	return f
 }
 
-// Check reports a missing store URL.
+// Check reports a missing store URL or a bad replica count.
 func (f *StoreNATS) Check() error {
-	if f.StoreURL == "" {
+	switch {
+	case f.StoreURL == "":
 		return errors.New("--store (or RATH_STORE) is required")
+	case f.replicasErr != nil:
+		return f.replicasErr
+	case f.Replicas < 1 || f.Replicas > 5:
+		return fmt.Errorf("--nats-replicas (or RATH_NATS_REPLICAS) = %d: want 1..5", f.Replicas)
 	}
 	return nil
 }

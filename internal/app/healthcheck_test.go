@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"flag"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -29,5 +30,34 @@ func TestHealthcheck(t *testing.T) {
 	srv.Close()
 	if err := app.Healthcheck(context.Background(), srv.URL+"/healthz"); err == nil {
 		t.Fatal("closed server: no error")
+	}
+}
+
+func TestStoreNATSReplicas(t *testing.T) {
+	for _, tc := range []struct {
+		env     string
+		args    []string
+		want    int
+		wantErr string
+	}{
+		{"", nil, 1, ""},
+		{"3", nil, 3, ""},
+		{"3", []string{"--nats-replicas", "1"}, 1, ""},
+		{"x", nil, 0, `RATH_NATS_REPLICAS="x"`},
+		{"", []string{"--nats-replicas", "6"}, 6, "want 1..5"},
+	} {
+		t.Setenv("RATH_NATS_REPLICAS", tc.env)
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		f := app.StoreNATSFlags(fs)
+		if err := fs.Parse(append([]string{"--store", "sqlite:x.db"}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		err := f.Check()
+		switch {
+		case tc.wantErr == "" && (err != nil || f.Replicas != tc.want):
+			t.Errorf("env %q args %v: replicas %d, error %v; want %d", tc.env, tc.args, f.Replicas, err, tc.want)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("env %q args %v: error %v, want one containing %q", tc.env, tc.args, err, tc.wantErr)
+		}
 	}
 }
