@@ -77,7 +77,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer b.Close()
+	defer app.CloseWithin(b, 5*time.Second, log)
 	if fs.Arg(0) == "migrate" {
 		log.Info("migrations applied")
 		return nil

@@ -85,7 +85,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer b.Close()
+	defer app.CloseWithin(b, 5*time.Second, log)
 	w, err := app.NewWorker(ctx, b, os.Getenv, worker.Config{
 		Name: *name, Queue: *queue, Slots: slots, ShutdownTimeout: *shutdown, Heartbeat: *heartbeat, Logger: log,
 		TracerProvider: tel.TracerProvider, Metrics: tel.Metrics,

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
@@ -92,6 +93,26 @@ func Healthcheck(ctx context.Context, url string) error {
 		return fmt.Errorf("healthcheck %s: %s", url, resp.Status)
 	}
 	return nil
+}
+
+// CloseWithin closes c, giving up after d: a process on its way out must
+// not outlive its grace period because a connection pool waits on a
+// connection whose network path silently died (pgxpool.Close waits up to a
+// minute for an abandoned health-check ping). Giving up leaves the closing
+// to the process exit; the failure is logged.
+func CloseWithin(c io.Closer, d time.Duration, log *slog.Logger) {
+	done := make(chan error, 1)
+	go func() { done <- c.Close() }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			log.Warn("close", slog.Any("error", err))
+		}
+	case <-t.C:
+		log.Warn("close did not finish; exiting without waiting", slog.Duration("waited", d))
+	}
 }
 
 // StoreNATS holds the --store and --nats flags the coordinator and the

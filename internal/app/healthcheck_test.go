@@ -3,10 +3,12 @@ package app_test
 import (
 	"context"
 	"flag"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rath-run/rath/internal/app"
 )
@@ -59,5 +61,30 @@ func TestStoreNATSReplicas(t *testing.T) {
 		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 			t.Errorf("env %q args %v: error %v, want one containing %q", tc.env, tc.args, err, tc.wantErr)
 		}
+	}
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
+
+func TestCloseWithin(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	closed := false
+	app.CloseWithin(closerFunc(func() error { closed = true; return nil }), time.Minute, log)
+	if !closed {
+		t.Fatal("a quick Close did not run to its end")
+	}
+	release := make(chan struct{})
+	defer close(release)
+	done := make(chan struct{})
+	go func() {
+		app.CloseWithin(closerFunc(func() error { <-release; return nil }), 10*time.Millisecond, log)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("CloseWithin waited for a Close that never returns")
 	}
 }
