@@ -27,7 +27,8 @@ import (
 // from the waiting one ([ContinuationID]); a continuation may wait in turn.
 // A run is waiting while one of its steps waits and no other runs.
 
-// ErrNotWaiting: the run or step has nothing waiting for a decision.
+// ErrNotWaiting reports that a run or step has nothing waiting for a
+// decision.
 var ErrNotWaiting = errors.New("rath: nothing waits for a decision")
 
 // ContinuationID returns the id of the step that continues stepID once its
