@@ -241,4 +241,3 @@ func stepOutput(ctx context.Context, g session.Graph, st runs.Step) (session.Ses
 		return session.Session{}, fmt.Errorf("step %s is %s: %w", st.Key, st.Status, ErrStepCanceled)
 	}
 }
-

@@ -468,9 +468,9 @@ func (c *Coordinator) commonBaseHTTP(w http.ResponseWriter, r *http.Request) {
 // or its run arrives. One watch of all events feeds it (when the bus can
 // watch everything); a caller polls as well, since events may be lost.
 type stepWaiters struct {
-	mu      sync.Mutex
-	byStep  map[string]map[chan struct{}]struct{}
-	byRun   map[string]map[chan struct{}]struct{}
+	mu     sync.Mutex
+	byStep map[string]map[chan struct{}]struct{}
+	byRun  map[string]map[chan struct{}]struct{}
 }
 
 // allWatcher is a bus that can stream every event (the real bus).

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"sync"
@@ -95,7 +96,8 @@ func (g *Graph) CommonBase(ctx context.Context, a, b session.ID) (session.ID, bo
 // translate maps a 404 to session.ErrNotFound, so callers of the Graph
 // see the contract's errors; others pass through.
 func translate(err error) error {
-	if e, ok := err.(*APIError); ok && e.Status == http.StatusNotFound {
+	var e *APIError
+	if errors.As(err, &e) && e.Status == http.StatusNotFound {
 		return &notFound{e}
 	}
 	return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/testdb"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/flow"
@@ -22,8 +23,15 @@ import (
 func startStack(t *testing.T, workers int, env map[string]string) *client.Client {
 	t.Helper()
 	dir := t.TempDir()
+	return startStackOn(t, "sqlite:"+filepath.Join(dir, "rath.db"), workers, env)
+}
+
+// startStackOn is startStack on the store at storeURL.
+func startStackOn(t *testing.T, storeURL string, workers int, env map[string]string) *client.Client {
+	t.Helper()
+	dir := t.TempDir()
 	d, err := app.StartDev(context.Background(), app.DevConfig{
-		Dir: dir, Addr: "127.0.0.1:0", StoreURL: "sqlite:" + filepath.Join(dir, "rath.db"),
+		Dir: dir, Addr: "127.0.0.1:0", StoreURL: storeURL,
 		Workers: workers, Slots: 8, Getenv: func(k string) string { return env[k] },
 	})
 	if err != nil {
@@ -48,11 +56,22 @@ func writer(name string) agent.Spec {
 
 func TestFanOutMergeOnCluster(t *testing.T) {
 	t.Parallel()
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		fanOutMerge(t, "sqlite:"+filepath.Join(t.TempDir(), "rath.db"))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		fanOutMerge(t, testdb.Postgres(t))
+	})
+}
+
+func fanOutMerge(t *testing.T, storeURL string) {
 	srv, env := fakeModel(t)
 	srv.Handle(func(r llmtest.Request) llmtest.Reply {
 		return llmtest.Reply{Content: "line", Usage: session.Usage{PromptTokens: 5, CompletionTokens: 1, TotalTokens: 6}}
 	})
-	c := startStack(t, 2, env)
+	c := startStackOn(t, storeURL, 2, env)
 	ctx := context.Background()
 	rt, in, err := cluster.Start(ctx, c, client.WorkflowRequest{Message: "write"})
 	if err != nil {
@@ -135,9 +154,8 @@ func TestRestartedDriverReusesSteps(t *testing.T) {
 	}
 	// The fan-in merge is keyed: the re-executed fan-out merged to the same
 	// version.
-	base, err := out.Version().Parents[0], error(nil)
-	if base != mid.ID() || err != nil {
-		t.Fatalf("the last step's input %s, want the first driver's merge %s", base, mid.ID())
+	if base := out.Version().Parents[0]; base != mid.ID() {
+		t.Fatalf("the last step's input %s, want the first driver's merge %s", out.Version().Parents[0], mid.ID())
 	}
 }
 
