@@ -20,7 +20,7 @@ import (
 type discard struct{}
 
 func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
-func (discard) Shutdown(context.Context) error                            { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
 
 type echoTool struct{}
 

@@ -121,7 +121,6 @@ func RedactError(err error) error {
 	return redactedError{msg: msg, err: err}
 }
 
-
 const redacted = "[REDACTED]"
 
 // secretPatterns find secrets inside free text: provider API keys, bearer

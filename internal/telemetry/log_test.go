@@ -75,11 +75,11 @@ func TestLoggerStampsTraceIDs(t *testing.T) {
 func TestRedact(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"key sk-abcdefghijklmnop done":               "key [REDACTED] done",
-		"nats://user:pw@host:4222":                   "nats://user:[REDACTED]@host:4222",
-		"Authorization: Basic dXNlcjpwYXNz":          "Authorization: Basic [REDACTED]",
-		`{"api_key": "abc123"}`:                      `{"api_key": "[REDACTED]"}`,
-		"password=hunter2&user=x":                    "password=[REDACTED]&user=x",
+		"key sk-abcdefghijklmnop done":                "key [REDACTED] done",
+		"nats://user:pw@host:4222":                    "nats://user:[REDACTED]@host:4222",
+		"Authorization: Basic dXNlcjpwYXNz":           "Authorization: Basic [REDACTED]",
+		`{"api_key": "abc123"}`:                       `{"api_key": "[REDACTED]"}`,
+		"password=hunter2&user=x":                     "password=[REDACTED]&user=x",
 		"plain text with no secrets, run_01a2 step 0": "plain text with no secrets, run_01a2 step 0",
 	} {
 		if got := telemetry.Redact(in); got != want {

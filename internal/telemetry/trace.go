@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -50,9 +51,10 @@ func Enabled(getenv func(string) string) bool {
 // NewTracerProvider returns the process's tracer provider and its shutdown
 // function (which flushes spans still buffered). Without an exporter and
 // with tracing not [Enabled], it is otel's no-op provider and shutdown does
-// nothing. Otherwise spans go over OTLP/HTTP (protobuf), configured by the
-// standard OTEL_EXPORTER_OTLP_* variables (endpoint, headers, timeout,
-// compression; the exporter reads them itself), with the resource from
+// nothing. Otherwise spans go over OTLP (HTTP/protobuf, or gRPC when
+// OTEL_EXPORTER_OTLP_PROTOCOL=grpc), configured by the standard
+// OTEL_EXPORTER_OTLP_* variables (endpoint, headers, timeout, compression;
+// the exporter reads them itself), with the resource from
 // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
 func NewTracerProvider(ctx context.Context, cfg TraceConfig) (trace.TracerProvider, func(context.Context) error, error) {
 	exp := cfg.Exporter
@@ -60,16 +62,8 @@ func NewTracerProvider(ctx context.Context, cfg TraceConfig) (trace.TracerProvid
 		if !Enabled(cfg.Getenv) {
 			return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
 		}
-		var opts []otlptracehttp.Option
-		// The exporter reads the OS environment itself; the endpoint is
-		// taken from Getenv too, so a caller's environment decides.
-		if u := cfg.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"); u != "" {
-			opts = append(opts, otlptracehttp.WithEndpointURL(u))
-		} else if u := cfg.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"); u != "" {
-			opts = append(opts, otlptracehttp.WithEndpointURL(strings.TrimRight(u, "/")+"/v1/traces"))
-		}
 		var err error
-		if exp, err = otlptracehttp.New(ctx, opts...); err != nil {
+		if exp, err = newExporter(ctx, cfg.Getenv); err != nil {
 			return nil, nil, fmt.Errorf("telemetry: OTLP trace exporter: %w", err)
 		}
 	}
@@ -142,4 +136,33 @@ func TraceID(ctx context.Context) string {
 		return ""
 	}
 	return sc.TraceID().String()
+}
+
+// newExporter returns the OTLP exporter the environment asks for:
+// OTLP/HTTP with protobuf by default, gRPC when OTEL_EXPORTER_OTLP_PROTOCOL
+// (or OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) is "grpc". The exporters read
+// the other OTEL_EXPORTER_OTLP_* variables from the OS environment
+// themselves; the endpoint is taken from getenv, so the caller's
+// environment decides.
+func newExporter(ctx context.Context, getenv func(string) string) (sdktrace.SpanExporter, error) {
+	protocol := cmp.Or(getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), getenv("OTEL_EXPORTER_OTLP_PROTOCOL"), "http/protobuf")
+	traces, base := getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+	switch protocol {
+	case "grpc":
+		var opts []otlptracegrpc.Option
+		if u := cmp.Or(traces, base); u != "" {
+			opts = append(opts, otlptracegrpc.WithEndpointURL(u))
+		}
+		return otlptracegrpc.New(ctx, opts...) //nolint:wrapcheck // the caller wraps
+	case "http/protobuf":
+		var opts []otlptracehttp.Option
+		if traces != "" {
+			opts = append(opts, otlptracehttp.WithEndpointURL(traces))
+		} else if base != "" {
+			opts = append(opts, otlptracehttp.WithEndpointURL(strings.TrimRight(base, "/")+"/v1/traces"))
+		}
+		return otlptracehttp.New(ctx, opts...) //nolint:wrapcheck // the caller wraps
+	default:
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL %q: want grpc or http/protobuf", protocol)
+	}
 }
