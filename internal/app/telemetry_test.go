@@ -173,7 +173,9 @@ func TestTraceAcrossNATS(t *testing.T) {
 				t.Errorf("run %d: invoke_agent %s = %q, want %q", i+1, k, ag.Attrs[k], want)
 			}
 		}
-		chats := find(func(sp telemetrytest.Span) bool { return sp.ParentID == ag.SpanID && sp.Attrs["gen_ai.operation.name"] == "chat" })
+		chats := find(func(sp telemetrytest.Span) bool {
+			return sp.ParentID == ag.SpanID && sp.Attrs["gen_ai.operation.name"] == "chat"
+		})
 		tools := find(func(sp telemetrytest.Span) bool {
 			return sp.ParentID == ag.SpanID && sp.Attrs["gen_ai.operation.name"] == "execute_tool"
 		})

@@ -70,4 +70,3 @@ func (c *Coordinator) uiLogin(w http.ResponseWriter, r *http.Request) {
 	})
 	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 }
-
