@@ -1,0 +1,61 @@
+package bus
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+)
+
+// FuzzDecodeJob feeds arbitrary job messages (body and version header) to
+// the decoder every delivery goes through: it never panics; a message it
+// refuses is ErrMalformedJob (the worker terminates it, nothing runs); one
+// it accepts is a valid job that re-encodes and decodes to the same job.
+func FuzzDecodeJob(f *testing.F) {
+	valid := `{"v":1,"step_id":"run_a/0","run_id":"run_a","queue":"default","input":"0199a3a4-7d5c-7000-8000-000000000000","target":{"name":"a"},"created_at":"2026-01-01T00:00:00Z"}`
+	for _, s := range []struct{ ver, body string }{
+		{"", valid},
+		{"1", valid},
+		{"2", valid},
+		{"", `{"v":1}`},
+		{"", `{"v":1,"step_id":"a b","run_id":"r","input":"x","target":{}}`},
+		{"", `{"v":1,"step_id":"s","run_id":"r","queue":"UPPER","input":"0199a3a4-7d5c-7000-8000-000000000000","target":{},"created_at":"2026-01-01T00:00:00Z"}`},
+		{"", `{"v":1,"step_id":"s","run_id":"r","input":"0199a3a4-7d5c-7000-8000-000000000000","target":"","created_at":"2026-01-01T00:00:00Z"}`},
+		{"", `[]`},
+		{"", `{"v":1,"budget":{"max_tokens":-1}}`},
+		{"x", ``},
+	} {
+		f.Add(s.ver, []byte(s.body))
+	}
+	f.Fuzz(func(t *testing.T, ver string, body []byte) {
+		hdr := nats.Header{}
+		if ver != "" {
+			hdr.Set(HeaderJobVersion, ver)
+		}
+		job, err := decodeJob(hdr, body)
+		if err != nil {
+			if !errors.Is(err, ErrMalformedJob) {
+				t.Fatalf("refusal %v is not ErrMalformedJob", err)
+			}
+			return
+		}
+		if err := job.validate(); err != nil {
+			t.Fatalf("accepted an invalid job: %v", err)
+		}
+		again, err := decodeJob(nats.Header{HeaderJobVersion: {strconv.Itoa(JobVersion)}}, mustMarshal(t, job))
+		if err != nil || again.StepID != job.StepID || again.Input != job.Input || string(again.Target) != string(job.Target) {
+			t.Fatalf("round trip: %+v, %v", again, err)
+		}
+	})
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
