@@ -161,11 +161,11 @@ func TestGCAndPinCommands(t *testing.T) {
 	t.Parallel()
 	storeFlag, _, run := scriptedRun(t)
 	out := run.Output.String()
-	code, body, errOut := rathctl(t, "", with(storeFlag, "session", "new", "--user", "scratch")...)
+	code, _, errOut := rathctl(t, "", with(storeFlag, "session", "new", "--user", "scratch")...)
 	if code != 0 {
 		t.Fatalf("session new: %d %s", code, errOut)
 	}
-	if code, body, errOut = rathctl(t, "", with(storeFlag, "pin", out, "--note", "release answer")...); code != 0 || !strings.Contains(body, "pinned "+out) {
+	if code, body, errOut := rathctl(t, "", with(storeFlag, "pin", out, "--note", "release answer")...); code != 0 || !strings.Contains(body, "pinned "+out) {
 		t.Fatalf("pin: exit %d %s %s", code, body, errOut)
 	}
 	var pins struct {
@@ -185,7 +185,7 @@ func TestGCAndPinCommands(t *testing.T) {
 	if rep.Versions != 1 || rep.Chunks != 1 || !rep.DryRun {
 		t.Errorf("gc --dry-run = %+v, want the scratch session", rep)
 	}
-	code, body, _ = rathctl(t, "", with(storeFlag, "gc", "--keep", "1ns")...)
+	code, body, _ := rathctl(t, "", with(storeFlag, "gc", "--keep", "1ns")...)
 	if code != 0 || !strings.Contains(body, "freed 1 versions, 1 chunks, 0 edges") {
 		t.Errorf("gc: exit %d\n%s", code, body)
 	}
