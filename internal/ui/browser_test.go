@@ -159,7 +159,7 @@ func TestBrowser(t *testing.T) {
 	if !strings.Contains(files, "plan.md") {
 		t.Errorf("files panel %q lacks plan.md", files)
 	}
-	shot(t, bctx, "rath-ui-run")
+	shot(bctx, t, "rath-ui-run")
 
 	// Live: a run on a queue no worker serves yet stays pending while its
 	// page is open; a worker then runs it, and the page follows over SSE.
@@ -187,7 +187,12 @@ func TestBrowser(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
-	defer func() { stopWorker(); <-done }()
+	defer func() {
+		stopWorker()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	}()
 	if err := chromedp.Do(bctx,
 		chromedp.WaitVisible(css(`#events li[data-type="step.committed"]`)),
 		chromedp.WaitVisible(css(`#events li[data-type="run.completed"]`)),
@@ -196,12 +201,12 @@ func TestBrowser(t *testing.T) {
 	); err != nil {
 		t.Fatalf("live updates: %v", err)
 	}
-	shot(t, bctx, "rath-ui-live")
+	shot(bctx, t, "rath-ui-live")
 }
 
 // shot saves a full-page screenshot under $RATH_ARTIFACTS (default the OS
 // temp dir) and logs its path.
-func shot(t *testing.T, ctx context.Context, name string) {
+func shot(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
