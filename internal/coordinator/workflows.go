@@ -38,6 +38,9 @@ func (c *Coordinator) workflowRoutes(api *apiMux) {
 	api.HandleFunc("GET /v1/versions/{id}/common-base", c.commonBaseHTTP)
 }
 
+// MaxTimeout bounds a run's timeout.
+const MaxTimeout = 366 * 24 * time.Hour
+
 // parseTimeout turns a request's timeout into a deadline from now.
 func parseTimeout(s string) (*time.Time, error) {
 	if s == "" {
@@ -46,6 +49,9 @@ func parseTimeout(s string) (*time.Time, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
 		return nil, badRequest("timeout: %q is not a positive duration (e.g. \"90s\", \"10m\")", s)
+	}
+	if d > MaxTimeout {
+		return nil, badRequest("timeout: %s exceeds the limit %s", d, MaxTimeout)
 	}
 	t := time.Now().Add(d).UTC()
 	return &t, nil
