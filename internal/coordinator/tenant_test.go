@@ -131,6 +131,13 @@ func TestTenantIsolation(t *testing.T) {
 			t.Error("umbrella revoked acme's token")
 		}
 	}
+	// Acme streams its own run's events and reads its own files.
+	if code, b := s.call(t, acme.Secret, "GET", "/v1/runs/"+run.ID+"/events", ""); code != http.StatusOK || !strings.Contains(string(b), "run.completed") {
+		t.Errorf("acme's own events = %d %s, want 200 ending with run.completed", code, b)
+	}
+	if code, b := s.call(t, acme.Secret, "GET", "/v1/sessions/"+out+"/export", ""); code != http.StatusOK || !strings.Contains(string(b), "secret prompt") {
+		t.Errorf("acme's own export = %d %s", code, b)
+	}
 	// Acme sees its own lists.
 	s.mustCall(t, http.StatusOK, acme.Secret, "GET", "/v1/runs", "", &rl)
 	if len(rl.Runs) != 1 {
