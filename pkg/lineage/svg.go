@@ -172,7 +172,7 @@ func (g *Graph) layout() ([]item, [][]int, [][]int) {
 			if !down {
 				l = depth - 1 - k
 			}
-			place(items, layers[l], down)
+			place(items, layers[l])
 		}
 	}
 	minX := math.Inf(1)
@@ -189,18 +189,19 @@ func sep(items []item, a, b int) float64 {
 	return (items[a].width()+items[b].width())/2 + gapX
 }
 
-// place moves one layer's items towards the mean x of their neighbors
-// above (down) or below (!down).
-func place(items []item, l []int, down bool) {
+// place moves one layer's items towards the mean x of their neighbors,
+// keeping their order and spacing.
+func place(items []item, l []int) {
 	if len(l) == 0 {
 		return
 	}
 	want := make([]float64, len(l))
 	for k, i := range l {
-		nb := items[i].up
-		if !down {
-			nb = items[i].down
-		}
+		// Pull towards every linked item, above and below: a merge then
+		// sits between its branches and the branches between their fork
+		// and merge, so chains of fan-outs stay straight instead of
+		// drifting to one side.
+		nb := append(slices.Clone(items[i].up), items[i].down...)
 		if len(nb) == 0 {
 			want[k] = items[i].x
 			continue
