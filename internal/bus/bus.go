@@ -100,18 +100,49 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Bus, error) {
 	return b, nil
 }
 
-// bind looks up what New would declare (Config.Bind).
+// bindWait is how long bind waits for the coordinator to declare the
+// streams, polling every bindPoll.
+const (
+	bindWait = time.Minute
+	bindPoll = 250 * time.Millisecond
+)
+
+// bind looks up what New would declare (Config.Bind), waiting up to
+// bindWait for a coordinator that is still starting to declare it.
 func (b *Bus) bind(ctx context.Context) (*Bus, error) {
+	deadline := time.NewTimer(bindWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(bindPoll)
+	defer tick.Stop()
+	for {
+		err := b.lookup(ctx)
+		if err == nil || !errors.Is(err, jetstream.ErrStreamNotFound) && !errors.Is(err, jetstream.ErrBucketNotFound) {
+			if err != nil {
+				return nil, err
+			}
+			return b, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (waiting for it: %w)", err, ctx.Err())
+		case <-deadline.C:
+			return nil, err
+		case <-tick.C:
+		}
+	}
+}
+
+func (b *Bus) lookup(ctx context.Context) error {
 	for _, name := range []string{JobsStream, EventsStream} {
 		if _, err := b.js.Stream(ctx, name); err != nil {
-			return nil, fmt.Errorf("bind stream %s (the coordinator declares it): %w", name, translate(ctx, err))
+			return fmt.Errorf("bind stream %s (the coordinator declares it): %w", name, translate(ctx, err))
 		}
 	}
 	var err error
 	if b.workspaces, err = b.js.ObjectStore(ctx, WorkspacesBucket); err != nil {
-		return nil, fmt.Errorf("bind object store %s (the coordinator declares it): %w", WorkspacesBucket, translate(ctx, err))
+		return fmt.Errorf("bind object store %s (the coordinator declares it): %w", WorkspacesBucket, translate(ctx, err))
 	}
-	return b, nil
+	return nil
 }
 
 // JetStream returns the JetStream context the bus uses, for what the bus

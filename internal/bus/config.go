@@ -47,7 +47,8 @@ type Config struct {
 	// Bind makes [New] look the streams and the object store up instead of
 	// declaring them: for connections whose NATS permissions allow no
 	// stream administration (workers under package natsauth). The
-	// coordinator declares them; until it has, New fails.
+	// coordinator declares them; New waits up to a minute for that, then
+	// fails.
 	Bind bool
 	// Logger receives debug and warning records. Default: discard.
 	Logger *slog.Logger

@@ -319,3 +319,52 @@ func TestCredentialsRequired(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerBindsOnceDeclared: a worker that starts before the coordinator
+// waits for the streams instead of failing (bus.Config.Bind).
+func TestWorkerBindsOnceDeclared(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	users, err := natsauth.ServerUsers([]natsauth.User{
+		{Name: "coordinator", Password: "coord-pw", Role: natsauth.RoleCoordinator},
+		{Name: "worker", Password: "worker-pw", Role: natsauth.RoleWorker},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := embedded.Start(ctx, embedded.Options{StoreDir: t.TempDir(), Port: -1, Users: users})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	c := &cluster{srv: srv}
+	var v violations
+	wnc := c.worker(t, &v)
+	bound := make(chan error, 1)
+	go func() {
+		_, err := bus.New(ctx, wnc, bus.Config{Bind: true})
+		bound <- err
+	}()
+	select {
+	case err := <-bound:
+		t.Fatalf("the worker bound before any stream existed: %v", err)
+	default:
+	}
+	nc, err := srv.Connect(nats.UserInfo("coordinator", "coord-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if _, err := bus.New(ctx, nc, bus.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-bound:
+		if err != nil {
+			t.Fatalf("worker bind after the coordinator declared: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the worker never bound")
+	}
+}
