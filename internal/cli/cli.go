@@ -65,6 +65,7 @@ func newRoot(env *Env) *cobra.Command {
 	root.AddCommand(newMemoryCmd(env))
 	root.AddCommand(newLoginCmd(env), newTokenCmd(env))
 	root.AddCommand(newCheckCmd(env))
+	root.AddCommand(newBenchCmd(env))
 	root.AddCommand(newApprovalCmds(env)...)
 	root.AddCommand(lineageCmds(env)...)
 	return root

@@ -1,0 +1,265 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/bench"
+	"github.com/rath-run/rath/internal/testdb"
+	"github.com/rath-run/rath/internal/testenv"
+	"github.com/rath-run/rath/pkg/client"
+	"github.com/rath-run/rath/pkg/sandbox/docker"
+)
+
+func devTarget(t *testing.T, storeURL string, workers int) *bench.Target {
+	t.Helper()
+	dir := t.TempDir()
+	d, err := app.StartDev(t.Context(), app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", StoreURL: storeURL, Workers: workers, Slots: 4, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	cl, err := client.New(d.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if storeURL == "" {
+		storeURL = "sqlite:" + filepath.Join(dir, "rath.db")
+	}
+	return &bench.Target{Name: "test dev stack", Client: cl, NC: d.Backend.NC, StoreURL: storeURL, Memory: d.Backend.Memory}
+}
+
+func shortConfig(t *testing.T, scenarios ...string) bench.Config {
+	return bench.Config{
+		Scenarios: scenarios, Duration: 600 * time.Millisecond, Concurrency: 4,
+		ForkLengths: []int{10, 200}, Appends: 20, Depth: 30, RecallSizes: []int{50, 200}, Fanout: 3,
+		Dir: t.TempDir(), Progress: io.Discard, Getenv: os.Getenv,
+	}
+}
+
+// decode round-trips the report through its JSON form, as --json writes it.
+func decode(t *testing.T, r *bench.Report) (bench.Report, map[string]any) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := r.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var typed bench.Report
+	var raw map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &typed); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(buf.Bytes(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	return typed, raw
+}
+
+func checkFigures(t *testing.T, r bench.Report, scenarios ...string) {
+	t.Helper()
+	for _, s := range scenarios {
+		n := 0
+		for _, f := range r.Figures {
+			if f.Scenario != s {
+				continue
+			}
+			n++
+			if !(f.Value > 0) || f.Unit == "" {
+				t.Errorf("%s: figure %q = %v %q, want a positive value with a unit", s, f.Name, f.Value, f.Unit)
+			}
+			if f.Limit != "" && !(f.LimitValue > 0 && f.Ratio > 0) {
+				t.Errorf("%s: figure %q names limit %q but has value %v, ratio %v", s, f.Name, f.Limit, f.LimitValue, f.Ratio)
+			}
+		}
+		if n == 0 {
+			t.Errorf("scenario %s reported no figures", s)
+		}
+	}
+}
+
+func TestRunAllScenariosOnDevStack(t *testing.T) {
+	tg := devTarget(t, "", 1)
+	tg.StartStack = func(ctx context.Context, workers int) (*bench.Target, func(), error) {
+		return devTarget(t, "", workers), func() {}, nil
+	}
+	cfg := shortConfig(t, "steps", "fork", "lineage", "recall", "fanout")
+	cfg.WorkerSweep = []int{1, 2}
+	rep, err := bench.Run(t.Context(), tg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, raw := decode(t, rep)
+	for _, k := range []string{"started", "elapsed_s", "target", "machine", "limits", "figures", "series", "scenarios"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("JSON report has no %q field", k)
+		}
+	}
+	for _, name := range []string{bench.LimitCommit, bench.LimitJetStream} {
+		i := slices.IndexFunc(r.Limits, func(l bench.Limit) bool { return l.Name == name })
+		if i < 0 || !(r.Limits[i].Value > 0) {
+			t.Errorf("limit %q missing or not positive: %+v", name, r.Limits)
+		}
+	}
+	checkFigures(t, r, "steps", "fork", "lineage", "recall", "fanout")
+	// steps/s is shown as a ratio to the commit limit.
+	if !slices.ContainsFunc(r.Figures, func(f bench.Figure) bool {
+		return f.Scenario == "steps" && f.Unit == "steps/s" && f.Limit == bench.LimitCommit && f.Ratio > 0
+	}) {
+		t.Error("no steps/s figure against the commit limit")
+	}
+	for _, want := range []string{"steps_vs_workers", "fork_vs_length", "storage_vs_appends", "load_vs_length", "recall_vs_items"} {
+		i := slices.IndexFunc(r.Series, func(s bench.Series) bool { return s.Name == want })
+		if i < 0 {
+			t.Errorf("no %s series", want)
+			continue
+		}
+		s := r.Series[i]
+		if len(s.Points) < 2 {
+			t.Errorf("%s: %d points, want at least 2", want, len(s.Points))
+		}
+		for i, p := range s.Points[1:] {
+			switch {
+			case want == "storage_vs_appends":
+				// The store grows by whole pages: flat between page
+				// allocations, never shrinking, grown by the end.
+				if p.Y < s.Points[i].Y || !(p.X > s.Points[i].X) {
+					t.Errorf("%s: %+v after %+v", want, p, s.Points[i])
+				}
+			case !(p.X > 0 && p.Y > 0):
+				t.Errorf("%s: point %+v is not positive", want, p)
+			}
+		}
+		if last := s.Points[len(s.Points)-1]; !(last.Y > 0) {
+			t.Errorf("%s: last point %+v is not positive", want, last)
+		}
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "×") || !strings.Contains(table.String(), bench.LimitCommit) {
+		t.Errorf("table shows no ratios:\n%s", table.String())
+	}
+}
+
+func TestStepsOnPostgresMeasuresPgbench(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: starts a dev stack on Postgres")
+	}
+	tg := devTarget(t, testdb.Postgres(t), 1)
+	rep, err := bench.Run(t.Context(), tg, shortConfig(t, "steps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := decode(t, rep)
+	i := slices.IndexFunc(r.Limits, func(l bench.Limit) bool { return l.Name == bench.LimitCommit })
+	if i < 0 || !strings.Contains(r.Limits[i].How, "Postgres") || !(r.Limits[i].Value > 0) {
+		t.Fatalf("no Postgres commit limit: %+v", r.Limits)
+	}
+	if !slices.ContainsFunc(r.Limits, func(l bench.Limit) bool { return l.Name == bench.LimitPgbench && l.Value > 0 }) &&
+		!slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "pgbench not found") }) {
+		t.Errorf("neither a pgbench limit nor a note saying why not: %+v %q", r.Limits, r.Notes)
+	}
+	checkFigures(t, r, "steps")
+}
+
+func TestSandboxAgainstDockerExec(t *testing.T) {
+	testenv.RequireDocker(t, docker.DefaultImage)
+	tg := devTarget(t, "", 1)
+	cfg := shortConfig(t, "sandbox")
+	cfg.Duration = 2 * time.Second
+	rep, err := bench.Run(t.Context(), tg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := decode(t, rep)
+	if !slices.ContainsFunc(r.Limits, func(l bench.Limit) bool { return l.Name == bench.LimitDockerCLI && l.Value > 0 }) {
+		t.Errorf("no docker exec limit: %+v", r.Limits)
+	}
+	checkFigures(t, r, "sandbox")
+}
+
+func TestRecallWithoutMemoryIsSkippedWithANote(t *testing.T) {
+	tg := devTarget(t, "", 1)
+	tg.Memory = nil
+	rep, err := bench.Run(t.Context(), tg, shortConfig(t, "recall"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Notes) == 0 || !strings.Contains(strings.Join(rep.Notes, "\n"), "recall: skipped: the target has no memory store") {
+		t.Errorf("notes = %q", rep.Notes)
+	}
+}
+
+func TestParseScenarios(t *testing.T) {
+	got, err := bench.ParseScenarios("fanout, steps,steps")
+	if err != nil || !slices.Equal(got, []string{"steps", "fanout"}) {
+		t.Errorf("ParseScenarios = %v, %v", got, err)
+	}
+	all, err := bench.ParseScenarios("all")
+	if err != nil || !slices.Equal(all, bench.Scenarios) {
+		t.Errorf("all = %v, %v", all, err)
+	}
+	if _, err := bench.ParseScenarios("steps,forks"); err == nil || !strings.Contains(err.Error(), `"forks"`) {
+		t.Errorf("unknown scenario: err = %v, want it named", err)
+	}
+}
+
+func FuzzParseScenarios(f *testing.F) {
+	for _, s := range []string{"all", "steps,fork", "", ",", "steps,,x", "lineage, recall "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := bench.ParseScenarios(s)
+		if err != nil {
+			return
+		}
+		for _, g := range got {
+			if !slices.Contains(bench.Scenarios, g) {
+				t.Fatalf("%q gave unknown scenario %q", s, g)
+			}
+		}
+	})
+}
+
+func TestPlotIsWellFormedSVG(t *testing.T) {
+	for _, s := range []bench.Series{
+		{Name: "x", Title: "a < b & c", XLabel: "items", YLabel: "ms", Points: []bench.Point{{0, 0}, {1000, 1.5}, {100000, 7.2}}},
+		{Name: "empty", Title: "nothing"},
+		{Name: "flat", Title: "zero", Points: []bench.Point{{1, 0}, {2, 0}}},
+	} {
+		svg := bench.Plot(s)
+		dec := xml.NewDecoder(bytes.NewReader(svg))
+		circles := 0
+		for {
+			tok, err := dec.Token()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: not well-formed XML: %v\n%s", s.Name, err, svg)
+			}
+			if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "circle" {
+				circles++
+			}
+		}
+		if circles != len(s.Points) {
+			t.Errorf("%s: %d markers, want %d", s.Name, circles, len(s.Points))
+		}
+		if strings.Contains(string(svg), "NaN") || strings.Contains(string(svg), "Inf") {
+			t.Errorf("%s: NaN or Inf in the SVG", s.Name)
+		}
+	}
+}

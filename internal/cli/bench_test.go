@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestBenchRejectsBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "--scenario", "steps,forks"}, `scenario "forks": unknown`},
+		{[]string{"bench", "--recall-items", "10,x"}, `--recall-items: "x" is not a positive integer`},
+		{[]string{"bench", "--duration", "0s"}, "--duration must be positive"},
+		{[]string{"bench", "--server", "http://127.0.0.1:1", "--dev"}, "--server and --dev: choose one"},
+	} {
+		var out, errOut bytes.Buffer
+		code := Main(context.Background(), tc.args, strings.NewReader(""), &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut.String(), tc.want)
+		}
+	}
+}
+
+func TestBenchLineageOnDevWritesJSONAndSVG(t *testing.T) {
+	dir := t.TempDir()
+	jsonPath, svgDir := filepath.Join(dir, "report.json"), filepath.Join(dir, "svg")
+	var out, errOut bytes.Buffer
+	code := Main(t.Context(), []string{"bench", "--scenario", "lineage", "--duration", "500ms", "--depth", "20",
+		"--lengths", "10,100", "--json", jsonPath, "--svg", svgDir}, strings.NewReader(""), &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), "ancestors at depth 20") || !strings.Contains(out.String(), "commits/s") {
+		t.Errorf("table:\n%s", out.String())
+	}
+	if !strings.Contains(errOut.String(), "bench lineage") {
+		t.Errorf("no progress lines on stderr: %q", errOut.String())
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Figures []struct {
+			Name  string  `json:"name"`
+			Value float64 `json:"value"`
+		} `json:"figures"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil || len(rep.Figures) == 0 {
+		t.Fatalf("report: %v, %d figures\n%s", err, len(rep.Figures), b)
+	}
+	svg, err := os.ReadFile(filepath.Join(svgDir, "load_vs_length.svg"))
+	if err != nil || !bytes.HasPrefix(svg, []byte("<svg")) {
+		t.Errorf("load_vs_length.svg: %v %.60q", err, svg)
+	}
+}
