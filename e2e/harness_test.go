@@ -165,11 +165,21 @@ type clusterConfig struct {
 	workers int
 	// workerArgs are extra worker flags.
 	workerArgs []string
+	// coordArgs are extra coordinator flags.
+	coordArgs []string
+	// env is added to every Rath process's environment.
+	env []string
+	// storeURL, when set, is the database to use instead of a fresh one on
+	// the test cluster.
+	storeURL string
 }
 
 func newCluster(t *testing.T, cfg clusterConfig) *cluster {
 	t.Helper()
-	storeURL := testdb.Postgres(t)
+	storeURL := cfg.storeURL
+	if storeURL == "" {
+		storeURL = testdb.Postgres(t)
+	}
 	dir := t.TempDir()
 	c := &cluster{t: t, dir: dir, storeURL: storeURL}
 	natsPort := freePort(t)
@@ -177,7 +187,8 @@ func newCluster(t *testing.T, cfg clusterConfig) *cluster {
 	c.nats = c.add("natsd", "-port", strconv.Itoa(natsPort), "-store", filepath.Join(dir, "jetstream"))
 	httpPort := freePort(t)
 	c.server = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	c.coord = c.add("coordinator", "--store", storeURL, "--nats", c.natsURL, "--addr", fmt.Sprintf("127.0.0.1:%d", httpPort))
+	c.coord = c.add("coordinator", append([]string{"--store", storeURL, "--nats", c.natsURL, "--addr", fmt.Sprintf("127.0.0.1:%d", httpPort)}, cfg.coordArgs...)...)
+	c.coord.env = cfg.env
 	for i := range cfg.workers {
 		args := append([]string{
 			"--store", storeURL, "--nats", c.natsURL, "--name", fmt.Sprintf("w%d", i+1), "--health", "",
@@ -185,6 +196,7 @@ func newCluster(t *testing.T, cfg clusterConfig) *cluster {
 		}, cfg.workerArgs...)
 		w := c.add("worker", args...)
 		w.label = fmt.Sprintf("w%d", i+1)
+		w.env = cfg.env
 		c.workers = append(c.workers, w)
 	}
 	t.Cleanup(func() {
