@@ -3,8 +3,8 @@
 --
 -- rath_gc(keep_since, dry_run) deletes the versions (with their chunks and
 -- lineage edges) that nothing keeps: a version is kept when it is pinned, is
--- a run's or a step's input or output, was created at or after keep_since,
--- or is an ancestor (parent or base) of a kept version. It is SECURITY
+-- a run's or a step's input or output, wrote a memory item, was created at
+-- or after keep_since, or is an ancestor (parent or base) of a kept version. It is SECURITY
 -- DEFINER and owned by the NOLOGIN role rath_gc, and the append-only trigger
 -- function lets DELETE through only when current_user is rath_gc, that is
 -- only inside this function: application connections still cannot UPDATE or
@@ -46,6 +46,7 @@ BEGIN
         UNION SELECT s.input_id FROM steps s
         UNION SELECT s.output_id FROM steps s WHERE s.output_id IS NOT NULL
         UNION SELECT v.id FROM versions v WHERE v.created_at >= keep_since
+        UNION SELECT v.id FROM versions v JOIN memory_items m ON m.version_id = v.id::text
         UNION
         SELECT up.id
         FROM kept k
@@ -83,7 +84,7 @@ BEGIN
     EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
     END;
     EXECUTE format('GRANT USAGE ON SCHEMA %I TO rath_gc', current_schema());
-    GRANT SELECT ON pins, runs, steps TO rath_gc;
+    GRANT SELECT ON pins, runs, steps, memory_items TO rath_gc;
     GRANT SELECT, DELETE ON versions, chunks, lineage TO rath_gc;
     -- Owning the function needs membership for a moment; the migrating
     -- user does not keep it, so it cannot SET ROLE rath_gc afterwards.

@@ -33,9 +33,10 @@ func DialectOf(url string) (Dialect, error) {
 
 // Retention prunes what nothing keeps and manages pins, over the store's
 // database (migration 00012). A version is kept when it is pinned, is a
-// run's or a step's input or output, was created at or after the keep
-// horizon, or is a parent or base of a kept version; everything else is
-// deleted with its chunks and lineage edges.
+// run's or a step's input or output, wrote a memory item (so memory's
+// provenance stays resolvable), was created at or after the keep horizon,
+// or is a parent or base of a kept version; everything else is deleted
+// with its chunks and lineage edges.
 //
 // Deleting is the one path past the append-only triggers: on Postgres the
 // SECURITY DEFINER function rath_gc, owned by the NOLOGIN role rath_gc
@@ -91,6 +92,7 @@ WITH RECURSIVE kept(id) AS (
     UNION SELECT input_id FROM steps
     UNION SELECT output_id FROM steps WHERE output_id IS NOT NULL
     UNION SELECT id FROM versions WHERE created_at >= ?
+    UNION SELECT version_id FROM memory_items WHERE version_id <> ''
     UNION SELECT l.parent_id FROM kept k JOIN lineage l ON l.child_id = k.id
     UNION SELECT v.base_id FROM kept k JOIN versions v ON v.id = k.id WHERE v.base_id IS NOT NULL
 )`

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +54,17 @@ func TestGC(t *testing.T) {
 				[]runs.Step{{ID: runs.StepID(runID, 0), RunID: runID, Ordinal: 0, Input: c2.ID()}}); err != nil {
 				t.Fatal(err)
 			}
+			// A memory item written by d2 keeps d2 and its ancestry.
+			d := s(root.Fork(ctx))
+			d2 := s(d.Append(ctx, session.Assistant("d2 wrote a memo")))
+			ins := `INSERT INTO memory_items (namespace, uri, text, metadata, dl, version_id, created_at, updated_at)
+				VALUES ('agent', 'memory://memo/1', 'a memo', '{}', 2, $1, 0, 0)`
+			if dialect == lineage.SQLite {
+				ins = strings.Replace(ins, "$1", "?", 1)
+			}
+			if _, err := db.ExecContext(ctx, ins, d2.ID().String()); err != nil {
+				t.Fatal(err)
+			}
 			if err := ret.Pin(ctx, a2.ID(), "keep the a branch"); err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +91,7 @@ func TestGC(t *testing.T) {
 					t.Errorf("%s survived gc: %v", gone.ID(), err)
 				}
 			}
-			for _, kept := range []session.Session{root, a, a2, c, c2} {
+			for _, kept := range []session.Session{root, a, a2, c, c2, d, d2} {
 				if _, err := u.GetUncached(ctx, kept.ID()); err != nil {
 					t.Errorf("gc removed %s, which a pin or a run reaches: %v", kept.ID(), err)
 				}
