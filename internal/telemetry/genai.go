@@ -94,16 +94,10 @@ func (t *tracedStreamer) ChatStream(ctx context.Context, req llm.Request, onDelt
 	return t.call(ctx, req, func(ctx context.Context) (llm.Response, error) { return st.ChatStream(ctx, req, onDelta) })
 }
 
-// TracedTools returns set with every tool wrapped by [TracedTool].
-func TracedTools(set *tool.Set, tp trace.TracerProvider, m *Metrics) (*tool.Set, error) {
-	if set.Len() == 0 {
-		return set, nil
-	}
-	ts := set.Tools()
-	for i, t := range ts {
-		ts[i] = TracedTool(t, tp, m)
-	}
-	return tool.NewSet(ts...) //nolint:wrapcheck // the same tools, already valid
+// TracedTools returns set with every tool wrapped by [TracedTool] (the
+// compiled schemas are reused).
+func TracedTools(set *tool.Set, tp trace.TracerProvider, m *Metrics) *tool.Set {
+	return set.Wrap(func(t tool.Tool) tool.Tool { return TracedTool(t, tp, m) })
 }
 
 // TracedTool returns t with an "execute_tool {name}" internal span around

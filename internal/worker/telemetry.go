@@ -77,12 +77,13 @@ func (w *Worker) traceProvider(p llm.Provider, model string) llm.Provider {
 	return telemetry.TracedProvider(p, w.cfg.TracerProvider, w.cfg.Metrics, name)
 }
 
-// traceTools wraps a step's tools in "execute_tool" spans.
-func (w *Worker) traceTools(tools *tool.Set) (*tool.Set, error) {
+// traceTools wraps a step's tools in "execute_tool" spans. The error
+// result is always nil (kept so the call site reads as the other steps).
+func (w *Worker) traceTools(tools *tool.Set) (*tool.Set, error) { //nolint:unparam // see above
 	if !w.instrumented() {
 		return tools, nil
 	}
-	return telemetry.TracedTools(tools, w.cfg.TracerProvider, w.cfg.Metrics) //nolint:wrapcheck // the same tools, already valid
+	return telemetry.TracedTools(tools, w.cfg.TracerProvider, w.cfg.Metrics), nil
 }
 
 // invokeAgent starts the step's "invoke_agent {name}" span and stamps its
