@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -51,7 +52,15 @@ func (c *Coordinator) uiRoutes(mux *http.ServeMux) {
 
 // uiLogin checks the form's token like a bearer token and, when it is
 // valid, sets it as the UI cookie for 12 hours.
+// A cross-site form post (login CSRF: signing a victim in with the
+// attacker's token) is refused by its Origin header.
 func (c *Coordinator) uiLogin(w http.ResponseWriter, r *http.Request) {
+	if o := r.Header.Get("Origin"); o != "" && o != "null" {
+		if u, err := url.Parse(o); err != nil || u.Host != r.Host {
+			writeError(w, http.StatusForbidden, "forbidden", "login from another origin")
+			return
+		}
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	if token == "" {
