@@ -20,7 +20,7 @@ func TestUICredentials(t *testing.T) {
 	}{
 		{http.MethodGet, "", true},
 		{http.MethodHead, "", true},
-		{http.MethodPost, "", true},                // writes never use the cookie
+		{http.MethodPost, "", true},                  // writes never use the cookie
 		{http.MethodGet, "Bearer from-header", true}, // the header wins
 		{http.MethodGet, "", false},
 	} {
