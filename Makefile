@@ -34,6 +34,17 @@ bench: ## run the Go benchmarks (starts a private Postgres)
 fuzz: ## run every fuzzer for FUZZTIME each (default 30s)
 	scripts/fuzz.sh $${FUZZTIME:-30s}
 
+.PHONY: faults
+faults: ## the fault tests at full scale: 1,000 steps / 50 worker kills, 50 NATS and Postgres restarts, the partition (RATH_FAULT_SCALE, default 5)
+	eval "$$(scripts/testpg.sh start)"; \
+	RATH_FAULT_SCALE=$${RATH_FAULT_SCALE:-5} $(GO) test -tags faults -count=1 -timeout 60m -v \
+	  -run 'Test(WorkerKillsAtScale|NATSRestartsUnderLoad|PostgresRestartsUnderLoad|PartitionedWorkerIsFenced)$$' ./e2e/
+
+.PHONY: soak
+soak: ## the soak test: SOAK_DURATION (default 30m) at half the measured maximum, a fault every SOAK_FAULT_EVERY (5m)
+	eval "$$(scripts/testpg.sh start)"; \
+	SOAK_DURATION=$${SOAK_DURATION:-30m} $(GO) test -tags soak -count=1 -timeout 0 -v -run '^TestSoak$$' ./e2e/
+
 .PHONY: lint
 lint: ## golangci-lint (installed through go.mod's tool directive) and go vet
 	$(GO) vet ./...
