@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -236,4 +237,52 @@ func TestApprovalReject(t *testing.T) {
 func isStatus(err error, code int) bool {
 	var he *client.APIError
 	return errors.As(err, &he) && he.Status == code
+}
+
+// TestApprovalInClientWorkflow: a client-driven workflow's agent step
+// waits for approval; the driver reading the step sees it unfinished until
+// the decision, then the continuation's output, never the waiting version.
+func TestApprovalInClientWorkflow(t *testing.T) {
+	t.Parallel()
+	s := startDev(t, "", app.DevConfig{Workers: 1})
+	ctx := context.Background()
+	marker := filepath.Join(t.TempDir(), "marker")
+	run, err := s.cl.StartWorkflow(ctx, client.WorkflowRequest{Message: "Ship it."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := `{"kind":"agent","agent":` + gatedSpec(marker) + `}`
+	if _, err := s.cl.PutStep(ctx, run.ID, "deploy", json.RawMessage(call), run.Input); err != nil {
+		t.Fatal(err)
+	}
+	s.waitStatus(t, run.ID, runs.RunWaiting)
+	st, err := s.cl.GetStep(ctx, run.ID, "deploy", 0)
+	if err != nil || st.Status != string(runs.StepWaiting) || executions(t, marker) != 0 {
+		t.Fatalf("step while waiting: %+v, %v, %d executions", st, err, executions(t, marker))
+	}
+	waitingVersion := st.Output
+	if _, err := s.decide(t, run.ID, coordinator.ApprovalRequest{Decision: "approve"}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the step to finish", func() bool {
+		st, err = s.cl.GetStep(ctx, run.ID, "deploy", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Status == string(runs.StepCommitted)
+	})
+	if st.Output == "" || st.Output == waitingVersion || executions(t, marker) != 1 {
+		t.Fatalf("finished step %+v (waiting version %s), %d executions", st, waitingVersion, executions(t, marker))
+	}
+	outID, err := session.ParseID(st.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := session.Open(ctx, s.dev.Backend.Store, outID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs := out.Version().Chunks; cs[len(cs)-1].Text() != "Done." {
+		t.Fatalf("the driver got %v, want the continuation's answer", cs)
+	}
 }
