@@ -168,7 +168,7 @@ func (c *Coordinator) PutStep(ctx context.Context, rs *runs.Store, runID, key st
 	if err != nil {
 		return runs.Step{}, err
 	}
-	r, err := rs.Get(ctx, runID)
+	r, err := runWithSteps(ctx, rs, runID)
 	if err != nil {
 		return runs.Step{}, err
 	}
@@ -206,10 +206,20 @@ func (c *Coordinator) PutStep(ctx context.Context, rs *runs.Store, runID, key st
 	return st, nil
 }
 
+// runWithSteps reads a run, with its steps only when its budget needs them
+// (what they spent): a fan-out's steps are many.
+func runWithSteps(ctx context.Context, rs *runs.Store, runID string) (runs.Run, error) {
+	r, err := rs.Head(ctx, runID)
+	if err != nil || r.Budget.IsZero() {
+		return r, err
+	}
+	return rs.Get(ctx, runID)
+}
+
 // republish publishes a pending step's job again (a driver asked for it:
 // JetStream's dedupe window drops it when the first is still stored).
 func (c *Coordinator) republish(ctx context.Context, rs *runs.Store, runID string, st runs.Step) {
-	r, err := rs.Get(ctx, runID)
+	r, err := runWithSteps(ctx, rs, runID)
 	if err != nil || r.Status.Terminal() {
 		return
 	}
@@ -261,16 +271,18 @@ func (c *Coordinator) spentWith(ctx context.Context, g interface {
 // failed, canceled), or as it is when wait passes first.
 func (c *Coordinator) WaitStep(ctx context.Context, rs *runs.Store, runID, key string, wait time.Duration) (runs.Step, error) {
 	id := runs.KeyedStepID(runID, key)
+	// Listen before reading: an event that arrives between the read and
+	// the wait is not lost.
+	wake, done := c.wf.waiters.wait(runID, id)
+	defer done()
 	st, err := getStepOutcome(ctx, rs, id)
 	if err != nil || st.Status.Terminal() || wait <= 0 {
 		return st, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	wake, done := c.wf.waiters.wait(runID, id)
-	defer done()
 	// Events may be lost; poll slowly as well (often without an event feed).
-	every := time.Second
+	every := 5 * time.Second
 	if !c.wf.fed.Load() {
 		every = 200 * time.Millisecond
 	}
@@ -286,13 +298,16 @@ func (c *Coordinator) WaitStep(ctx context.Context, rs *runs.Store, runID, key s
 		case <-wake:
 		case <-poll.C:
 		}
-		if st, err = getStepOutcome(ctx, rs, id); err != nil || st.Status.Terminal() {
-			return st, err
+		// A run that ends cancels its unfinished steps in the same
+		// transaction, so the step's own status is enough.
+		next, err := getStepOutcome(ctx, rs, id)
+		switch {
+		case err != nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
+			return st, nil // the wait is over: the step as last read
+		case err != nil || next.Status.Terminal():
+			return next, err
 		}
-		r, err := rs.Get(ctx, runID)
-		if err == nil && r.Status.Terminal() {
-			return getStepOutcome(ctx, rs, id)
-		}
+		st = next
 	}
 }
 

@@ -19,9 +19,8 @@ func FuzzValidKey(f *testing.F) {
 		ok := key != "" && len(key) <= runs.MaxKeyLen
 		for i := range len(key) {
 			c := key[i]
-			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-				ok = false
-			}
+			allowed := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
+			ok = ok && allowed
 		}
 		if (err == nil) != ok {
 			t.Fatalf("ValidKey(%q) = %v, want ok=%v", key, err, ok)

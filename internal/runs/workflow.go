@@ -225,3 +225,8 @@ func endRun(ctx context.Context, tx *sql.Tx, runID string, status RunStatus, rea
 	}
 	return nil
 }
+
+// Head returns a run without its steps (one row, whatever the run's size).
+func (s *Store) Head(ctx context.Context, id string) (Run, error) {
+	return getRun(ctx, s.db, id)
+}
