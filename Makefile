@@ -30,6 +30,13 @@ bench: ## run the Go benchmarks (starts a private Postgres)
 	eval "$$(scripts/testpg.sh start)"; trap 'scripts/testpg.sh stop' EXIT; \
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
+.PHONY: bench-load
+bench-load: ## rathctl bench: every scenario against its limits on a private Postgres (docs/BENCHMARKS.md's table)
+	eval "$$(scripts/testpg.sh start)"; trap 'scripts/testpg.sh stop' EXIT; \
+	db=rath_bench_$$$$; "$$RATH_TEST_PG_BIN/psql" "$$RATH_TEST_DATABASE_URL" -qc "CREATE DATABASE $$db" && \
+	$(GO) run ./cmd/rathctl bench --store "$${RATH_TEST_DATABASE_URL%%/postgres\?*}/$$db?sslmode=disable" \
+	  --scenario all --duration 10s --recall-items 1000,5000,20000 --json bench-report.json --svg bench-svg
+
 .PHONY: fuzz
 fuzz: ## run every fuzzer for FUZZTIME each (default 30s)
 	scripts/fuzz.sh $${FUZZTIME:-30s}

@@ -44,7 +44,7 @@ func devTarget(t *testing.T, storeURL string, workers int) *bench.Target {
 func shortConfig(t *testing.T, scenarios ...string) bench.Config {
 	return bench.Config{
 		Scenarios: scenarios, Duration: 600 * time.Millisecond, Concurrency: 4,
-		ForkLengths: []int{10, 200}, Appends: 20, Depth: 30, RecallSizes: []int{50, 200}, Fanout: 3,
+		ForkLengths: []int{10, 4100}, Appends: 20, Depth: 30, RecallSizes: []int{50, 200}, Fanout: 3,
 		Dir: t.TempDir(), Progress: io.Discard, Getenv: os.Getenv,
 	}
 }

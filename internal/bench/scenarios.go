@@ -296,20 +296,34 @@ type version struct {
 	Len int    `json:"len"`
 }
 
+// newSession creates a session of chunks alternating user and assistant
+// turns (starting with the user's), in requests of at most 4,000 chunks
+// (the API takes bodies up to 1 MiB), and returns its head.
 func (b *runner) newSession(ctx context.Context, chunks int) (string, error) {
-	cs := make([]session.Chunk, chunks)
-	for i := range cs {
-		if i%2 == 0 {
-			cs[i] = session.User(fmt.Sprintf("message %d: the quick brown fox jumps over the lazy dog", i))
-		} else {
-			cs[i] = session.Assistant(fmt.Sprintf("reply %d: the lazy dog sleeps on", i))
+	const batch = 4000
+	head := ""
+	for done := 0; done < chunks; {
+		cs := make([]session.Chunk, min(batch, chunks-done))
+		for j := range cs {
+			i := done + j
+			if i%2 == 0 {
+				cs[j] = session.User(fmt.Sprintf("message %d: the quick brown fox jumps over the lazy dog", i))
+			} else {
+				cs[j] = session.Assistant(fmt.Sprintf("reply %d: the lazy dog sleeps on", i))
+			}
 		}
+		path := "/v1/sessions"
+		if head != "" {
+			path += "/" + head + "/append"
+		}
+		var v version
+		if err := b.t.Client.Do(ctx, "POST", path, map[string]any{"chunks": cs}, &v); err != nil {
+			return "", fmt.Errorf("create a %d-chunk session: %w", chunks, err)
+		}
+		head = v.ID
+		done += len(cs)
 	}
-	var v version
-	if err := b.t.Client.Do(ctx, "POST", "/v1/sessions", map[string]any{"chunks": cs}, &v); err != nil {
-		return "", fmt.Errorf("create a %d-chunk session: %w", chunks, err)
-	}
-	return v.ID, nil
+	return head, nil
 }
 
 func (b *runner) post(ctx context.Context, path string, body any) (string, time.Duration, error) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +33,7 @@ type benchFlags struct {
 	forkLengths, recallSizes      string
 	workerSweep                   string
 	jsonPath, svgDir, dir         string
+	cpuProfile                    string
 }
 
 func newBenchCmd(env *Env) *cobra.Command {
@@ -75,6 +77,7 @@ cluster, and with --store and --nats also its limits and memory recall.`,
 	fl.StringVar(&f.recallSizes, "recall-items", "1000,10000,100000", "memory sizes recall is measured at")
 	fl.StringVar(&f.jsonPath, "json", "", "write the JSON report to this file")
 	fl.StringVar(&f.svgDir, "svg", "", "write the growth plots (SVG) into this directory")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (with --dev: the whole stack's) to this file")
 	fl.StringVar(&f.dir, "dir", "", "with --dev: state directory (default: a temporary one, removed after)")
 	return c
 }
@@ -151,6 +154,17 @@ func runBench(ctx context.Context, env *Env, f *benchFlags, devSet bool) error {
 			return start(ctx, filepath.Join(scratch, fmt.Sprintf("sweep-%d", n)), workers)
 		}
 		target = t
+	}
+	if f.cpuProfile != "" {
+		fh, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer func() { _ = fh.Close() }()
+		if err := pprof.StartCPUProfile(fh); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	rep, runErr := bench.Run(ctx, target, cfg)
 	if rep != nil {
