@@ -118,6 +118,26 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("runs list: %v", err)
 	}
 
+	// Its usage is the output's.
+	var out struct {
+		Usage struct {
+			TotalTokens int64 `json:"total_tokens"`
+		} `json:"usage"`
+	}
+	if err := cl.Do(ctx, "GET", "/v1/sessions/"+r1.Output, nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx, chromedp.WaitVisible(css(`#runs tr[data-run=%q] td.tokens:not(:empty)`, r1.ID))); err != nil {
+		t.Fatalf("runs list usage: %v", err)
+	}
+	tokens, err := chromedp.Run(bctx, chromedp.Text(css(`#runs tr[data-run=%q] td.tokens`, r1.ID)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprint(out.Usage.TotalTokens); tokens != want || want == "0" {
+		t.Errorf("runs list shows %q tokens, want %s", tokens, want)
+	}
+
 	// The run page draws one SVG node per version.
 	if err := chromedp.Do(bctx,
 		chromedp.Navigate(d.URL+"/ui/#/run/"+r1.ID),

@@ -3,6 +3,8 @@
 "use strict";
 
 const state = { config: { auth: false, jaeger_url: "" }, source: null, timer: null, agentFilter: "" };
+// usage caches the usage of output versions (immutable) by id.
+const usage = new Map();
 const SVGNS = "http://www.w3.org/2000/svg";
 
 function h(tag, attrs, ...kids) {
@@ -79,7 +81,7 @@ function showLogin() {
 async function runsPage(filter) {
   state.agentFilter = filter || "";
   const table = h("table", { id: "runs" },
-    h("thead", {}, h("tr", {}, ["Run", "Status", "Agent", "Steps", "Tokens", "Cost (USD)", "Created"].map((c) => h("th", {}, c)))),
+    h("thead", {}, h("tr", {}, ["Run", "Status", "Agent", "Steps", "Tokens", "Created"].map((c) => h("th", {}, c)))),
     h("tbody"));
   view().replaceChildren(
     h("h1", {}, "Runs", state.agentFilter ? h("span", { class: "muted" }, "  agent: " + state.agentFilter) : ""),
@@ -89,21 +91,33 @@ async function runsPage(filter) {
     const rows = runs
       .filter((r) => !state.agentFilter || agentOf(r).toLowerCase().includes(state.agentFilter.toLowerCase()))
       .map((r) => {
-        const tokens = r.usage ? r.usage.total_tokens : (r.budget && r.budget.used_tokens) || "";
-        const cost = r.cost_usd != null ? r.cost_usd.toFixed(4) : "";
+        const tokens = h("td", { class: "tokens", title: "tokens of the output's transcript (prompt + completion)" });
+        if (r.output) fillUsage(tokens, r.output);
         return h("tr", { "data-run": r.id },
           h("td", {}, h("a", { href: "#/run/" + r.id, class: "mono" }, r.id)),
           h("td", {}, statusEl(r.status)),
           h("td", {}, agentOf(r)),
           h("td", {}, r.steps ? r.steps.length : ""),
-          h("td", {}, tokens),
-          h("td", {}, cost),
+          tokens,
           h("td", { class: "muted" }, when(r.created_at)));
       });
-    table.tBodies[0].replaceChildren(...(rows.length ? rows : [h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No runs yet."))]));
+    table.tBodies[0].replaceChildren(...(rows.length ? rows : [h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No runs yet."))]));
   };
   await load();
   state.timer = setInterval(() => load().catch(() => {}), 3000);
+}
+
+// fillUsage writes the token usage of version id into cell, fetching it
+// once per version.
+async function fillUsage(cell, id) {
+  if (!usage.has(id)) {
+    usage.set(id, api("/v1/sessions/" + encodeURIComponent(id)).then((v) => v.usage || null).catch(() => null));
+  }
+  const u = await usage.get(id);
+  if (u) {
+    cell.textContent = String(u.total_tokens);
+    cell.title = `prompt ${u.prompt_tokens}, completion ${u.completion_tokens} (the output's transcript)`;
+  }
 }
 
 // ---- run page ---------------------------------------------------------
