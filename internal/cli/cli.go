@@ -68,5 +68,6 @@ func newRoot(env *Env) *cobra.Command {
 	root.AddCommand(newBenchCmd(env))
 	root.AddCommand(newApprovalCmds(env)...)
 	root.AddCommand(lineageCmds(env)...)
+	root.AddCommand(newRerunCmd(env))
 	return root
 }

@@ -1,0 +1,371 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/client"
+	"github.com/rath-run/rath/pkg/flow"
+	"github.com/rath-run/rath/pkg/llm"
+	"github.com/rath-run/rath/pkg/session"
+)
+
+// maxRerunPath bounds the first-parent walk from VERSION back to ANCESTOR.
+const maxRerunPath = 10_000
+
+// Rerun actions, as reported per version of the path.
+const (
+	rerunAppended = "appended"
+	rerunRan      = "ran"
+	rerunSkipped  = "skipped"
+)
+
+// rerunRow is one version of the path from ANCESTOR to VERSION and what
+// rerun did with it.
+type rerunRow struct {
+	Original session.ID `json:"original"`
+	Op       session.Op `json:"op"`
+	Action   string     `json:"action"`
+	// New is the version rerun made for it on the new branch; absent when
+	// the version was skipped (a fork or a placement).
+	New *session.ID `json:"new,omitempty"`
+	// Run is the new run that re-executed a step.
+	Run   string `json:"run,omitempty"`
+	Agent string `json:"agent,omitempty"`
+	Model string `json:"model,omitempty"`
+}
+
+// rerunReport is what `rathctl rerun` did.
+type rerunReport struct {
+	Version session.ID `json:"version"`
+	From    session.ID `json:"from"`
+	// Fork is the new branch's first version (op fork, parent From); Head
+	// its last, the rerun's answer to VERSION.
+	Fork  session.ID `json:"fork"`
+	Head  session.ID `json:"head"`
+	Steps []rerunRow `json:"steps"`
+}
+
+// rerunItem is one version of the path and how to re-apply it.
+type rerunItem struct {
+	v      *session.Version
+	action string
+	spec   agent.Spec // for rerunRan
+	queue  string     // the original run's queue, for rerunRan
+}
+
+// rerunner re-applies a first-parent path through a coordinator's API.
+type rerunner struct {
+	cl    *client.Client
+	g     *client.Graph
+	model string
+	// progress gets one line per re-applied version; may be io.Discard.
+	progress io.Writer
+	runs     map[string]runs.Run
+}
+
+// firstParentPath returns the versions after from up to and including to,
+// oldest first, following each version's first parent from to. It is an
+// error naming both versions when from is not on that path.
+func (r *rerunner) firstParentPath(ctx context.Context, from, to session.ID) ([]*session.Version, error) {
+	if _, err := r.g.Get(ctx, from); err != nil {
+		return nil, fmt.Errorf("--from %s: %w", from, err)
+	}
+	v, err := r.g.Get(ctx, to)
+	if err != nil {
+		return nil, fmt.Errorf("version %s: %w", to, err)
+	}
+	if from == to {
+		return nil, &exitError{code: 2, err: fmt.Errorf("--from %s is VERSION itself: nothing to rerun", from)}
+	}
+	var path []*session.Version
+	for v.ID != from {
+		if len(path) == maxRerunPath {
+			return nil, fmt.Errorf("--from %s: not within %d first-parent steps of %s", from, maxRerunPath, to)
+		}
+		path = append(path, v)
+		if len(v.Parents) == 0 {
+			return nil, r.offPath(ctx, from, to)
+		}
+		if v, err = r.g.Get(ctx, v.Parents[0]); err != nil {
+			return nil, fmt.Errorf("version %s: parent %s: %w", path[len(path)-1].ID, path[len(path)-1].Parents[0], err)
+		}
+	}
+	for i, j := 0, len(path)-1; i < j; i, j = i+1, j-1 {
+		path[i], path[j] = path[j], path[i]
+	}
+	return path, nil
+}
+
+// offPath explains why from is not on to's first-parent path.
+func (r *rerunner) offPath(ctx context.Context, from, to session.ID) error {
+	var res struct {
+		Versions []struct {
+			ID session.ID `json:"id"`
+		} `json:"versions"`
+	}
+	if err := r.cl.Do(ctx, http.MethodGet, sessionPath(to, "ancestors")+"?depth=0", nil, &res); err == nil {
+		for _, a := range res.Versions {
+			if a.ID == from {
+				return fmt.Errorf("--from %s is an ancestor of %s only through a merge's second parent, not on its first-parent path; rerun from a version on that path", from, to)
+			}
+		}
+	}
+	return fmt.Errorf("--from %s is not on the first-parent path of %s (it is not one of the versions %s was made from)", from, to, to)
+}
+
+// plan decides, before anything is written, how each version of path is
+// re-applied, so a path rerun cannot handle fails without a new branch.
+func (r *rerunner) plan(ctx context.Context, path []*session.Version) ([]rerunItem, error) {
+	items := make([]rerunItem, 0, len(path))
+	for _, v := range path {
+		it := rerunItem{v: v}
+		switch v.Op {
+		case session.OpAppend:
+			it.action = rerunAppended
+		case session.OpFork, session.OpPlace:
+			it.action = rerunSkipped
+		case session.OpStep:
+			spec, queue, err := r.stepSpec(ctx, v)
+			if err != nil {
+				return nil, err
+			}
+			it.action, it.spec, it.queue = rerunRan, spec, queue
+		default:
+			return nil, fmt.Errorf("version %s (op %s) cannot be rerun yet: rerun re-applies appends and agent steps, and skips forks and placements", v.ID, v.Op)
+		}
+		items = append(items, it)
+	}
+	return items, nil
+}
+
+// stepSpec finds the agent spec of the step that committed v (the step's
+// own target, else its run's), with --model applied, and the run's queue.
+func (r *rerunner) stepSpec(ctx context.Context, v *session.Version) (agent.Spec, string, error) {
+	stepID := v.Key
+	if stepID == "" {
+		stepID = v.Producer.Step
+	}
+	if v.Producer.Run == "" || stepID == "" {
+		return agent.Spec{}, "", fmt.Errorf("version %s (op step) records no run or step, so its agent is unknown and it cannot be rerun", v.ID)
+	}
+	run, ok := r.runs[v.Producer.Run]
+	if !ok {
+		if err := r.cl.Do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(v.Producer.Run), nil, &run); err != nil {
+			return agent.Spec{}, "", fmt.Errorf("version %s: run %s: %w", v.ID, v.Producer.Run, err)
+		}
+		r.runs[run.ID] = run
+	}
+	target := run.Target
+	for _, st := range run.Steps {
+		if (st.ID == stepID || st.ID == v.Producer.Step) && len(st.Target) > 0 {
+			target = st.Target
+		}
+	}
+	if len(target) == 0 || string(target) == "null" {
+		return agent.Spec{}, "", fmt.Errorf("version %s: step %s of run %s records no target to rerun", v.ID, stepID, run.ID)
+	}
+	call, err := flow.ParseTarget(target)
+	if err != nil {
+		return agent.Spec{}, "", fmt.Errorf("version %s: step %s: target: %w", v.ID, stepID, err)
+	}
+	if call.Kind != flow.KindAgent {
+		return agent.Spec{}, "", fmt.Errorf("version %s (op step) is a %s step, which cannot be rerun yet: only agent steps are", v.ID, call.Kind)
+	}
+	spec := call.Agent
+	if r.model != "" {
+		spec.Model = r.model
+		if r.model != llm.ScriptedModel {
+			spec.Script, spec.ScriptFile = nil, ""
+		}
+		if err := spec.Validate(); err != nil {
+			return agent.Spec{}, "", fmt.Errorf("--model %q for version %s: %w", r.model, v.ID, err)
+		}
+	}
+	return spec, run.Queue, nil
+}
+
+// execute forks from and re-applies items onto the fork.
+func (r *rerunner) execute(ctx context.Context, from session.ID, items []rerunItem) (rerunReport, error) {
+	rep := rerunReport{From: from, Steps: []rerunRow{}}
+	api := apiGraph{r.cl}
+	fork, err := api.Fork(ctx, from)
+	if err != nil {
+		return rep, fmt.Errorf("fork %s: %w", from, err)
+	}
+	rep.Fork, rep.Head = fork.ID, fork.ID
+	fmt.Fprintf(r.progress, "forked %s at %s\n", fork.ID, from)
+	for i, it := range items {
+		row := rerunRow{Original: it.v.ID, Op: it.v.Op, Action: it.action, Agent: it.v.Producer.Agent, Model: it.v.Producer.Model}
+		switch it.action {
+		case rerunAppended:
+			in, err := api.Append(ctx, rep.Head, it.v.Chunks)
+			if err != nil {
+				return rep, r.stopped(rep, it.v, fmt.Errorf("append: %w", err))
+			}
+			row.New = &in.ID
+		case rerunRan:
+			run, err := r.run(ctx, rep.Head, it)
+			row.Run = run.ID
+			if err != nil {
+				return rep, r.stopped(rep, it.v, err)
+			}
+			v, err := r.g.Get(ctx, *run.Output)
+			if err != nil {
+				return rep, r.stopped(rep, it.v, fmt.Errorf("output of run %s: %w", run.ID, err))
+			}
+			row.New, row.Agent, row.Model = &v.ID, v.Producer.Agent, v.Producer.Model
+		}
+		if row.New != nil {
+			rep.Head = *row.New
+		}
+		rep.Steps = append(rep.Steps, row)
+		fmt.Fprintf(r.progress, "%d/%d %s %s %s\n", i+1, len(items), it.action, it.v.Op, it.v.ID)
+	}
+	return rep, nil
+}
+
+// stopped wraps err with where the rerun stopped and the branch so far.
+func (r *rerunner) stopped(rep rerunReport, v *session.Version, err error) error {
+	return fmt.Errorf("rerun of version %s (op %s) failed; the new branch so far ends at %s: %w", v.ID, v.Op, rep.Head, err)
+}
+
+// run submits a run forwarding head through its item's spec and waits for it to
+// end. A run that does not succeed is an error; when ctx ends first the run
+// is canceled.
+func (r *rerunner) run(ctx context.Context, head session.ID, it rerunItem) (runs.Run, error) {
+	spec, err := json.Marshal(it.spec)
+	if err != nil {
+		return runs.Run{}, err
+	}
+	var run runs.Run
+	if err := r.cl.Do(ctx, http.MethodPost, "/v1/runs", map[string]any{
+		"agent": json.RawMessage(spec), "session": head.String(), "queue": it.queue,
+	}, &run); err != nil {
+		return run, fmt.Errorf("submit: %w", err)
+	}
+	fmt.Fprintf(r.progress, "run %s: %s (%s) on %s\n", run.ID, it.spec.Name, it.spec.Model, head)
+	id := run.ID
+	if err := r.wait(ctx, id, &run); err != nil {
+		if ctx.Err() != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = r.cl.Do(cctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/cancel", nil, nil) // best effort: ctx ended
+		}
+		return runs.Run{ID: id}, fmt.Errorf("run %s: %w", id, err)
+	}
+	switch {
+	case run.Status == runs.RunWaiting:
+		return run, fmt.Errorf("run %s is waiting for approval; rerun does not decide approvals (decide with rathctl approve|reject %s)", run.ID, run.ID)
+	case run.Status != runs.RunSucceeded:
+		return run, fmt.Errorf("run %s %s: %s", run.ID, run.Status, run.Error)
+	case run.Output == nil:
+		return run, fmt.Errorf("run %s succeeded without an output", run.ID)
+	}
+	return run, nil
+}
+
+// wait follows the run's events until they end, then reads the run until
+// it is terminal or waiting (events may be lost; the run record is the
+// truth).
+func (r *rerunner) wait(ctx context.Context, id string, run *runs.Run) error {
+	if err := r.cl.Watch(ctx, id, func(client.Event) error { return nil }); err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	for {
+		if err := r.cl.Do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id), nil, run); err != nil {
+			return err
+		}
+		if run.Status.Terminal() || run.Status == runs.RunWaiting {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func writeRerun(w io.Writer, rep rerunReport) error {
+	fmt.Fprintf(w, "rerun of %s from %s: fork %s, new head %s\n", rep.Version, rep.From, rep.Fork, rep.Head)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ORIGINAL\tNEW\tOP\tACTION\tRUN\tAGENT\tMODEL")
+	for _, s := range rep.Steps {
+		n := "-"
+		if s.New != nil {
+			n = s.New.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Original, n, s.Op, s.Action, dash(s.Run), dash(s.Agent), dash(s.Model))
+	}
+	return tw.Flush()
+}
+
+func newRerunCmd(env *Env) *cobra.Command {
+	var f serverFlags
+	var fromArg, model string
+	c := &cobra.Command{
+		Use:   "rerun VERSION --from ANCESTOR [--model M]",
+		Short: "fork at ANCESTOR and re-execute the path to VERSION with live models, on a new branch",
+		Long: "rerun forks ANCESTOR (which must be on VERSION's first-parent path) and re-applies each version after it, in\n" +
+			"order: appends are appended again, agent steps are submitted as new runs through the same agent spec (the\n" +
+			"step's target, else its run's; --model overrides its model) and waited for, forks and placements are skipped.\n" +
+			"Merges, compressions, selector steps and replays stop it with an error before anything is written. The\n" +
+			"original branch is untouched. It works through a coordinator (--server, $RATH_SERVER, else the dev default).",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if fromArg == "" {
+				return &exitError{code: 2, err: errors.New("--from ANCESTOR is required")}
+			}
+			version, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			from, err := session.ParseID(fromArg)
+			if err != nil {
+				return &exitError{code: 2, err: fmt.Errorf("--from: %w", err)}
+			}
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			r := &rerunner{cl: cl, g: cl.Graph(), model: model, progress: io.Discard, runs: map[string]runs.Run{}}
+			if f.output == "text" {
+				r.progress = env.Err
+			}
+			path, err := r.firstParentPath(ctx, from, version)
+			if err != nil {
+				return err
+			}
+			items, err := r.plan(ctx, path)
+			if err != nil {
+				return err
+			}
+			rep, err := r.execute(ctx, from, items)
+			if err != nil {
+				return err
+			}
+			rep.Version = version
+			if f.output == "json" {
+				return (&printer{env: env}).json(rep)
+			}
+			return writeRerun(env.Out, rep)
+		},
+	}
+	f.register(c)
+	c.Flags().StringVar(&fromArg, "from", "", "the ancestor to fork at (on VERSION's first-parent path)")
+	c.Flags().StringVar(&model, "model", "", "run every re-executed step with this model instead of its spec's")
+	return c
+}
