@@ -163,7 +163,9 @@ type Steps interface {
 	CommitStep(ctx context.Context, stepID string, output session.ID) (runs.Run, error)
 	FailStep(ctx context.Context, stepID, reason string) (runs.Run, error)
 	// Touch records that a running step is alive, so the coordinator's
-	// reconciler does not republish it.
+	// reconciler does not republish it. It returns runs.ErrTerminal when
+	// the step has ended meanwhile (its run was canceled or timed out): the
+	// worker then aborts the step.
 	Touch(ctx context.Context, stepID string) error
 }
 
