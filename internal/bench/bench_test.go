@@ -263,3 +263,23 @@ func TestPlotIsWellFormedSVG(t *testing.T) {
 		}
 	}
 }
+
+// Without a NATS connection (--server without --nats) steps are timed
+// through the API's event stream, and the JetStream limit is noted as
+// not measured.
+func TestStepsThroughTheEventStreamWithoutNATS(t *testing.T) {
+	tg := devTarget(t, "", 1)
+	tg.NC = nil
+	rep, err := bench.Run(t.Context(), tg, shortConfig(t, "steps", "fanout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := decode(t, rep)
+	checkFigures(t, r, "steps", "fanout")
+	if slices.ContainsFunc(r.Limits, func(l bench.Limit) bool { return l.Name == bench.LimitJetStream }) {
+		t.Errorf("a JetStream limit without a connection: %+v", r.Limits)
+	}
+	if !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "JetStream limit is not measured") }) {
+		t.Errorf("notes = %q", r.Notes)
+	}
+}
