@@ -69,5 +69,6 @@ func newRoot(env *Env) *cobra.Command {
 	root.AddCommand(newApprovalCmds(env)...)
 	root.AddCommand(lineageCmds(env)...)
 	root.AddCommand(newRerunCmd(env))
+	root.AddCommand(newRedactCmds(env)...)
 	return root
 }

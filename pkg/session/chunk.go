@@ -66,7 +66,8 @@ const MaxChunkBytes = 8 << 20
 // [ToolResultChunk], [Evidence] or [NewChunk].
 type Chunk struct {
 	kind    Kind
-	payload []byte // canonical JSON object; never modified after construction
+	payload []byte     // canonical JSON object; never modified after construction
+	red     *redaction // non-nil: a redacted chunk (payload is the marker)
 }
 
 // ToolCall is an OpenAI-shaped function call requested by an assistant.
@@ -193,6 +194,9 @@ func NewChunk(kind Kind, payload []byte) (Chunk, error) {
 			return Chunk{}, fmt.Errorf("%w: unknown kind %q", ErrInvalidChunk, kind)
 		}
 		canon, err = canonicalObject(payload)
+		if err == nil {
+			err = refuseMarker(kind, canon)
+		}
 	}
 	if err != nil {
 		return Chunk{}, fmt.Errorf("%w: %s payload: %w", ErrInvalidChunk, kind, err)
@@ -216,6 +220,9 @@ func (c Chunk) IsZero() bool { return c.kind == "" }
 // chunk (empty for a tool-call-only reply) or the JSON body of a tool result.
 // Evidence chunks return their payload.
 func (c Chunk) Text() string {
+	if c.red != nil {
+		return RedactedText
+	}
 	switch c.kind {
 	case KindSystem, KindUser:
 		var p textPayload
@@ -242,6 +249,9 @@ func (c Chunk) ToolCalls() []ToolCall {
 	if c.kind != KindAssistant {
 		return nil
 	}
+	if c.red != nil {
+		return append([]ToolCall(nil), c.red.ToolCalls...)
+	}
 	var p assistantPayload
 	_ = json.Unmarshal(c.payload, &p)
 	return p.ToolCalls
@@ -251,6 +261,9 @@ func (c Chunk) ToolCalls() []ToolCall {
 func (c Chunk) ToolResult() (ToolResult, bool) {
 	if c.kind != KindToolResult {
 		return ToolResult{}, false
+	}
+	if c.red != nil {
+		return ToolResult{ToolCallID: c.red.ToolCallID, Name: c.red.Name, Content: RedactedText}, true
 	}
 	var p ToolResult
 	_ = json.Unmarshal(c.payload, &p)
@@ -270,7 +283,11 @@ func (k Kind) modelFacing() bool {
 }
 
 // Hash returns the hex sha256 of the chunk's kind and canonical payload.
+// A redacted chunk returns the hash its content had (see [Redact]).
 func (c Chunk) Hash() string {
+	if c.red != nil {
+		return c.red.Hash
+	}
 	h := sha256.New()
 	h.Write([]byte(c.kind))
 	h.Write([]byte{0})
@@ -385,6 +402,8 @@ func canonicalObject(b []byte) ([]byte, error) {
 // re-encode it: stores load transcripts of thousands of chunks and recheck
 // content separately, by recomputing chunk hashes. Anything else should use
 // [NewChunk]. The chunk keeps payload: the caller must not modify it.
+// A redaction marker payload loads as the redacted chunk ([Redact]), whose
+// hash is the one the marker keeps.
 func ChunkFromCanonical(kind Kind, payload []byte) (Chunk, error) {
 	switch {
 	case !kind.Valid():
@@ -395,6 +414,8 @@ func ChunkFromCanonical(kind Kind, payload []byte) (Chunk, error) {
 		return Chunk{}, fmt.Errorf("%w: %s payload must be a JSON object", ErrInvalidChunk, kind)
 	case !utf8.Valid(payload):
 		return Chunk{}, fmt.Errorf("%w: %s payload is not valid UTF-8", ErrInvalidChunk, kind)
+	case IsRedactionMarker(payload):
+		return ParseRedacted(kind, payload)
 	}
 	return Chunk{kind: kind, payload: payload}, nil
 }

@@ -292,6 +292,10 @@ func (s *Store) Verify(ctx context.Context) (store.VerifyReport, error) {
 		return store.VerifyReport{}, translate("verify", err)
 	}
 	flush()
+	rows.Close()
+	if err := s.checkRedactions(ctx, check); err != nil {
+		return store.VerifyReport{}, err
+	}
 	rep := store.VerifyReport{Versions: check.Versions, Chunks: check.Chunks, Edges: check.Edges, Problems: check.Problems}
 	return rep, check.Err()
 }
@@ -310,6 +314,27 @@ func (r verifyRow) Scan(dest ...any) error {
 	n := len(dest) - 1
 	if err := r.rows.Scan(append(dest[:n:n], r.extra...)...); err != nil {
 		return err
+	}
+	return nil
+}
+
+// checkRedactions reports chunk rows holding a redaction marker that no
+// redaction recorded (migration 00014; skipped on an older schema).
+func (s *Store) checkRedactions(ctx context.Context, check *graphrow.Checker) error {
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('redactions') IS NOT NULL`).Scan(&exists); err != nil {
+		return translate("verify", err)
+	}
+	if !exists {
+		return nil
+	}
+	rows, err := s.pool.Query(ctx, graphrow.UnrecordedRedactionsPostgres)
+	if err != nil {
+		return translate("verify", err)
+	}
+	defer rows.Close()
+	if err := check.CheckRedactions(ctx, rows); err != nil {
+		return translate("verify", err)
 	}
 	return nil
 }

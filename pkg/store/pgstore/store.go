@@ -726,3 +726,9 @@ func (s *Store) Analyze(ctx context.Context) error {
 	_, err := s.pool.Exec(ctx, `ANALYZE versions, chunks, lineage`)
 	return translate("analyze", err)
 }
+
+// PurgeCache drops the in-process version and transcript caches. Versions
+// are immutable except for a redaction (pkg/lineage Retention.Redact), which
+// replaces a chunk's content and keeps its hash: call it after redacting so
+// this process reads the redacted rows.
+func (s *Store) PurgeCache() { s.cache.Purge() }

@@ -269,6 +269,30 @@ func (s *Store) Verify(ctx context.Context) (store.VerifyReport, error) {
 		return store.VerifyReport{}, translate("verify", err)
 	}
 	flush()
+	if err := s.checkRedactions(ctx, check); err != nil {
+		return store.VerifyReport{}, err
+	}
 	rep := store.VerifyReport{Versions: check.Versions, Chunks: check.Chunks, Edges: check.Edges, Problems: check.Problems}
 	return rep, check.Err()
+}
+
+// checkRedactions reports chunk rows holding a redaction marker that no
+// redaction recorded (migration 00014; skipped on an older schema).
+func (s *Store) checkRedactions(ctx context.Context, check *graphrow.Checker) error {
+	var n int
+	if err := s.readers.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'redactions'`).Scan(&n); err != nil {
+		return translate("verify", err)
+	}
+	if n == 0 {
+		return nil
+	}
+	rows, err := s.readers.QueryContext(ctx, graphrow.UnrecordedRedactionsSQLite)
+	if err != nil {
+		return translate("verify", err)
+	}
+	defer rows.Close()
+	if err := check.CheckRedactions(ctx, rows); err != nil {
+		return translate("verify", err)
+	}
+	return nil
 }

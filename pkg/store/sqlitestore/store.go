@@ -492,3 +492,9 @@ func (s *Store) CountRows(ctx context.Context) (versions, chunks, edges int64, e
 	err = s.readers.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM versions), (SELECT count(*) FROM chunks), (SELECT count(*) FROM lineage)`).Scan(&versions, &chunks, &edges)
 	return versions, chunks, edges, translate("count rows", err)
 }
+
+// PurgeCache drops the in-process version and transcript caches. Versions
+// are immutable except for a redaction (pkg/lineage Retention.Redact), which
+// replaces a chunk's content and keeps its hash: call it after redacting so
+// this process reads the redacted rows.
+func (s *Store) PurgeCache() { s.cache.Purge() }
