@@ -151,7 +151,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 
 func num(v float64) string {
 	switch a := math.Abs(v); {
-	case a >= 100:
+	case a >= 100 || (v == math.Trunc(v) && a < 1e15):
 		return fmt.Sprintf("%.0f", v)
 	case a >= 10:
 		return fmt.Sprintf("%.1f", v)

@@ -145,10 +145,19 @@ func (c *committer) wait(ctx context.Context, run string) (string, error) {
 	if version != "" {
 		return version, nil
 	}
-	if err == nil {
-		err = fmt.Errorf("run %s ended without step.committed", run)
+	if err != nil {
+		return "", err
 	}
-	return "", err
+	// Events may be lost; the run record is the truth. A one-step run's
+	// output is the version its step committed.
+	rec, err := c.cl.GetRun(ctx, run)
+	if err != nil {
+		return "", fmt.Errorf("run %s: %w", run, err)
+	}
+	if rec.Output == "" {
+		return "", fmt.Errorf("run %s ended %s without a committed step: %s", run, rec.Status, rec.Error)
+	}
+	return rec.Output, nil
 }
 
 // submit posts a run of the bench agent (on a new session with one user
@@ -262,7 +271,7 @@ func (b *runner) steps(ctx context.Context) error {
 	if b.t.StartStack == nil || len(b.cfg.WorkerSweep) == 0 {
 		return nil
 	}
-	s := Series{Name: "steps_vs_workers", Title: "Step throughput vs worker processes", XLabel: "worker processes (in-process, 8 slots each)", YLabel: "steps/s"}
+	s := Series{Name: "steps_vs_workers", Title: "Step throughput vs worker processes", XLabel: "workers (in-process, each with --slots slots)", YLabel: "steps/s"}
 	for _, w := range b.cfg.WorkerSweep {
 		b.p.set("starting a stack with %d workers", w)
 		t, stop, err := b.t.StartStack(ctx, w)
