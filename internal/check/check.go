@@ -58,7 +58,7 @@ type Report struct {
 	Edges    int `json:"edges"`
 	Runs     int `json:"runs"`
 	Steps    int `json:"steps"`
-	// Open counts steps still pending or running.
+	// Open counts steps still pending, running or waiting.
 	Open     int       `json:"open_steps"`
 	Problems []Problem `json:"problems,omitempty"`
 }
@@ -431,8 +431,10 @@ func (c *checker) exactlyOnce(ctx context.Context) error {
 				c.add(ExactlyOnce, row, "failed, but version %s is keyed by it (its commit was not recorded)", keyed)
 			}
 		case runs.StepCanceled:
-			if runs.RunStatus(runStatus) != runs.RunCanceled && strings.TrimSpace(reason) == "" {
-				c.add(ExactlyOnce, row, "canceled without a reason while its run is %s", runStatus)
+			// A step is canceled with its run (canceled, failed or timed
+			// out); in a run that succeeded it is unexplained.
+			if runs.RunStatus(runStatus) == runs.RunSucceeded && strings.TrimSpace(reason) == "" {
+				c.add(ExactlyOnce, row, "canceled without a reason in a run that succeeded")
 			}
 		default:
 			c.rep.Open++
@@ -473,8 +475,8 @@ func (c *checker) exactlyOnce(ctx context.Context) error {
 
 // settled requires every run and step to have ended.
 func (c *checker) settled(ctx context.Context) error {
-	return c.each(ctx, "open runs", `SELECT 'run', id, status FROM runs WHERE status IN ('pending', 'running')
-		UNION ALL SELECT 'step', id, status FROM steps WHERE status IN ('pending', 'running')`, func(rows *sql.Rows) error {
+	return c.each(ctx, "open runs", `SELECT 'run', id, status FROM runs WHERE status IN ('pending', 'running', 'waiting')
+		UNION ALL SELECT 'step', id, status FROM steps WHERE status IN ('pending', 'running', 'waiting')`, func(rows *sql.Rows) error {
 		var kind, id, status string
 		if err := rows.Scan(&kind, &id, &status); err != nil {
 			return err
