@@ -166,6 +166,19 @@ func TestRedact(t *testing.T) {
 				t.Error("direct DELETE of redactions succeeded")
 			}
 
+			if dialect == lineage.Postgres {
+				// rath_redact writes only the marker that means this row's
+				// redaction: not another hash, not extra content.
+				other, _ := session.Redact(session.User("something else"), "by hand")
+				withText := strings.Replace(string(red.Payload()), `"reason"`, `"content":"smuggled","reason"`, 1)
+				for _, m := range []string{string(other.Payload()), withText, `{"content":"thanks"}`} {
+					_, err := db.ExecContext(ctx, `SELECT * FROM rath_redact($1, $2, 'by hand', $3)`, top.ID().String(), top.Len()-1, m)
+					if err == nil || !strings.Contains(err.Error(), "is not the redaction") {
+						t.Errorf("rath_redact with marker %s: %v, want refused", m, err)
+					}
+				}
+			}
+
 			// A marker set past the triggers without a recorded redaction
 			// is caught.
 			forge(ctx, t, db, dialect, string(red.Payload()), top.ID())

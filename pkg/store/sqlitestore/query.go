@@ -294,5 +294,5 @@ func (s *Store) checkRedactions(ctx context.Context, check *graphrow.Checker) er
 	if err := check.CheckRedactions(ctx, rows); err != nil {
 		return translate("verify", err)
 	}
-	return nil
+	return translate("verify", rows.Err())
 }
