@@ -40,6 +40,15 @@ func TestRedactKeepsHashAndDropsContent(t *testing.T) {
 		if _, err := NewChunk(c.Kind(), r.Payload()); !errors.Is(err, ErrInvalidChunk) {
 			t.Fatalf("%s: NewChunk accepted a marker: %v", c.Kind(), err)
 		}
+		// JSON (API replies, exports) carries the redacted chunk as is.
+		js, err := r.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rt Chunk
+		if err := rt.UnmarshalJSON(js); err != nil || !rt.Redacted() || rt.Hash() != c.Hash() {
+			t.Fatalf("%s: JSON round trip: %v redacted=%v", c.Kind(), err, rt.Redacted())
+		}
 		again, _ := Redact(r, "other")
 		if !again.Equal(r) {
 			t.Fatalf("%s: redacting twice changed the chunk", c.Kind())
