@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"strings"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
-	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+
+	"github.com/rath-run/rath/pkg/store/pgstore"
 )
 
 // Open opens the run store at a store URL: postgres://… (or postgresql://…)
@@ -18,8 +21,14 @@ func Open(ctx context.Context, url string) (*Store, *sql.DB, error) {
 	var err error
 	switch {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		db, err = sql.Open("pgx", url)
-		if err == nil {
+		var cfg *pgx.ConnConfig
+		if cfg, err = pgx.ParseConfig(url); err != nil {
+			// pgx's parse errors can quote the URL, password included.
+			return nil, nil, fmt.Errorf("run store: the database URL does not parse")
+		}
+		pgstore.ApplySessionDefaults(cfg)
+		db = stdlib.OpenDB(*cfg)
+		{
 			// Keep every connection idle in the pool: database/sql keeps 2 by
 			// default, and under load each extra transaction would then
 			// open (and fork) a new Postgres backend.

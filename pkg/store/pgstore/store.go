@@ -61,6 +61,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
+	ApplySessionDefaults(cfg.ConnConfig)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, translate("open postgres store", err)
@@ -78,6 +79,26 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// IdleInTransactionTimeout is the idle_in_transaction_session_timeout
+// [ApplySessionDefaults] sets when the URL does not: how long Postgres keeps
+// a transaction whose client went silent (a worker cut off by a partition
+// between two statements of a commit). Its row locks would otherwise block
+// the redelivered step's commit until the server's TCP keepalives notice,
+// hours later. Rath's transactions never wait on anything but the database.
+const IdleInTransactionTimeout = 30 * time.Second
+
+// ApplySessionDefaults sets the session parameters Rath relies on, unless
+// the connection string already sets them: idle_in_transaction_session_timeout
+// (see [IdleInTransactionTimeout]).
+func ApplySessionDefaults(cfg *pgx.ConnConfig) {
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	if _, ok := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !ok {
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(IdleInTransactionTimeout.Milliseconds())
+	}
 }
 
 // Pool returns the underlying pool, for tests and tools that run their own
