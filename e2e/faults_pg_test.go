@@ -1,5 +1,3 @@
-//go:build faults || soak
-
 package e2e
 
 import (
@@ -15,13 +13,6 @@ import (
 
 	"github.com/rath-run/rath/internal/testdb"
 )
-
-// This test is behind the faults build tag (make faults) because it fails:
-// see docs/RELIABILITY.md, "Postgres restarts". After repeated Postgres
-// crashes a few runs stay pending: their jobs used up their deliveries while
-// every delivery met the outage, the step could not be recorded failed
-// (that needs Postgres too), and the reconciler counts the dead message as
-// still queued.
 
 // TestPostgresRestartsUnderLoad crashes Postgres (pg_ctl stop -m immediate)
 // and starts it again 10 times while runs are submitted every 25 ms. The

@@ -91,6 +91,17 @@ func (c *cluster) sqlDB() *sql.DB {
 	return db
 }
 
+// countAfterRestart is count for a query that may meet a pooled connection
+// the last restart broke: it retries until the query answers.
+func countAfterRestart(t *testing.T, db *sql.DB, q string) int {
+	t.Helper()
+	var n int
+	testenv.Eventually(t, time.Minute, q+" answers", func() bool {
+		return db.QueryRow(q).Scan(&n) == nil
+	})
+	return n
+}
+
 func count(t *testing.T, db *sql.DB, q string, args ...any) int {
 	t.Helper()
 	var n int
@@ -363,7 +374,7 @@ func restartUnderLoad(t *testing.T, c *cluster, what string, restarts int, resta
 	l := startLoader(c, what+" load", 25*time.Millisecond)
 	var downtimes []time.Duration
 	for i := range restarts {
-		target := count(t, db, `SELECT COUNT(*) FROM steps WHERE status = 'committed'`) + 10
+		target := countAfterRestart(t, db, `SELECT COUNT(*) FROM steps WHERE status = 'committed'`) + 10
 		testenv.Eventually(t, 2*time.Minute, fmt.Sprintf("restart %d: progress under load", i+1), func() bool {
 			var n int
 			return db.QueryRow(`SELECT COUNT(*) FROM steps WHERE status = 'committed'`).Scan(&n) == nil && n >= target
@@ -378,7 +389,7 @@ func restartUnderLoad(t *testing.T, c *cluster, what string, restarts int, resta
 		}
 	}
 	// Keep loading a little after the last restart: the system still works.
-	target := count(t, db, `SELECT COUNT(*) FROM steps WHERE status = 'committed'`) + 10
+	target := countAfterRestart(t, db, `SELECT COUNT(*) FROM steps WHERE status = 'committed'`) + 10
 	testenv.Eventually(t, 2*time.Minute, "progress after the last restart", func() bool {
 		var n int
 		return db.QueryRow(`SELECT COUNT(*) FROM steps WHERE status = 'committed'`).Scan(&n) == nil && n >= target

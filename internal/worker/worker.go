@@ -49,6 +49,7 @@ import (
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/sandbox"
 	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store/pgstore"
 	"github.com/rath-run/rath/pkg/tool"
 	"github.com/rath-run/rath/pkg/tool/builtin"
 	"github.com/rath-run/rath/pkg/tool/mcp"
@@ -546,6 +547,15 @@ func (w *Worker) retryOrFail(ctx context.Context, d *bus.Delivery, log *slog.Log
 		_ = d.Nak(delay)
 		return "retry"
 	}
+	if !isPermanent(err) && pgstore.IsUnavailable(err) {
+		// The last delivery met a database outage: that is not the step's
+		// failure, and it could not be recorded anyway. Remove the job; the
+		// coordinator's reconciler republishes the stale step (fresh
+		// deliveries) once the database is back.
+		log.WarnContext(ctx, "store unavailable on the last delivery; leaving the step to the reconciler", slog.Any("error", err))
+		_ = d.Term("store unavailable")
+		return "retry"
+	}
 	reason := err.Error()
 	if !isPermanent(err) {
 		reason = fmt.Sprintf("gave up after %d deliveries: %s", n, reason)
@@ -554,8 +564,17 @@ func (w *Worker) retryOrFail(ctx context.Context, d *bus.Delivery, log *slog.Log
 	bg := context.WithoutCancel(ctx)
 	r, ferr := w.steps.FailStep(bg, d.Job.StepID, reason)
 	if ferr != nil {
-		// Leave the message for redelivery so the failure is recorded later.
 		log.Error("record step failure", slog.Any("error", ferr))
+		if int(n) >= w.cfg.MaxDeliver {
+			// JetStream will not deliver this job again: a nak would strand
+			// the step, unrecorded, behind a job nobody receives. Remove the
+			// job instead; the coordinator's reconciler finds the step stale
+			// with no job queued and publishes it again (a fresh message id,
+			// fresh deliveries), so the step runs or fails on the record.
+			_ = d.Term("step failure not recorded")
+			return "retry"
+		}
+		// Leave the message for redelivery so the failure is recorded later.
 		_ = d.Nak(w.cfg.RetryDelay)
 		return "retry"
 	}

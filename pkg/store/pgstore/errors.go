@@ -64,3 +64,10 @@ func translate(op string, err error) error {
 func isClosedPool(err error) bool {
 	return err != nil && (err.Error() == "closed pool" || err.Error() == "conn closed")
 }
+
+// IsUnavailable reports whether err (from this store, or from any pgx or
+// database/sql call on Postgres) means the database could not be reached or
+// is restarting: a condition to wait out, not a failure of the work.
+func IsUnavailable(err error) bool {
+	return err != nil && errors.Is(translate("", err), session.ErrUnavailable)
+}
