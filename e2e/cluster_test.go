@@ -314,9 +314,6 @@ func waitCommitted(t *testing.T, db *sql.DB, n int, what string) {
 // step commit exactly one version (keyed by its step id), and the
 // invariant checker must pass.
 func TestDockerCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds images and runs containers")
-	}
 	const nRuns = 200
 	c := newDockerCluster(t, 3, "--slots", "2")
 	db, err := sql.Open("pgx", c.hostURL)

@@ -155,9 +155,6 @@ func TestRunAllScenariosOnDevStack(t *testing.T) {
 }
 
 func TestStepsOnPostgresMeasuresPgbench(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short: starts a dev stack on Postgres")
-	}
 	tg := devTarget(t, testdb.Postgres(t), 1)
 	rep, err := bench.Run(t.Context(), tg, shortConfig(t, "steps"))
 	if err != nil {
