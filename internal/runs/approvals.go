@@ -104,21 +104,7 @@ func (s *Store) WaitingSteps(ctx context.Context, runID string) ([]Step, error) 
 	if _, err := getRun(ctx, s.db, runID); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx,
-		`SELECT `+stepCols+` FROM steps WHERE run_id = $1 AND status = 'waiting' ORDER BY ordinal, id`, runID)
-	if err != nil {
-		return nil, fmt.Errorf("waiting steps of %s: %w", runID, err)
-	}
-	defer rows.Close()
-	var out []Step
-	for rows.Next() {
-		st, err := scanStep(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, st)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, fmt.Sprintf("waiting steps of %s", runID), scanStep, `SELECT `+stepCols+` FROM steps WHERE run_id = $1 AND status = 'waiting' ORDER BY ordinal, id`, runID)
 }
 
 // Continue ends the waiting step stepID — committed, its output the waiting

@@ -120,20 +120,7 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]Run, error) {
 	}
 	limit = min(limit, 1000)
 	q := `SELECT ` + runCols + ` FROM runs WHERE ($1 = '' OR status = $1) AND ($2 = '' OR id < $2) ORDER BY id DESC LIMIT $3`
-	rows, err := s.db.QueryContext(ctx, q, string(p.Status), p.Before, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
-	}
-	defer rows.Close()
-	var out []Run
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, "list runs", scanRun, q, string(p.Status), p.Before, limit)
 }
 
 // GetStep returns one step.
@@ -311,22 +298,8 @@ func (s *Store) Cancel(ctx context.Context, runID string) (Run, error) {
 // Stale returns unfinished steps not updated since before, oldest first:
 // candidates for republishing by the reconciler.
 func (s *Store) Stale(ctx context.Context, before time.Time, limit int) ([]Step, error) {
-	rows, err := s.db.QueryContext(ctx,
-		`SELECT `+stepCols+` FROM steps WHERE status IN ('pending','running') AND updated_at < $1
+	return queryAll(ctx, s.db, "stale steps", scanStep, `SELECT `+stepCols+` FROM steps WHERE status IN ('pending','running') AND updated_at < $1
 		 ORDER BY updated_at LIMIT $2`, before.UTC(), limit)
-	if err != nil {
-		return nil, fmt.Errorf("stale steps: %w", err)
-	}
-	defer rows.Close()
-	var out []Step
-	for rows.Next() {
-		st, err := scanStep(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, st)
-	}
-	return out, rows.Err()
 }
 
 // Touch marks an unfinished step as just handled (a worker's heartbeat, a
@@ -370,20 +343,7 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 }
 
 func (s *Store) steps(ctx context.Context, runID string) ([]Step, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+stepCols+` FROM steps WHERE run_id = $1 ORDER BY ordinal`, runID)
-	if err != nil {
-		return nil, fmt.Errorf("steps of %s: %w", runID, err)
-	}
-	defer rows.Close()
-	var out []Step
-	for rows.Next() {
-		st, err := scanStep(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, st)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, fmt.Sprintf("steps of %s", runID), scanStep, `SELECT `+stepCols+` FROM steps WHERE run_id = $1 ORDER BY ordinal`, runID)
 }
 
 func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
@@ -424,6 +384,25 @@ type queryer interface {
 }
 
 type scanner interface{ Scan(dest ...any) error }
+
+// queryAll runs a query and scans every row with scan; what names the query
+// in errors.
+func queryAll[T any](ctx context.Context, db *sql.DB, what string, scan func(scanner) (T, error), q string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
 
 const runCols = `id, status, queue, target, input_id, output_id, error, created_at, updated_at, budget, kind, driver, workflow, deadline`
 

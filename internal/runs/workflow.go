@@ -181,22 +181,8 @@ func (s *Store) expiredIDs(ctx context.Context, now time.Time, limit int) ([]str
 // Driven returns the unfinished workflow runs of driver, oldest first (at
 // most limit), without their steps: what a restarted coordinator resumes.
 func (s *Store) Driven(ctx context.Context, driver string, limit int) ([]Run, error) {
-	rows, err := s.db.QueryContext(ctx,
-		`SELECT `+runCols+` FROM runs WHERE kind = 'workflow' AND driver = $1 AND status IN ('pending','running','waiting')
+	return queryAll(ctx, s.db, "driven runs", scanRun, `SELECT `+runCols+` FROM runs WHERE kind = 'workflow' AND driver = $1 AND status IN ('pending','running','waiting')
 		 ORDER BY id LIMIT $2`, driver, limit)
-	if err != nil {
-		return nil, fmt.Errorf("driven runs: %w", err)
-	}
-	defer rows.Close()
-	var out []Run
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
 }
 
 // MarkRunning moves a pending run to running (a driver started it).
