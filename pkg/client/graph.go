@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sync"
@@ -62,6 +63,11 @@ func (g *Graph) Get(ctx context.Context, id session.ID) (*session.Version, error
 	var out session.Version
 	if err := g.c.Do(ctx, http.MethodGet, "/v1/versions/"+url.PathEscape(id.String()), nil, &out); err != nil {
 		return nil, translate(err)
+	}
+	if out.ID != id {
+		// A reply for another version (or none, as null or {}) must not be
+		// returned, nor cached under its own id.
+		return nil, fmt.Errorf("GET /v1/versions/%s: the reply holds version %q, not the one asked for", id, out.ID)
 	}
 	g.remember(&out)
 	return &out, nil
