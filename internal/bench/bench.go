@@ -66,6 +66,9 @@ type Target struct {
 	// measured on it. Without it steps are timed through the API's event
 	// stream and the JetStream limit is not measured.
 	NC *nats.Conn
+	// InProcess: the whole stack runs in this process (a dev stack), so
+	// the process's CPU time is the stack's, reported per step.
+	InProcess bool
 	// StoreURL, when set, is the Session Graph store: the commit-rate limit
 	// is measured on its database and storage growth is read from it.
 	StoreURL string

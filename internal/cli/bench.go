@@ -232,7 +232,7 @@ func devTarget(ctx context.Context, dir, storeURL string, workers, slots int) (*
 	}
 	return &bench.Target{
 		Name:   fmt.Sprintf("in-process dev stack (%s store, embedded NATS, %d workers × %d slots)", kind, workers, slots),
-		Client: cl, NC: d.Backend.NC, StoreURL: url, Memory: d.Backend.Memory,
+		Client: cl, NC: d.Backend.NC, StoreURL: url, Memory: d.Backend.Memory, InProcess: true,
 	}, d.Close, nil
 }
 

@@ -79,6 +79,13 @@ type Config struct {
 	// two. Never set it when they are different databases: the run would be
 	// written to the graph store's.
 	SameDatabase bool
+	// RunReads, when set, serves the workflow endpoints' reads of the run
+	// store (a step's status for PUT and the waits of GET …/steps/{key})
+	// from other connections than its writes: the embedded store's
+	// read-only connections, so that 1,000 waiting drivers do not queue
+	// behind its single writer. It must read the same database as the run
+	// store. Tenant-bound requests read their own store.
+	RunReads *runs.Store
 	// Workspaces reads workspace snapshot manifests for the files and diff
 	// endpoints; default: the bus's object store, when the bus has one.
 	Workspaces Manifests
@@ -273,6 +280,11 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, 
 // to wait for instead of two. A crash before the commit leaves neither; after
 // it, a pending step the reconciler republishes, as with two commits.
 func (c *Coordinator) createWithMessage(ctx context.Context, r *runs.Run, text string) error {
+	if g, ok := c.graphOf(ctx).(runs.VersionPutter); ok {
+		// Postgres: the version's rows and the run's in one pipelined
+		// batch, one round trip.
+		return c.createWithMessageBatch(ctx, g, r, text)
+	}
 	err := c.graph.Tx(ctx, func(ctx context.Context, tx store.TxStore) error {
 		ex, ok := tx.(runs.Execer)
 		if !ok {
@@ -288,6 +300,26 @@ func (c *Coordinator) createWithMessage(ctx context.Context, r *runs.Run, text s
 		}
 		return nil
 	})
+	if err != nil {
+		r.Input, r.Steps = session.ID{}, nil
+		return fmt.Errorf("submit: %w", err)
+	}
+	return nil
+}
+
+// createWithMessageBatch is createWithMessage through a store that runs
+// the run's statements in the version's commit (runs.VersionPutter).
+func (c *Coordinator) createWithMessageBatch(ctx context.Context, g runs.VersionPutter, r *runs.Run, text string) error {
+	v, err := session.Root(session.User(text))
+	if err != nil {
+		return fmt.Errorf("submit: create session: %w", err)
+	}
+	r.Input = v.ID
+	_, ran, err := g.PutWith(ctx, v, c.runs.CreateStmts(r, []runs.Step{{Ordinal: 0, Input: r.Input}})...)
+	if err == nil && !ran {
+		// A fresh random id cannot have been committed before.
+		err = fmt.Errorf("version %s already existed", v.ID)
+	}
 	if err != nil {
 		r.Input, r.Steps = session.ID{}, nil
 		return fmt.Errorf("submit: %w", err)

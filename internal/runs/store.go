@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store/pgstore"
 )
 
 // Store records runs and steps in a database/sql database whose schema the
@@ -50,6 +51,34 @@ type Execer interface {
 // be on this store's database; the run exists once tx commits. On error the
 // caller must roll tx back.
 func (s *Store) CreateIn(ctx context.Context, tx Execer, r *Run, steps []Step) error {
+	for _, st := range s.createStmts(r, steps) {
+		if _, err := tx.ExecContext(ctx, st.SQL, st.Args...); err != nil {
+			return fmt.Errorf("%s: %w", st.what, err)
+		}
+	}
+	return nil
+}
+
+// CreateStmts returns the statements that record r and its first steps
+// (filling in their states, times and ids as [Store.Create] does), for a
+// caller that runs them in a transaction of its own: a graph store's
+// PutWith records a submitted session and its run in one commit.
+func (s *Store) CreateStmts(r *Run, steps []Step) []pgstore.Stmt {
+	stmts := s.createStmts(r, steps)
+	out := make([]pgstore.Stmt, len(stmts))
+	for i, st := range stmts {
+		out[i] = pgstore.Stmt{SQL: st.SQL, Args: st.Args}
+	}
+	return out
+}
+
+type stmt struct {
+	what string
+	SQL  string
+	Args []any
+}
+
+func (s *Store) createStmts(r *Run, steps []Step) []stmt {
 	now := s.ts()
 	r.Status, r.CreatedAt, r.UpdatedAt = RunPending, now, now
 	if r.Kind == "" {
@@ -60,13 +89,13 @@ func (s *Store) CreateIn(ctx context.Context, tx Execer, r *Run, steps []Step) e
 		d := r.Deadline.UTC().Truncate(time.Microsecond)
 		r.Deadline, deadline = &d, d
 	}
-	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO runs (id, status, queue, target, input_id, error, created_at, updated_at, budget, kind, driver, workflow, deadline)
+	out := []stmt{{
+		what: "insert run " + r.ID,
+		SQL: `INSERT INTO runs (id, status, queue, target, input_id, error, created_at, updated_at, budget, kind, driver, workflow, deadline)
 		 VALUES ($1, $2, $3, $4, $5, '', $6, $6, $7, $8, $9, $10, $11)`,
-		r.ID, r.Status, r.Queue, string(r.Target), r.Input.String(), now, budgetText(r.Budget),
-		string(r.Kind), r.Driver, r.Workflow, deadline); err != nil {
-		return fmt.Errorf("insert run %s: %w", r.ID, err)
-	}
+		Args: []any{r.ID, string(r.Status), r.Queue, string(r.Target), r.Input.String(), now, budgetText(r.Budget),
+			string(r.Kind), r.Driver, r.Workflow, deadline},
+	}}
 	for i := range steps {
 		st := &steps[i]
 		st.RunID, st.Status, st.CreatedAt, st.UpdatedAt = r.ID, StepPending, now, now
@@ -74,21 +103,25 @@ func (s *Store) CreateIn(ctx context.Context, tx Execer, r *Run, steps []Step) e
 			st.ID = StepID(r.ID, st.Ordinal)
 		}
 		st.Key = strings.TrimPrefix(st.ID, r.ID+"/")
-		if err := insertStep(ctx, tx, st); err != nil {
-			return err
-		}
+		out = append(out, insertStepStmt(st))
 	}
 	r.Steps = steps
-	return nil
+	return out
+}
+
+func insertStepStmt(st *Step) stmt {
+	return stmt{
+		what: "insert step " + st.ID,
+		SQL: `INSERT INTO steps (id, run_id, ordinal, status, input_id, attempts, worker, error, created_at, updated_at, target)
+		 VALUES ($1, $2, $3, $4, $5, 0, '', '', $6, $6, $7)`,
+		Args: []any{st.ID, st.RunID, st.Ordinal, string(st.Status), st.Input.String(), st.CreatedAt, string(st.Target)},
+	}
 }
 
 func insertStep(ctx context.Context, tx Execer, st *Step) error {
-	_, err := tx.ExecContext(ctx,
-		`INSERT INTO steps (id, run_id, ordinal, status, input_id, attempts, worker, error, created_at, updated_at, target)
-		 VALUES ($1, $2, $3, $4, $5, 0, '', '', $6, $6, $7)`,
-		st.ID, st.RunID, st.Ordinal, st.Status, st.Input.String(), st.CreatedAt, string(st.Target))
-	if err != nil {
-		return fmt.Errorf("insert step %s: %w", st.ID, err)
+	in := insertStepStmt(st)
+	if _, err := tx.ExecContext(ctx, in.SQL, in.Args...); err != nil {
+		return fmt.Errorf("%s: %w", in.what, err)
 	}
 	return nil
 }
@@ -132,6 +165,13 @@ func (s *Store) GetStep(ctx context.Context, id string) (Step, error) {
 // pending run becomes running. A step or run that has ended returns
 // ErrTerminal with the stored step, so the worker can settle the delivery.
 func (s *Store) StartStep(ctx context.Context, stepID, worker string) (Step, error) {
+	if s.relaxed {
+		// Postgres: the common case in one statement (fastpath.go).
+		st, ok, err := s.startStepFast(ctx, stepID, worker)
+		if ok || err != nil {
+			return st, err
+		}
+	}
 	var st Step
 	expired := false
 	err := s.relaxedTx(ctx, func(tx *sql.Tx) error {

@@ -194,6 +194,7 @@ type Worker struct {
 	events  Events
 	resolve ResolveFunc
 	log     *slog.Logger
+	aborts  inflight // steps in flight by run, for run abort events (cancel.go)
 }
 
 // New returns a worker. All dependencies are required.
@@ -220,6 +221,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Steps run under work, which outlives ctx by ShutdownTimeout.
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
+	defer w.subscribeAborts()()
 
 	slots := make(chan struct{}, w.cfg.Slots)
 	var wg sync.WaitGroup
@@ -316,12 +318,14 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	// heartbeat: its context ends, and the redelivery finds it ended.
 	ctx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
+	defer w.aborts.track(job.RunID, abort)()
 	stopTouch := w.touchEvery(ctx, job.StepID, abort)
 	defer stopTouch()
 	w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.started",
 		Data: mustJSON(map[string]any{"worker": w.cfg.Name, "attempt": st.Attempts})})
 
-	out, err := w.execute(ctx, job)
+	g, sg := w.graphFor(job.StepID)
+	out, err := w.execute(ctx, job, g)
 	if w.waitIfPaused(ctx, d, log, job, err) {
 		obs.end("waiting", nil)
 		return
@@ -330,12 +334,14 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		obs.end(w.retryOrFail(ctx, d, log, err), err)
 		return
 	}
-	r, err := w.steps.CommitStep(ctx, job.StepID, out.ID())
-	if err != nil {
-		// The version is committed; a redelivery finds it by key.
-		err = fmt.Errorf("record commit: %w", err)
-		obs.end(w.retryOrFail(ctx, d, log, err), err)
-		return
+	r, recorded := sg.committed()
+	if !recorded {
+		if r, err = w.steps.CommitStep(ctx, job.StepID, out.ID()); err != nil {
+			// The version is committed; a redelivery finds it by key.
+			err = fmt.Errorf("record commit: %w", err)
+			obs.end(w.retryOrFail(ctx, d, log, err), err)
+			return
+		}
 	}
 	w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.committed",
 		Data: mustJSON(committedData(out))})
@@ -394,8 +400,8 @@ func (w *Worker) touchEvery(ctx context.Context, stepID string, abort context.Ca
 }
 
 // execute runs the job's target (flow.ParseTarget: an agent spec, or a
-// selector or compressor call) on its input and commits the result.
-func (w *Worker) execute(ctx context.Context, job bus.Job) (session.Session, error) {
+// selector or compressor call) on its input in g and commits the result.
+func (w *Worker) execute(ctx context.Context, job bus.Job, g session.Graph) (session.Session, error) {
 	call, err := flow.ParseTarget(job.Target)
 	if err != nil {
 		return session.Session{}, permanent(err)
@@ -416,7 +422,7 @@ func (w *Worker) execute(ctx context.Context, job bus.Job) (session.Session, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	s, err := session.Open(ctx, w.graph, input)
+	s, err := session.Open(ctx, g, input)
 	if err != nil {
 		if errors.Is(err, session.ErrNotFound) {
 			return session.Session{}, permanent(err)
@@ -501,6 +507,12 @@ func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provide
 			return session.Session{}, permanent(fmt.Errorf("agent %s: memory.store local: this worker has no memory store", spec.Name))
 		}
 		a.Memory = w.cfg.Memory
+		if spec.Memory.Commit {
+			// The step commits memory after its version: record the step
+			// committed only after that (CommitStep), so a crash between the
+			// two redelivers the step and the replay commits the memory.
+			commitsPlainly(s)
+		}
 	}
 	ctx, span := w.invokeAgent(ctx, job, spec, model, &meta)
 	out, err := a.Step(ctx, s, meta)

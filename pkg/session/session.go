@@ -35,6 +35,17 @@ func New(ctx context.Context, g Graph, chunks ...Chunk) (Session, error) {
 	return commit(ctx, g, &Version{Op: OpCreate, Chunks: slices.Clone(chunks)}, nil, nil)
 }
 
+// Root returns a sealed root version holding chunks (op create), as New
+// would commit it, without committing it: for a caller that commits it
+// with rows of its own in one transaction.
+func Root(chunks ...Chunk) (*Version, error) {
+	v := &Version{Op: OpCreate, Chunks: slices.Clone(chunks), ID: NewID(), CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
+	if err := Seal(v, nil, nil); err != nil {
+		return nil, fmt.Errorf("%s: %w", v.Op, err)
+	}
+	return v, nil
+}
+
 // FromUserMessage records a root session holding one user chunk.
 func FromUserMessage(ctx context.Context, g Graph, text string) (Session, error) {
 	return New(ctx, g, User(text))

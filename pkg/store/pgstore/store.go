@@ -454,51 +454,85 @@ func (d *db) headers(ctx context.Context, ids []session.ID) (map[session.ID]grap
 
 // Put implements [session.Graph].
 func (d *db) Put(ctx context.Context, v *session.Version) (*session.Version, error) {
+	got, _, err := d.put(ctx, v, nil)
+	return got, err
+}
+
+// Stmt is a statement on the caller's own tables of the store's database
+// that [Store.PutWith] runs in the transaction of a version's commit.
+type Stmt struct {
+	SQL  string
+	Args []any
+	// Scan, when set, reads the statement's rows; nil discards them.
+	Scan func(pgx.Rows) error
+}
+
+// PutWith commits v as Put does and runs after in the same transaction,
+// once v's rows are written: v and the caller's rows are committed
+// together or not at all, with one fsync'd commit. Unless v's chunks need
+// COPY (more than [CopyThreshold]), the version's rows and after go to the
+// server as one pipelined batch, which Postgres runs as one implicit
+// transaction: one round trip (two when v's links are not cached).
+//
+// ran reports whether after ran. It is false, with a nil error, when v was
+// committed before (a replay: v's key or id is taken); then PutWith
+// returns the stored version and after did not run, so the caller can
+// settle its own rows another way. An error from after (or its Scan)
+// rolls the whole commit back, unless Scan fails after the server has
+// committed (a client-side decoding error): the caller must treat such an
+// error as "maybe committed", as it would a lost connection.
+func (s *Store) PutWith(ctx context.Context, v *session.Version, after ...Stmt) (got *session.Version, ran bool, err error) {
+	return s.put(ctx, v, after)
+}
+
+func (d *db) put(ctx context.Context, v *session.Version, after []Stmt) (*session.Version, bool, error) {
 	if v == nil {
-		return nil, fmt.Errorf("put: %w: nil version", session.ErrInvalidVersion)
+		return nil, false, fmt.Errorf("put: %w: nil version", session.ErrInvalidVersion)
 	}
 	if got, ok := d.cache.Version(v.ID); ok && (v.Key == "" || got.Key == v.Key) {
-		return sameOrConflict(got, v)
+		got, err := sameOrConflict(got, v)
+		return got, false, err
 	}
 	headers, err := d.headers(ctx, graphrow.LinkIDs(v))
 	if err != nil {
-		return nil, translate(fmt.Sprintf("put %s", v.ID), err)
+		return nil, false, translate(fmt.Sprintf("put %s", v.ID), err)
 	}
 	if err := graphrow.VerifyAgainst(v, headers); err != nil {
 		if v.Key != "" && errors.Is(err, session.ErrNotFound) {
 			// A replayed commit whose links are gone cannot happen (rows are
 			// never deleted), but a keyed replay still answers with the commit.
 			if got, kerr := d.GetByKey(ctx, v.Key); kerr == nil {
-				return got, nil
+				return got, false, nil
 			}
 		}
-		return nil, fmt.Errorf("put %s: %w", v.ID, err)
+		return nil, false, fmt.Errorf("put %s: %w", v.ID, err)
 	}
-	err = d.insertOne(ctx, v, graphrow.ExtendsBase(v))
+	err = d.insertOne(ctx, v, graphrow.ExtendsBase(v), after)
 	if isLaneRace(err) {
 		// Another commit took the next position of the base's lane between
 		// the check and the insert: this version starts its own lane.
-		err = d.insertOne(ctx, v, false)
+		err = d.insertOne(ctx, v, false, after)
 	}
 	if err == nil {
 		d.remember(v)
-		return v, nil
+		return v, true, nil
 	}
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
-		return nil, translate(fmt.Sprintf("put %s", v.ID), err)
+	if !errors.As(err, &pgErr) || pgErr.Code != "23505" || !isGraphKey(pgErr) {
+		return nil, false, translate(fmt.Sprintf("put %s", v.ID), err)
 	}
 	// A unique key or id is taken: a replayed commit, or an id reused.
 	if v.Key != "" {
 		if got, kerr := d.GetByKey(ctx, v.Key); kerr == nil {
-			return got, nil
+			return got, false, nil
 		}
 	}
 	got, gerr := d.Get(ctx, v.ID)
 	if gerr != nil {
-		return nil, translate(fmt.Sprintf("put %s", v.ID), err)
+		return nil, false, translate(fmt.Sprintf("put %s", v.ID), err)
 	}
-	return sameOrConflict(got, v)
+	got, err = sameOrConflict(got, v)
+	return got, false, err
 }
 
 func sameOrConflict(got, v *session.Version) (*session.Version, error) {
@@ -558,6 +592,12 @@ FROM unnest($2::integer[], $3::text[], $4::text[], $5::text[]) AS t(ord, kind, p
 const insertEdgesSQL = `INSERT INTO lineage (child_id, parent_id, ordinal, op)
 SELECT $1, t.parent_id, t.n - 1, $3 FROM unnest($2::uuid[]) WITH ORDINALITY AS t(parent_id, n)`
 
+// isGraphKey reports whether a unique violation is on the graph's own
+// tables, not on a table of the caller's statements (PutWith).
+func isGraphKey(e *pgconn.PgError) bool {
+	return e.TableName == "versions" || e.TableName == "chunks" || e.TableName == "lineage"
+}
+
 // isLaneRace reports a unique violation on a lane position: two commits
 // extended the same base at once and the other one joined its lane first.
 func isLaneRace(err error) bool {
@@ -581,9 +621,9 @@ func chunkColumns(v *session.Version) (ords []int32, kinds, payloads, hashes []s
 	return ords, kinds, payloads, hashes
 }
 
-// insertOne writes v's version row, chunks and edges atomically; claim
-// asks to join the base's lane (see insertVersionSQL).
-func (d *db) insertOne(ctx context.Context, v *session.Version, claim bool) error {
+// insertOne writes v's version row, chunks and edges, then runs after,
+// atomically; claim asks to join the base's lane (see insertVersionSQL).
+func (d *db) insertOne(ctx context.Context, v *session.Version, claim bool, after []Stmt) error {
 	args, err := argsOf(v)
 	if err != nil {
 		return err
@@ -613,6 +653,15 @@ func (d *db) insertOne(ctx context.Context, v *session.Version, claim bool) erro
 					return err
 				}
 			}
+			for _, st := range after {
+				rows, err := tx.Query(ctx, st.SQL, st.Args...)
+				if err != nil {
+					return err
+				}
+				if err := scanStmt(st, rows); err != nil {
+					return err
+				}
+			}
 			return nil
 		})
 	}
@@ -626,7 +675,24 @@ func (d *db) insertOne(ctx context.Context, v *session.Version, claim bool) erro
 	if len(v.Parents) > 0 {
 		b.Queue(insertEdgesSQL, v.ID, v.Parents, string(v.Op))
 	}
+	for _, st := range after {
+		b.Queue(st.SQL, st.Args...).Query(func(rows pgx.Rows) error { return scanStmt(st, rows) })
+	}
 	return d.q.SendBatch(ctx, b).Close()
+}
+
+// scanStmt reads a PutWith statement's rows with its Scan, or discards
+// them, and closes them.
+func scanStmt(st Stmt, rows pgx.Rows) error {
+	defer rows.Close()
+	if st.Scan != nil {
+		if err := st.Scan(rows); err != nil {
+			return err
+		}
+	}
+	for rows.Next() {
+	}
+	return rows.Err()
 }
 
 func chunkSource(v *session.Version, lane session.ID) pgx.CopyFromSource {

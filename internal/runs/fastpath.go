@@ -1,0 +1,128 @@
+package runs
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store/pgstore"
+)
+
+// The step hot path on Postgres. A step's bookkeeping used to cost two
+// transactions of several round trips each (StartStep, CommitStep) next to
+// the version's own commit. Here it is one statement to start the step
+// (committed without waiting for its WAL flush) and none of its own to
+// commit it: the step's record rides in the version's commit
+// ([Store.CommitStepVersion]). Anything unusual — a step that ended, a
+// passed deadline, a replayed commit — falls back to the general code,
+// which decides and reports exactly as before.
+
+// startStepSQL marks a startable step running and its pending run running,
+// in one statement. It matches only a step that is pending or running of a
+// run that has not ended and whose deadline has not passed; any other case
+// returns no row and StartStep takes the general path. set_config makes
+// this statement's own transaction commit without waiting for its WAL
+// flush (SET LOCAL synchronous_commit, without the extra round trip): see
+// [Store.relaxedTx] for why that is safe for this bookkeeping.
+const startStepSQL = `WITH relax AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
+st AS (
+	UPDATE steps SET status = 'running', attempts = attempts + 1, worker = $2,
+		started_at = COALESCE(started_at, $3), updated_at = $3
+	WHERE id = $1 AND status IN ('pending','running')
+	  AND (SELECT v FROM relax) IS NOT NULL
+	  AND EXISTS (SELECT 1 FROM runs r WHERE r.id = steps.run_id
+		AND r.status IN ('pending','running','waiting') AND (r.deadline IS NULL OR r.deadline > $3))
+	RETURNING ` + stepCols + `
+),
+run AS (
+	UPDATE runs SET status = 'running', updated_at = $3
+	WHERE id IN (SELECT run_id FROM st) AND status = 'pending'
+)
+SELECT ` + stepCols + ` FROM st`
+
+// startStepFast is StartStep's one-statement path; ok is false when the
+// step is not plainly startable and the general path must decide.
+func (s *Store) startStepFast(ctx context.Context, stepID, worker string) (st Step, ok bool, err error) {
+	st, err = scanStep(s.db.QueryRowContext(ctx, startStepSQL, stepID, worker, s.ts()))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return Step{}, false, nil
+	case err != nil:
+		return Step{}, false, fmt.Errorf("start step %s: %w", stepID, err)
+	}
+	return st, true, nil
+}
+
+// commitStepSQL records a step committed and, for an agent run whose other
+// steps have all committed, settles the run as succeeded with its last
+// step's output; it returns the run as it is afterwards. Every part of one
+// statement sees the same snapshot, so the run's output is this step's
+// unless a committed step with a higher ordinal exists, and the run as
+// returned is the settled row when it settled. A step that has already
+// ended is left alone (the run is still returned); a step that does not
+// exist returns no row.
+const commitStepSQL = `WITH st AS (
+	UPDATE steps SET status = 'committed', output_id = $2, error = '', finished_at = $3, updated_at = $3
+	WHERE id = $1 AND status IN ('pending','running','waiting')
+	RETURNING run_id, ordinal
+),
+settled AS (
+	UPDATE runs SET status = 'succeeded', updated_at = $3,
+		output_id = COALESCE((SELECT o.output_id FROM steps o, st
+			WHERE o.run_id = runs.id AND o.id <> $1 AND o.ordinal > st.ordinal
+			ORDER BY o.ordinal DESC LIMIT 1), $2)
+	WHERE id IN (SELECT run_id FROM st) AND kind = 'agent' AND status IN ('pending','running','waiting')
+	  AND NOT EXISTS (SELECT 1 FROM steps o WHERE o.run_id = runs.id AND o.id <> $1 AND o.status <> 'committed')
+	RETURNING ` + runCols + `
+)
+SELECT ` + runCols + ` FROM settled
+UNION ALL
+SELECT ` + runCols + ` FROM runs WHERE id = (SELECT run_id FROM steps WHERE id = $1) AND NOT EXISTS (SELECT 1 FROM settled)`
+
+// VersionPutter is a graph store that can run statements in a version's
+// commit: the Postgres store ([pgstore.Store.PutWith]).
+type VersionPutter interface {
+	PutWith(ctx context.Context, v *session.Version, after ...pgstore.Stmt) (*session.Version, bool, error)
+}
+
+// CommitStepVersion commits v, the version step stepID made (keyed by the
+// step id), and records the step committed in the same transaction of g,
+// which must be on this store's database: one fsync'd commit and one round
+// trip where a Put and then [Store.CommitStep] take two commits and ~ten
+// round trips. It returns the committed version and the run as CommitStep
+// does. When v was committed before (a redelivered step) or the step is
+// missing, it settles the step through CommitStep, as the separate calls
+// would. On SQLite (no PutWith) use Put and CommitStep.
+func (s *Store) CommitStepVersion(ctx context.Context, g VersionPutter, stepID string, v *session.Version) (*session.Version, Run, error) {
+	var r Run
+	found := false
+	scan := func(rows pgx.Rows) error {
+		if !rows.Next() {
+			return rows.Err()
+		}
+		var err error
+		if r, err = scanRun(rows); err != nil {
+			return fmt.Errorf("commit step %s: %w", stepID, err)
+		}
+		found = true
+		return nil
+	}
+	got, ran, err := g.PutWith(ctx, v, pgstore.Stmt{SQL: commitStepSQL, Args: []any{stepID, v.ID.String(), s.ts()}, Scan: scan})
+	if err != nil {
+		return nil, Run{}, err
+	}
+	if ran && found {
+		return got, r, nil
+	}
+	// A replayed commit (the version was there before), or a step that is
+	// not there: the general path settles or reports it.
+	r, err = s.CommitStep(ctx, stepID, got.ID)
+	if err != nil {
+		return nil, Run{}, err
+	}
+	return got, r, nil
+}

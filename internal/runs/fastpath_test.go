@@ -1,0 +1,146 @@
+package runs_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/testdb"
+	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store/pgstore"
+)
+
+// TestCommitStepVersion: on Postgres a step's version and its record
+// commit together; a replayed commit gets the first version back and
+// leaves the record as it was; a canceled step's version is kept but the
+// step stays canceled.
+func TestCommitStepVersion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.Postgres(t)
+	rs := open(t, url)
+	g, _ := graphs.Load(url)
+	pg := g.(*pgstore.Store)
+
+	r := newRun(t, rs, url)
+	stepID := r.Steps[0].ID
+	if _, err := rs.StartStep(ctx, stepID, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	in, err := session.Open(ctx, pg, r.Input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := stepVersion(t, in, stepID)
+	got, run, err := rs.CommitStepVersion(ctx, pg, stepID, v)
+	if err != nil || got.ID != v.ID || run.ID != r.ID || run.Status != runs.RunSucceeded || run.Output == nil || *run.Output != v.ID {
+		t.Fatalf("CommitStepVersion = %v, %+v, %v; want %s and the run succeeded with it", got, run, err, v.ID)
+	}
+	stored, err := rs.Get(ctx, r.ID)
+	if err != nil || stored.Status != runs.RunSucceeded || stored.Steps[0].Status != runs.StepCommitted ||
+		stored.Steps[0].Output == nil || *stored.Steps[0].Output != v.ID || stored.Steps[0].FinishedAt == nil {
+		t.Fatalf("stored run = %+v, %v; want it succeeded, its step committed with %s", stored, err, v.ID)
+	}
+	if byKey, err := pg.GetByKey(ctx, stepID); err != nil || byKey.ID != v.ID {
+		t.Fatalf("version by key = %v, %v; want %s", byKey, err, v.ID)
+	}
+
+	// The redelivered step's commit: the first version, the run as it was.
+	again := stepVersion(t, in, stepID)
+	got, run, err = rs.CommitStepVersion(ctx, pg, stepID, again)
+	if err != nil || got.ID != v.ID || run.Status != runs.RunSucceeded || *run.Output != v.ID {
+		t.Fatalf("replayed CommitStepVersion = %v, %+v, %v; want %s again", got, run, err, v.ID)
+	}
+
+	// A step canceled while it ran: its version commits (versions are
+	// never lost), the step stays canceled, the canceled run is returned.
+	r2 := newRun(t, rs, url)
+	if _, err := rs.StartStep(ctx, r2.Steps[0].ID, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.Cancel(ctx, r2.ID); err != nil {
+		t.Fatal(err)
+	}
+	in2, err := session.Open(ctx, pg, r2.Input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, run, err = rs.CommitStepVersion(ctx, pg, r2.Steps[0].ID, stepVersion(t, in2, r2.Steps[0].ID))
+	if err != nil || run.Status != runs.RunCanceled {
+		t.Fatalf("commit of a canceled step = %+v, %v; want the run canceled", run, err)
+	}
+	if st, _ := rs.GetStep(ctx, r2.Steps[0].ID); st.Status != runs.StepCanceled || st.Output != nil {
+		t.Fatalf("canceled step after the commit = %+v; want canceled with no output", st)
+	}
+
+	// A step that does not exist: reported as such.
+	if _, _, err := rs.CommitStepVersion(ctx, pg, "run_nope/0", stepVersion(t, in2, "run_nope/0")); !errors.Is(err, runs.ErrNotFound) {
+		t.Fatalf("commit of an unknown step: %v, want ErrNotFound", err)
+	}
+}
+
+// TestStartStepCases: what StartStep decides on both stores, whichever path
+// (Postgres' one statement or the general transaction) decides it.
+func TestStartStepCases(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		rs := open(t, url)
+
+		// A run past its deadline times out instead of starting.
+		past := time.Now().Add(-time.Second)
+		late := runs.Run{ID: runs.NewRunID(), Queue: "default", Target: []byte(`{}`), Input: version(t, url), Deadline: &past}
+		if err := rs.Create(ctx, &late, []runs.Step{{Input: late.Input}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rs.StartStep(ctx, late.Steps[0].ID, "w"); !errors.Is(err, runs.ErrTerminal) {
+			t.Fatalf("start past the deadline: %v, want ErrTerminal", err)
+		}
+		if got, _ := rs.Get(ctx, late.ID); got.Status != runs.RunTimedOut || got.Steps[0].Attempts != 0 {
+			t.Fatalf("run past its deadline = %s, attempts %d; want timed_out, 0", got.Status, got.Steps[0].Attempts)
+		}
+
+		// A future deadline starts, and a waiting step never starts again.
+		future := time.Now().Add(time.Hour)
+		ok := runs.Run{ID: runs.NewRunID(), Queue: "default", Target: []byte(`{}`), Input: version(t, url), Deadline: &future}
+		if err := rs.Create(ctx, &ok, []runs.Step{{Input: ok.Input}}); err != nil {
+			t.Fatal(err)
+		}
+		st, err := rs.StartStep(ctx, ok.Steps[0].ID, "w")
+		if err != nil || st.Status != runs.StepRunning || st.Attempts != 1 || st.RunID != ok.ID || st.Input != ok.Input {
+			t.Fatalf("start before the deadline = %+v, %v", st, err)
+		}
+		if _, err := rs.WaitStep(ctx, ok.Steps[0].ID, ok.Input); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rs.StartStep(ctx, ok.Steps[0].ID, "w"); !errors.Is(err, runs.ErrTerminal) {
+			t.Fatalf("start of a waiting step: %v, want ErrTerminal", err)
+		}
+	})
+}
+
+// stepVersion builds, without committing, the version a step keyed key
+// would commit on s.
+func stepVersion(t *testing.T, s session.Session, key string) *session.Version {
+	t.Helper()
+	var v *session.Version
+	capture := captureGraph{Graph: s.Graph(), put: func(x *session.Version) { v = x }}
+	if _, err := session.Wrap(capture, s.Version()).Extend(context.Background(), session.Extension{
+		Op: session.OpStep, Chunks: []session.Chunk{session.Assistant("done")}, Key: key,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+type captureGraph struct {
+	session.Graph
+	put func(*session.Version)
+}
+
+func (g captureGraph) Put(_ context.Context, v *session.Version) (*session.Version, error) {
+	g.put(v)
+	return v, nil
+}
