@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,6 +30,34 @@ func TestBadInputCatalogHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := in.ID().String()
+	// A session JSONL export of a graph this stack has never seen, three
+	// versions deep, whose later lines the import cases break: a good
+	// prefix must not be written when a later line is bad.
+	foreign := session.NewMemoryGraph()
+	fs, err := session.FromUserMessage(ctx, foreign, "elsewhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"two", "three"} {
+		if fs, err = fs.Append(ctx, session.User(text)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var export bytes.Buffer
+	if err := session.Export(ctx, foreign, fs.ID(), &export); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(export.String(), "\n"), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("export has %d lines, want a header and 3 versions", len(lines))
+	}
+	brokenAt := func(n int, fix func(string) string) string {
+		out := slices.Clone(lines)
+		out[n-1] = fix(out[n-1])
+		return strings.Join(out, "") + "\n"
+	}
+	cut := func(l string) string { return l[:len(l)/2] + "\n" }
+	tamper := func(l string) string { return strings.Replace(l, "three", "THREE", 1) }
 	spec := func(extra string) string {
 		return `{"agent":{"name":"a","model":"scripted","script":["x"]` + extra + `},"message":"hi"}`
 	}
@@ -59,6 +88,10 @@ func TestBadInputCatalogHTTP(t *testing.T) {
 		{"append: nothing", "POST", "/v1/sessions/" + id + "/append", `{}`, 400, "give user"},
 		{"merge: bad other", "POST", "/v1/sessions/" + id + "/merge", `{"other":"x"}`, 400, "other"},
 		{"import: truncated", "POST", "/v1/sessions/import", `{"record":"rath.session","schema_version":1,"he`, 400, "line 1"},
+		{"import: bad line 4 after good ones", "POST", "/v1/sessions/import", brokenAt(4, cut), 400, "line 4"},
+		{"import: tampered chunk on line 4", "POST", "/v1/sessions/import", brokenAt(4, tamper), 400, "line 4"},
+		{"import: not JSON on line 3", "POST", "/v1/sessions/import", brokenAt(3, func(string) string { return "hello\n" }), 400, "line 3"},
+		{"append: oversized body", "POST", "/v1/sessions/" + id + "/append", `{"chunks":[{"kind":"user","payload":{"content":"` + strings.Repeat("x", 2<<20) + `"}}]}`, 413, "exceeds 1048576 bytes"},
 		{"import: schema_version", "POST", "/v1/sessions/import", `{"record":"rath.session","schema_version":99,"head":"` + id + `"}` + "\n", 400, "schema_version"},
 		{"approvals: unknown field", "POST", "/v1/runs/run_nope/approvals", `{"decision":"approve","why":"x"}`, 400, `unknown field "why"`},
 		{"approvals: bad decision", "POST", "/v1/runs/run_nope/approvals", `{"decision":"yes"}`, 400, "decision"},

@@ -365,24 +365,50 @@ func Import(ctx context.Context, g Graph, r io.Reader) (Session, error) {
 	if err := checkAcyclic(recs, index); err != nil {
 		return Session{}, err
 	}
-	var got *Version
+	// Every version is checked against its parents and base (shape, length,
+	// hash) before the first Put, so a bad line anywhere in the file writes
+	// nothing, not the good versions before it.
 	for i, rec := range recs {
 		v := rec.v
+		linked := make(map[ID]*Version, len(v.Parents)+1)
 		for _, d := range deps(v) {
 			j, inFile := index[d]
 			if inFile {
 				if j > i {
 					return Session{}, fmt.Errorf("line %d: version %s: %w: parent %s comes later, on line %d (versions must be in topological order)", rec.line, v.ID, ErrFormat, d, recs[j].line)
 				}
+				linked[d] = recs[j].v
 				continue
 			}
-			if _, err := g.Get(ctx, d); err != nil {
+			stored, err := g.Get(ctx, d)
+			if err != nil {
 				if errors.Is(err, ErrNotFound) {
 					return Session{}, fmt.Errorf("line %d: version %s: parent %s is neither in the input nor in the graph: %w", rec.line, v.ID, d, err)
 				}
 				return Session{}, fmt.Errorf("line %d: version %s: load parent %s: %w", rec.line, v.ID, d, err)
 			}
+			linked[d] = stored
 		}
+		parents := make([]*Version, len(v.Parents))
+		for k, p := range v.Parents {
+			parents[k] = linked[p]
+		}
+		var base *Version
+		if v.Base != nil {
+			base = linked[*v.Base]
+		}
+		if err := VerifyLinks(v, parents, base); err != nil {
+			// A different version already stored under this id is the
+			// conflict Put would report; say that rather than the hash.
+			if stored, gerr := g.Get(ctx, v.ID); gerr == nil && stored.Hash != v.Hash {
+				return Session{}, fmt.Errorf("line %d: version %s: %w: the graph holds another version with this id (hash %s)", rec.line, v.ID, ErrConflict, stored.Hash)
+			}
+			return Session{}, fmt.Errorf("line %d: version %s: %w", rec.line, v.ID, err)
+		}
+	}
+	var got *Version
+	for _, rec := range recs {
+		v := rec.v
 		p, err := g.Put(ctx, v)
 		if err != nil {
 			return Session{}, fmt.Errorf("line %d: version %s: %w", rec.line, v.ID, err)
