@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/memory/pgmem"
 	"github.com/rath-run/rath/pkg/store"
 	"github.com/rath-run/rath/pkg/store/pgstore"
 )
@@ -33,6 +34,7 @@ type TenantPools struct {
 
 	mu     sync.Mutex
 	pools  map[string]*tenantPool
+	mems   map[string]*pgmem.Store // Memory's, per tenant
 	closed bool
 }
 
@@ -150,6 +152,10 @@ func (p *TenantPools) Close() error {
 	for t, tp := range p.pools {
 		errs = append(errs, tp.graph.Close(), tp.db.Close())
 		delete(p.pools, t)
+	}
+	for t, m := range p.mems {
+		errs = append(errs, m.Close())
+		delete(p.mems, t)
 	}
 	return errors.Join(errs...)
 }

@@ -49,6 +49,7 @@ func (c *Coordinator) Handler() http.Handler {
 	api.HandleFunc("GET /v1/sessions/{id}/diff", c.sessionDiff)
 	c.lineageRoutes(api)
 	c.authRoutes(api)
+	c.memoryRoutes(api)
 	mux.Handle("/v1/", uiCredentials(c.auth(api)))
 	return c.instrument(mux)
 }

@@ -50,6 +50,10 @@ var RouteScopes = map[string]auth.Scope{
 	"GET /v1/runs/{id}/graph":           auth.ScopeRead,
 
 	"GET /v1/whoami":              auth.ScopeRead,
+	"GET /v1/memory/items":        auth.ScopeRead,
+	"GET /v1/memory/item":         auth.ScopeRead,
+	"POST /v1/memory/recall":      auth.ScopeRead,
+	"POST /v1/memory/items":       auth.ScopeSubmit,
 	"GET /v1/tokens":              auth.ScopeAdmin,
 	"POST /v1/tokens":             auth.ScopeAdmin,
 	"POST /v1/tokens/{id}/revoke": auth.ScopeAdmin,

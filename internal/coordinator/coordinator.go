@@ -28,6 +28,7 @@ import (
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
 )
@@ -51,6 +52,11 @@ type Config struct {
 	// (Postgres row-level security through *auth.TenantPools). Nil: the
 	// coordinator serves only the default tenant (the embedded store).
 	Tenants TenantStores
+	// Memory serves /v1/memory to requests bound to no tenant (system work,
+	// authentication off, the embedded store's default tenant). Tenants'
+	// requests use Tenants' confined memory stores (TenantMemory). Nil: no
+	// memory over the API for such requests (404).
+	Memory memory.Store
 	// MaxBodyBytes bounds a request body; default 1 MiB.
 	MaxBodyBytes int64
 	// MaxImportBytes bounds a session JSONL import body; default 64 MiB.
