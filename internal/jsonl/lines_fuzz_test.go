@@ -62,7 +62,7 @@ func FuzzReader(f *testing.F) {
 			}
 		}
 		for range 2 {
-			if line, _, err := lr.Next(); err != io.EOF || line != nil {
+			if line, _, err := lr.Next(); !errors.Is(err, io.EOF) || line != nil {
 				t.Fatalf("after the last line: %q, %v; want io.EOF", line, err)
 			}
 		}

@@ -86,7 +86,7 @@ func FuzzDo(f *testing.F) {
 				t.Fatalf("APIError.Status = %d, want %d", ae.Status, status)
 			}
 			if errors.Is(err, ErrNotFound) != (status == http.StatusNotFound) {
-				t.Fatalf("status %d: errors.Is(ErrNotFound) = %v", status, !(status == http.StatusNotFound))
+				t.Fatalf("status %d: errors.Is(ErrNotFound) = %v", status, status != http.StatusNotFound)
 			}
 			var e struct {
 				Error APIError `json:"error"`
