@@ -34,7 +34,7 @@ func TestRunEventsTenantIsolation(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", s.url+"/v1/runs/"+run.ID+"/events", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/v1/runs/"+run.ID+"/events", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
