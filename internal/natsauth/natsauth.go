@@ -93,8 +93,11 @@ var (
 		"$JS.API.CONSUMER.CREATE." + bus.EventsStream + ".>",
 		"$JS.API.CONSUMER.CREATE." + bus.EventsStream,
 	}
-	workerSubscribe     = []string{WorkerInboxPrefix + ".>"}
-	workerSubscribeDeny = []string{"rath.>", "_INBOX.>", "$JS.>", "$O.>"}
+	// Its inboxes, and the run end events that abort steps in flight at
+	// once (bus.SubscribeRunAborts: run.canceled and run.timed_out, which
+	// carry only the run's status); no other event.
+	workerSubscribe     = append([]string{WorkerInboxPrefix + ".>"}, bus.RunAbortSubjects()...)
+	workerSubscribeDeny = []string{"rath.jobs.>", "_INBOX.>", "$JS.>", "$O.>"}
 )
 
 // Permissions returns role's subject permissions; nil (everything) for

@@ -160,6 +160,26 @@ func TestWorkerDoesItsJob(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the coordinator never saw the worker's event")
 	}
+	// The run abort events reach the worker (bus.SubscribeRunAborts).
+	aborted := make(chan string, 4)
+	stopAborts, err := wb.SubscribeRunAborts(func(runID string) { aborted <- runID })
+	if err != nil {
+		t.Fatalf("worker run abort subscription: %v", err)
+	}
+	defer stopAborts()
+	for _, typ := range []string{bus.EventRunCanceled, bus.EventRunTimedOut} {
+		if err := c.coord.PublishEvent(ctx, bus.Event{RunID: "run-" + typ[4:5], Type: typ}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case id := <-aborted:
+			if id != "run-"+typ[4:5] {
+				t.Errorf("%s: abort for %q", typ, id)
+			}
+		case <-ctx.Done():
+			t.Fatalf("the worker never saw %s", typ)
+		}
+	}
 	if _, err := wb.Workspaces().PutBytes(ctx, "snap-1", []byte("files")); err != nil {
 		t.Fatalf("worker workspace put: %v", err)
 	}
@@ -254,13 +274,21 @@ func TestWorkerPermissionsRefuse(t *testing.T) {
 	// Read events: the event subjects directly, and the inboxes that carry
 	// them to the coordinator.
 	got := make(chan *nats.Msg, 16)
-	for _, subj := range []string{"rath.events.>", "_INBOX.>"} {
+	// A wildcard over the run abort subjects (run.*) would read
+	// run.submitted's data: refused too.
+	refusedSubs := []string{"rath.events.>", "_INBOX.>", "rath.events.*.run.*", "rath.events.run-1.step.committed"}
+	for _, subj := range refusedSubs {
 		if _, err := wnc.ChanSubscribe(subj, got); err != nil {
 			t.Fatal(err)
 		}
 	}
 	testenv.Eventually(t, 5*time.Second, "the subscribe violations", func() bool {
-		return v.saw("rath.events.>") && v.saw("_INBOX.>")
+		for _, subj := range refusedSubs {
+			if !v.saw(subj) {
+				return false
+			}
+		}
+		return true
 	})
 	events, stop, err := c.coord.WatchRun(ctx, "run-1")
 	if err != nil {

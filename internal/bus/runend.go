@@ -1,0 +1,96 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Run end events that stop a run's steps while they may still be running.
+const (
+	// EventRunTimedOut is published when a run's deadline passes.
+	EventRunTimedOut = "run.timed_out"
+)
+
+// abortTypes are the event types [Bus.SubscribeRunAborts] listens to.
+var abortTypes = []string{EventRunCanceled, EventRunTimedOut}
+
+// RunAbortSubjects are the subjects [Bus.SubscribeRunAborts] subscribes to:
+// rath.events.*.run.canceled and rath.events.*.run.timed_out. A worker's
+// NATS user may subscribe to these and no other event subject
+// (internal/natsauth).
+func RunAbortSubjects() []string {
+	s := make([]string, len(abortTypes))
+	for i, typ := range abortTypes {
+		s[i] = EventSubject("*", typ)
+	}
+	return s
+}
+
+// RunIDFromAbortSubject returns the run id of a run.canceled or
+// run.timed_out event subject (rath.events.<run>.run.canceled), or an error
+// naming what is wrong with the subject.
+func RunIDFromAbortSubject(subject string) (string, error) {
+	rest, ok := strings.CutPrefix(subject, "rath.events.")
+	if !ok {
+		return "", fmt.Errorf("subject %q: want prefix rath.events.", subject)
+	}
+	for _, typ := range abortTypes {
+		if runID, ok := strings.CutSuffix(rest, "."+typ); ok {
+			if err := validRunID(runID); err != nil {
+				return "", fmt.Errorf("subject %q: %w", subject, err)
+			}
+			return runID, nil
+		}
+	}
+	return "", fmt.Errorf("subject %q: want a %s event", subject, strings.Join(abortTypes, " or "))
+}
+
+// SubscribeRunAborts calls fn with the run id of every run.canceled and
+// run.timed_out event published from now on. It uses plain core-NATS
+// subscriptions on the connection (the events stream stores the same
+// messages; no consumer is created), so it costs the server nothing per
+// run and reaches fn within a network round trip of the publish. Delivery
+// is best effort: events published while the connection is down are not
+// seen, so callers need a fallback (the worker's Touch). fn runs on the
+// subscriptions' goroutines and must not block. stop unsubscribes.
+func (b *Bus) SubscribeRunAborts(fn func(runID string)) (stop func(), err error) {
+	if fn == nil {
+		return nil, fmt.Errorf("%w: nil run abort handler", ErrInvalidConfig)
+	}
+	handle := func(m *nats.Msg) {
+		runID, err := RunIDFromAbortSubject(m.Subject)
+		if err != nil {
+			b.cfg.Logger.Debug("bus: run abort event skipped", "subject", m.Subject, "error", err.Error())
+			return
+		}
+		fn(runID)
+	}
+	var subs []*nats.Subscription
+	stop = func() {
+		for _, s := range subs {
+			_ = s.Unsubscribe()
+		}
+	}
+	for _, subj := range RunAbortSubjects() {
+		s, err := b.nc.Subscribe(subj, handle)
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("subscribe %s: %w", subj, err)
+		}
+		subs = append(subs, s)
+	}
+	// Make sure the server has the interest before events are expected:
+	// a permissions violation surfaces here instead of silently later.
+	if err := b.nc.Flush(); err != nil {
+		stop()
+		return nil, fmt.Errorf("subscribe run aborts: %w", err)
+	}
+	if err := b.nc.LastError(); err != nil && errors.Is(err, nats.ErrPermissionViolation) {
+		stop()
+		return nil, fmt.Errorf("subscribe run aborts: %w", err)
+	}
+	return stop, nil
+}
