@@ -105,6 +105,7 @@ func run(ctx context.Context, args []string) error {
 		ReconcileInterval: *interval, StaleAfter: *staleAfter, Logger: log,
 		// OpenBackend opens the graph and run stores from one URL.
 		SameDatabase:   b.SubmitInOneTx(),
+		RunReads:       b.RunReads,
 		TracerProvider: tel.TracerProvider, Metrics: tel.Metrics, Gatherer: tel.Registry,
 		JaegerURL: os.Getenv("RATH_JAEGER_URL"),
 	}

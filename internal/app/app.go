@@ -41,6 +41,10 @@ type Backend struct {
 	// Memory is the store agents' `memory: local` binds: memory.db beside
 	// a sqlite: store's file, or the Postgres database of a postgres:// one.
 	Memory memory.Store
+	// RunReads reads the run store over the embedded store's read-only
+	// connections (coordinator.Config.RunReads); nil on Postgres, whose
+	// pool is not one connection.
+	RunReads *runs.Store
 
 	runsDB *sql.DB
 }
@@ -115,6 +119,7 @@ func OpenBackend(ctx context.Context, cfg BackendConfig) (*Backend, error) {
 		// same file would wait on each other in SQLite's busy handler, which
 		// sleeps up to 100 ms a time; one connection queues them in Go.
 		b.Runs = runs.NewStore(sq.DB(), nil)
+		b.RunReads = runs.NewStore(sq.ReadDB(), nil)
 	} else if b.Runs, b.runsDB, err = runs.Open(ctx, cfg.StoreURL); err != nil {
 		_ = b.Close()
 		return nil, err

@@ -100,7 +100,7 @@ func StartDev(ctx context.Context, cfg DevConfig) (*Dev, error) {
 		ns.Shutdown()
 		return nil, err
 	}
-	d.Coordinator, err = coordinator.New(d.Backend.Store, d.Backend.Runs, d.Backend.Bus, coordinator.Config{Logger: log, SameDatabase: d.Backend.SubmitInOneTx(),
+	d.Coordinator, err = coordinator.New(d.Backend.Store, d.Backend.Runs, d.Backend.Bus, coordinator.Config{Logger: log, SameDatabase: d.Backend.SubmitInOneTx(), RunReads: d.Backend.RunReads,
 		TracerProvider: cfg.TracerProvider, Metrics: metrics, Gatherer: d.Registry, JaegerURL: cfg.JaegerURL})
 	if err != nil {
 		d.Close()

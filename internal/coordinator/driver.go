@@ -218,7 +218,7 @@ func (rt *localRuntime) Step(ctx context.Context, key string, call flow.Call, in
 	if err != nil {
 		return session.Session{}, fmt.Errorf("step %s: %w", key, err)
 	}
-	st, err := rt.c.PutStep(ctx, rt.c.runs, rt.run, key, raw, in.ID())
+	st, err := rt.c.PutStepWait(ctx, rt.c.runs, rt.run, key, raw, in.ID(), stepWait)
 	if err != nil {
 		return session.Session{}, err
 	}

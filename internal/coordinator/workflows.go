@@ -149,11 +149,12 @@ func (c *Coordinator) PutStep(ctx context.Context, rs *runs.Store, runID, key st
 	if err := runs.ValidKey(key); err != nil {
 		return runs.Step{}, fmt.Errorf("%w: key: %w", ErrBadRequest, err)
 	}
-	if existing, err := rs.GetStep(ctx, runs.KeyedStepID(runID, key)); err == nil {
+	reads := c.readsFor(rs)
+	if existing, err := reads.GetStep(ctx, runs.KeyedStepID(runID, key)); err == nil {
 		if existing.Status == runs.StepPending {
-			c.republish(ctx, rs, runID, existing)
+			c.republish(ctx, reads, runID, existing)
 		}
-		return stepOutcome(ctx, rs, existing)
+		return stepOutcome(ctx, reads, existing)
 	} else if !errors.Is(err, runs.ErrNotFound) {
 		return runs.Step{}, err
 	}
@@ -168,7 +169,7 @@ func (c *Coordinator) PutStep(ctx context.Context, rs *runs.Store, runID, key st
 	if err != nil {
 		return runs.Step{}, err
 	}
-	r, err := runWithSteps(ctx, rs, runID)
+	r, err := runWithSteps(ctx, reads, runID)
 	if err != nil {
 		return runs.Step{}, err
 	}
@@ -204,6 +205,15 @@ func (c *Coordinator) PutStep(ctx context.Context, rs *runs.Store, runID, key st
 		}
 	}
 	return st, nil
+}
+
+// readsFor returns the store to read rs's rows from: Config.RunReads for
+// the coordinator's own run store, rs itself otherwise (a tenant's).
+func (c *Coordinator) readsFor(rs *runs.Store) *runs.Store {
+	if rs == c.runs && c.cfg.RunReads != nil {
+		return c.cfg.RunReads
+	}
+	return rs
 }
 
 // runWithSteps reads a run, with its steps only when its budget needs them
@@ -270,6 +280,7 @@ func (c *Coordinator) spentWith(ctx context.Context, g interface {
 // WaitStep returns the step key of run once it has ended (committed,
 // failed, canceled), or as it is when wait passes first.
 func (c *Coordinator) WaitStep(ctx context.Context, rs *runs.Store, runID, key string, wait time.Duration) (runs.Step, error) {
+	rs = c.readsFor(rs)
 	id := runs.KeyedStepID(runID, key)
 	// Listen before reading: an event that arrives between the read and
 	// the wait is not lost.
@@ -279,6 +290,31 @@ func (c *Coordinator) WaitStep(ctx context.Context, rs *runs.Store, runID, key s
 	if err != nil || st.Status.Terminal() || wait <= 0 {
 		return st, err
 	}
+	return c.awaitStep(ctx, rs, id, st, wake, wait)
+}
+
+// PutStepWait is [Coordinator.PutStep] followed by a wait of up to wait
+// for the step's end, in one request (PUT …/steps/{key}?wait=): a driver's
+// step costs one round trip instead of two. The waiter listens before the
+// step is recorded, so a step that ends at once is not missed.
+func (c *Coordinator) PutStepWait(ctx context.Context, rs *runs.Store, runID, key string, raw json.RawMessage, input session.ID, wait time.Duration) (runs.Step, error) {
+	if wait <= 0 {
+		return c.PutStep(ctx, rs, runID, key, raw, input)
+	}
+	id := runs.KeyedStepID(runID, key)
+	wake, done := c.wf.waiters.wait(runID, id)
+	defer done()
+	st, err := c.PutStep(ctx, rs, runID, key, raw, input)
+	if err != nil || st.Status.Terminal() {
+		return st, err
+	}
+	return c.awaitStep(ctx, c.readsFor(rs), id, st, wake, wait)
+}
+
+// awaitStep waits up to wait for step id, last read as st, to end: it
+// reads the step again when wake fires (an event about the step or its
+// run) and, since events may be lost, every poll interval.
+func (c *Coordinator) awaitStep(ctx context.Context, rs *runs.Store, id string, st runs.Step, wake <-chan struct{}, wait time.Duration) (runs.Step, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	// Events may be lost; poll slowly as well (often without an event feed).
@@ -312,6 +348,10 @@ func (c *Coordinator) WaitStep(ctx context.Context, rs *runs.Store, runID, key s
 }
 
 func (c *Coordinator) putStepHTTP(w http.ResponseWriter, r *http.Request) {
+	wait, ok := c.parseStepWait(w, r)
+	if !ok {
+		return
+	}
 	var req stepRequest
 	if !c.decode(w, r, &req) {
 		return
@@ -325,7 +365,7 @@ func (c *Coordinator) putStepHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, badRequest("input: %v", err))
 		return
 	}
-	st, err := c.PutStep(r.Context(), c.runsOf(r.Context()), r.PathValue("id"), r.PathValue("key"), req.Call, in)
+	st, err := c.PutStepWait(r.Context(), c.runsOf(r.Context()), r.PathValue("id"), r.PathValue("key"), req.Call, in, wait)
 	if err != nil {
 		c.failWorkflow(w, r, err)
 		return
@@ -333,15 +373,25 @@ func (c *Coordinator) putStepHTTP(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
+// parseStepWait parses the ?wait= of a step request (0 when absent); on a bad
+// value it writes the error and returns false.
+func (c *Coordinator) parseStepWait(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
+	s := r.URL.Query().Get("wait")
+	if s == "" {
+		return 0, true
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || d > MaxStepWait {
+		c.fail(w, r, badRequest("wait: %q: want a duration in 0..%s", s, MaxStepWait))
+		return 0, false
+	}
+	return d, true
+}
+
 func (c *Coordinator) getStepHTTP(w http.ResponseWriter, r *http.Request) {
-	var wait time.Duration
-	if s := r.URL.Query().Get("wait"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d < 0 || d > MaxStepWait {
-			c.fail(w, r, badRequest("wait: %q: want a duration in 0..%s", s, MaxStepWait))
-			return
-		}
-		wait = d
+	wait, ok := c.parseStepWait(w, r)
+	if !ok {
+		return
 	}
 	key := r.PathValue("key")
 	if err := runs.ValidKey(key); err != nil {

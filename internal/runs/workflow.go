@@ -44,9 +44,11 @@ func (s *Store) PutStep(ctx context.Context, runID, key string, target json.RawM
 		if r.Status.Terminal() {
 			return fmt.Errorf("step %s: run %s is %s: %w", key, runID, r.Status, ErrTerminal)
 		}
+		// The next ordinal, from the end of the (run_id, ordinal) index:
+		// counting the run's steps read all of a fan-out's rows per step.
 		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM steps WHERE run_id = $1`, runID).Scan(&n); err != nil {
-			return fmt.Errorf("count steps of %s: %w", runID, err)
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(ordinal), -1) + 1 FROM steps WHERE run_id = $1`, runID).Scan(&n); err != nil {
+			return fmt.Errorf("next ordinal of %s: %w", runID, err)
 		}
 		now := s.ts()
 		st = Step{ID: id, RunID: runID, Key: key, Ordinal: n, Status: StepPending, Input: input, Target: target, CreatedAt: now, UpdatedAt: now}

@@ -30,8 +30,18 @@ func New(baseURL, token string) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("client: server URL %q: want http://host:port", baseURL)
 	}
-	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: &http.Client{}}, nil
+	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: &http.Client{Transport: transport}}, nil
 }
+
+// transport is the clients' connection pool. http.DefaultTransport keeps
+// 2 idle connections per host: a workflow driver with 1,000 steps waiting
+// at once (each a long-poll holding a connection) would close ~998 of
+// them as they end and dial again for its next requests.
+var transport = func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 1024, 1024
+	return t
+}()
 
 // APIError is an error response from the coordinator.
 type APIError struct {

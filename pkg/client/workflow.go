@@ -121,6 +121,21 @@ func (c *Client) PutStep(ctx context.Context, runID, key string, call json.RawMe
 	return st, err
 }
 
+// PutStepWait is [Client.PutStep] that then waits, in the same request,
+// up to wait (at most a minute) for the step to end: one round trip for a
+// step that ends within wait. A step still running when wait passes is
+// returned as it is; wait for it with [Client.GetStep]. (A coordinator
+// older than this request returns at once, as PutStep does.)
+func (c *Client) PutStepWait(ctx context.Context, runID, key string, call json.RawMessage, input string, wait time.Duration) (Step, error) {
+	p := stepPath(runID, key)
+	if wait > 0 {
+		p += "?wait=" + url.QueryEscape(wait.String())
+	}
+	var st Step
+	err := c.Do(ctx, http.MethodPut, p, map[string]any{"call": call, "input": input}, &st)
+	return st, err
+}
+
 // GetStep returns the step key of a run; with wait > 0 the coordinator
 // holds the request until the step ends or wait passes (at most a minute).
 func (c *Client) GetStep(ctx context.Context, runID, key string, wait time.Duration) (Step, error) {

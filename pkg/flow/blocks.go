@@ -112,7 +112,8 @@ func (q Sequence) Forward(ctx context.Context, s session.Session) (session.Sessi
 // Parallel is a fan-out with fan-in: it forks the input once per branch,
 // runs every branch's workflow on its fork in its own goroutine and key
 // scope ([Branch]), and merges the branch outputs in branch order onto the
-// first. A merge takes only what each branch added since the fork
+// first, each as soon as it and the branches before it have ended (so the
+// fan-in overlaps the slower branches). A merge takes only what each branch added since the fork
 // ([session.Session.Merge]), so the shared history appears once.
 //
 // The fan-out takes one key of its scope, so workflows nesting Parallels
@@ -121,6 +122,7 @@ func (q Sequence) Forward(ctx context.Context, s session.Session) (session.Sessi
 // gets the same merged version back (the forks are recorded again: one
 // small row each). The first branch error cancels the other branches
 // and is returned (wrapped with the branch index); the output is then zero.
+// A merge that fails does the same.
 type Parallel struct {
 	Branches []Workflow
 	// Limit bounds how many branches run at once; 0 runs them all.
@@ -161,57 +163,89 @@ func (p *Parallel) Forward(ctx context.Context, s session.Session) (session.Sess
 	if limit == 0 || limit > n {
 		limit = n
 	}
-	sem := make(chan struct{}, limit)
-	outs := make([]session.Session, n)
 	var (
 		mu       sync.Mutex // guards firstErr
 		firstErr error
 	)
+	// fail records the first failure (a branch's or a merge's) and cancels
+	// the rest; what fails after it, canceled, is not reported.
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+		cancel(err)
+	}
+	outs := make([]session.Session, n)
+	// ended[i] is closed when branch i has ended: outs[i] is set, or it
+	// failed (ctx is canceled before it is closed).
+	ended := make([]chan struct{}, n)
+	for i := range ended {
+		ended[i] = make(chan struct{})
+	}
 	var wg sync.WaitGroup
-	for i, w := range p.Branches {
+	launched := make(chan struct{})
+	go func() {
+		defer close(launched)
+		sem := make(chan struct{}, limit)
+		for i, w := range p.Branches {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				defer close(ended[i])
+				out, err := runBranch(scopes[i], i, w, s)
+				if err != nil {
+					fail(err)
+					return
+				}
+				outs[i] = out
+			}()
+		}
+	}()
+	// Merge in branch order as the branches end, while later ones still
+	// run: the fan-in does not wait for the slowest branch to start, and
+	// the merges are the same (and keyed the same) whatever the timing.
+	var out session.Session
+merging:
+	for i := range n {
 		select {
-		case sem <- struct{}{}:
+		case <-ended[i]:
 		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {
-			break
+			break merging
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			out, err := runBranch(scopes[i], i, w, s)
+		switch {
+		case i == 0:
+			out = outs[0]
+		case outs[i].ID() == out.ID():
+		default:
+			// Keyed by its inputs: re-executing the fan-out over the same
+			// committed branch outputs gets the same merge back.
+			m, err := out.MergeKeyed(ctx, outs[i], "merge/"+out.ID().String()+"+"+outs[i].ID().String())
 			if err != nil {
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
-				cancel(err)
-				return
+				fail(fmt.Errorf("flow: parallel: merge branch %d: %w", i, err))
+				break merging
 			}
-			outs[i] = out
-		}()
+			out = m
+		}
 	}
+	<-launched
 	wg.Wait()
 	if firstErr != nil {
 		return session.Session{}, firstErr
 	}
 	if err := context.Cause(ctx); err != nil {
 		return session.Session{}, fmt.Errorf("flow: parallel: %w", err)
-	}
-	out := outs[0]
-	for i := 1; i < n; i++ {
-		if outs[i].ID() == out.ID() {
-			continue
-		}
-		// Keyed by its inputs: re-executing the fan-out over the same
-		// committed branch outputs gets the same merge back.
-		m, err := out.MergeKeyed(ctx, outs[i], "merge/"+out.ID().String()+"+"+outs[i].ID().String())
-		if err != nil {
-			return session.Session{}, fmt.Errorf("flow: parallel: merge branch %d: %w", i, err)
-		}
-		out = m
 	}
 	return out, nil
 }

@@ -58,7 +58,9 @@ type OpenAIConfig struct {
 	// ("full jitter"). Defaults 500ms and 20s.
 	BaseDelay, MaxDelay time.Duration
 	// HTTPClient makes the calls; default a new http.Client with no
-	// client-wide timeout (Timeout applies per call).
+	// client-wide timeout (Timeout applies per call), over a connection
+	// pool shared by such clients that keeps up to 1,024 idle connections
+	// per host.
 	HTTPClient *http.Client
 }
 
@@ -145,7 +147,7 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 		cfg.MaxDelay = DefaultMaxDelay
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{}
+		cfg.HTTPClient = &http.Client{Transport: sharedTransport}
 	}
 	var oc openai.ClientConfig
 	if cfg.Azure {
@@ -487,3 +489,13 @@ func (a *streamAccumulator) response() Response {
 	}
 	return r
 }
+
+// sharedTransport makes the calls of the clients NewOpenAI builds itself:
+// http.DefaultTransport keeps 2 idle connections per host, so a worker
+// with 250 model calls in flight to one endpoint would close and dial (TLS
+// included) ~248 connections each time they end; this one keeps them.
+var sharedTransport = func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 1024, 1024
+	return t
+}()

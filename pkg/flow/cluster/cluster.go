@@ -102,13 +102,15 @@ func (rt *Runtime) Step(ctx context.Context, key string, call flow.Call, in sess
 	if in.IsZero() {
 		return session.Session{}, fmt.Errorf("cluster: step %s: input session is zero", key)
 	}
-	st, err := rt.c.PutStep(ctx, rt.run.ID, key, raw, in.ID().String())
-	if err != nil {
-		return session.Session{}, fmt.Errorf("cluster: step %s: %w", key, err)
-	}
 	wait := rt.Wait
 	if wait <= 0 {
 		wait = 30 * time.Second
+	}
+	// One request records the step and waits for its end; a step that
+	// outlasts the wait is waited for with GET …?wait= after.
+	st, err := rt.c.PutStepWait(ctx, rt.run.ID, key, raw, in.ID().String(), wait)
+	if err != nil {
+		return session.Session{}, fmt.Errorf("cluster: step %s: %w", key, err)
 	}
 	for !st.Terminal() {
 		if st, err = rt.c.GetStep(ctx, rt.run.ID, key, wait); err != nil {

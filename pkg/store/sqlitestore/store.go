@@ -126,6 +126,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // SQL (the graph tables refuse UPDATE and DELETE whatever the caller).
 func (s *Store) DB() *sql.DB { return s.writer }
 
+// ReadDB returns the read-only connections (query_only) of a file
+// database, or the writer for [Memory]: for readers of the same file that
+// should not queue behind the single writer, such as a run store's reads.
+func (s *Store) ReadDB() *sql.DB { return s.readers }
+
 // Close implements [store.Store].
 func (s *Store) Close() error {
 	err := s.writer.Close()
