@@ -100,16 +100,27 @@ func run(ctx context.Context, args []string) error {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", telemetry.Handler(tel.Registry))
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-		mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
-			if !b.NC.IsConnected() {
-				http.Error(rw, "nats: not connected", http.StatusServiceUnavailable)
-				return
-			}
-			_, _ = rw.Write([]byte("ready\n"))
-		})
+		mux.HandleFunc("GET /readyz", readyz(ctx, b.NC.IsConnected))
 		srv := &http.Server{Addr: *health, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.ListenAndServe() }()
 		defer srv.Close()
 	}
 	return w.Run(ctx)
+}
+
+// readyz answers 503 once ctx has ended (SIGTERM: the worker pulls no more
+// jobs and is draining the steps in flight) or while NATS is not
+// connected, and 200 otherwise.
+func readyz(ctx context.Context, connected func() bool) http.HandlerFunc {
+	return func(rw http.ResponseWriter, _ *http.Request) {
+		if ctx.Err() != nil {
+			http.Error(rw, "draining: no new jobs", http.StatusServiceUnavailable)
+			return
+		}
+		if !connected() {
+			http.Error(rw, "nats: not connected", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = rw.Write([]byte("ready\n"))
+	}
 }

@@ -35,7 +35,7 @@ func RunAbortSubjects() []string {
 func RunIDFromAbortSubject(subject string) (string, error) {
 	rest, ok := strings.CutPrefix(subject, "rath.events.")
 	if !ok {
-		return "", fmt.Errorf("subject %q: want prefix rath.events.", subject)
+		return "", fmt.Errorf("subject %q: want the prefix rath.events. (an event subject)", subject)
 	}
 	for _, typ := range abortTypes {
 		if runID, ok := strings.CutSuffix(rest, "."+typ); ok {

@@ -80,7 +80,7 @@ func TestRunIDFromAbortSubject(t *testing.T) {
 		{"rath.events.run-1.run.canceled", "run-1", ""},
 		{"rath.events.R_2.run.timed_out", "R_2", ""},
 		{"rath.events.run-1.run.completed", "", "want a run.canceled or run.timed_out event"},
-		{"rath.jobs.run-1.run.canceled", "", "want prefix rath.events."},
+		{"rath.jobs.run-1.run.canceled", "", "want the prefix rath.events."},
 		{"rath.events..run.canceled", "", `subject "rath.events..run.canceled"`},
 		{"rath.events.a.b.run.canceled", "", `subject "rath.events.a.b.run.canceled"`},
 	} {
