@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/pkg/llm"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/memory/pgmem"
@@ -31,7 +32,9 @@ func MemoryPath(storeURL string) string {
 
 // openMemory opens the memory store beside the session store: its own
 // SQLite file for an embedded store (migrated on open), the same Postgres
-// database otherwise (whose migrations the coordinator applies).
+// database otherwise (whose migrations the coordinator applies), there as
+// an [auth.MemoryRouter]: calls acting for a version go to its tenant's
+// confined store, others to the system store.
 func openMemory(ctx context.Context, storeURL string) (memory.Store, error) {
 	if p := MemoryPath(storeURL); p != "" {
 		st, err := sqlitemem.Open(ctx, p)
@@ -44,7 +47,14 @@ func openMemory(ctx context.Context, storeURL string) (memory.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open memory store: %w", err)
 	}
-	return pgmem.New(pool), nil
+	// Workers serve every tenant: a step's memory goes to its run's
+	// tenant's confined store (docs/security.md, "Memory").
+	pools, err := auth.NewTenantPools(storeURL, 2)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open memory store: %w", err)
+	}
+	return &auth.MemoryRouter{System: pgmem.New(pool), Pools: pools}, nil
 }
 
 // EmbeddingMemory wraps st in embedding recall ([memory.Semantic]) when

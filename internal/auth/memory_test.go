@@ -11,9 +11,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rath-run/rath/internal/auth"
+	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/llm"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/memory/pgmem"
 	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store/pgstore"
 )
 
 // confinedPool connects as tenant the way tenant pools do (rath.tenant and
@@ -187,5 +190,130 @@ func TestMemoryRowLevelSecurityConfinesTenants(t *testing.T) {
 	}
 	if err := sys.Pool().QueryRow(ctx, `SELECT tenant FROM memory_namespaces WHERE namespace = 'ops'`).Scan(&owner); err != nil || owner != auth.DefaultTenant {
 		t.Errorf("namespace written by the system without a version belongs to %q (%v), want default", owner, err)
+	}
+}
+
+// stepWithMemory runs one scripted agent step on the session version id (opened on
+// the system graph store, as a worker does) whose memory binds ns through
+// router, and returns the step's memory_recall payload and the text of
+// every chunk it wrote, with the memory.commit event's error kind.
+func stepWithMemory(t *testing.T, sys *pgstore.Store, router memory.Store, id session.ID, ns string) (recall string, all string, commitErr string) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := session.Open(ctx, sys, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &agent.Agent{
+		Spec:     agent.Spec{Name: "rememberer", Model: "scripted", Memory: agent.MemorySpec{Store: "local", Namespace: ns, Commit: true}},
+		Provider: &llm.Scripted{Replies: []llm.ScriptReply{{Content: "noted"}}},
+		Memory:   router,
+	}
+	out, err := a.Step(ctx, s, agent.Meta{OnEvent: func(e agent.Event) {
+		if e.Type == "memory.commit" && !e.OK {
+			commitErr = e.ErrorKind
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks, err := out.Chunks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, c := range chunks {
+		if c.Kind() == session.KindMemoryRecall {
+			recall = string(c.Payload())
+		}
+		b.Write(c.Payload())
+	}
+	return recall, b.String(), commitErr
+}
+
+// TestMemoryRouterConfinesSteps attacks from a worker's side: the workers'
+// memory store (auth.MemoryRouter, shared by every tenant) runs an agent
+// step of tenant umbrella whose spec names tenant acme's namespace. The
+// step recalls nothing of acme's (its memory_recall chunk and transcript
+// carry none of acme's text) and its memory commit into acme's namespace
+// is refused; acme's namespace still holds its one item. Calls acting for
+// umbrella's version directly (Read, List, Recall, Remember) get not_found,
+// nothing, or 42501. The same step on acme's session recalls the item, and
+// a version that does not exist is refused rather than served as system.
+func TestMemoryRouterConfinesSteps(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sys, dbURL := migrated(t)
+	pools, err := auth.NewTenantPools(dbURL, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	system, err := pgmem.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	router := &auth.MemoryRouter{System: system, Pools: pools}
+	t.Cleanup(func() { _ = router.Close() })
+
+	ga, _, err := pools.For(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb, _, err := pools.For(ctx, "umbrella")
+	if err != nil {
+		t.Fatal(err)
+	}
+	va, err := session.New(ctx, ga, session.User("what is the launch code?"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vb, err := session.New(ctx, gb, session.User("what is the launch code?"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns, uri, secret = "acme-notes", "memory://user/launch", "the launch code is swordfish"
+	if _, err := router.Remember(ctx, ns, memory.Write{URI: uri, Text: secret, VersionID: va.ID().String()}); err != nil {
+		t.Fatalf("acme's version remembering: %v", err)
+	}
+
+	// Umbrella's step, naming acme's namespace.
+	recall, all, commitErr := stepWithMemory(t, sys, router, vb.ID(), ns)
+	if recall == "" {
+		t.Fatal("umbrella's step recorded no memory_recall chunk")
+	}
+	if strings.Contains(all, "swordfish") || strings.Contains(all, uri) {
+		t.Errorf("umbrella's step recalled acme's memory: %s", all)
+	}
+	if commitErr == "" {
+		t.Error("umbrella's step committed its transcript into acme's namespace")
+	}
+	bctx := memory.WithVersion(ctx, vb.ID().String())
+	if _, err := router.Read(bctx, ns, uri); !memory.IsKind(err, memory.KindNotFound) {
+		t.Errorf("Read for umbrella's version = %v, want not_found", err)
+	}
+	if items, err := router.List(bctx, ns, memory.ListOptions{IncludeDeleted: true}); err != nil || len(items) != 0 {
+		t.Errorf("List for umbrella's version = %d items, %v; want 0", len(items), err)
+	}
+	if hits, err := router.Recall(bctx, ns, memory.Query{Text: "launch code swordfish"}); err != nil || len(hits) != 0 {
+		t.Errorf("Recall for umbrella's version = %d hits, %v; want 0", len(hits), err)
+	}
+	if _, err := router.Remember(bctx, ns, memory.Write{URI: uri, Text: "overwritten", VersionID: vb.ID().String()}); err == nil || !strings.Contains(err.Error(), "42501") {
+		t.Errorf("Remember over acme's item for umbrella's version = %v, want 42501", err)
+	}
+	if _, err := router.Read(memory.WithVersion(ctx, "00000000-0000-4000-8000-000000000000"), ns, uri); !memory.IsKind(err, memory.KindNotFound) {
+		t.Errorf("Read for a version that does not exist = %v, want not_found", err)
+	}
+	items, err := router.List(memory.WithVersion(ctx, va.ID().String()), ns, memory.ListOptions{IncludeDeleted: true})
+	if err != nil || len(items) != 1 || items[0].Text != secret {
+		t.Fatalf("acme's namespace after umbrella's step: %+v, %v; want its one item unchanged", items, err)
+	}
+
+	// Acme's step recalls its own memory, and commits into its namespace.
+	recall, _, commitErr = stepWithMemory(t, sys, router, va.ID(), ns)
+	if !strings.Contains(recall, uri) {
+		t.Errorf("acme's step did not recall its own memory: %s", recall)
+	}
+	if commitErr != "" {
+		t.Errorf("acme's step memory commit failed: %s", commitErr)
 	}
 }

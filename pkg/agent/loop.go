@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/rath-run/rath/pkg/llm"
+	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/tool"
 )
@@ -118,7 +119,8 @@ func (a *Agent) Run(ctx context.Context, s session.Session, m Meta) (Result, err
 	res := Result{Agent: a.Spec.Name, Model: model}
 	// Memory recalled with the last user message: recorded as a
 	// memory_recall chunk, shown to the model as a system message.
-	if c, text, ok := a.recall(ctx, chunks); ok {
+	// The recall acts for s: a store shared by tenants confines it to s's.
+	if c, text, ok := a.recall(memory.WithVersion(ctx, s.ID().String()), chunks); ok {
 		res.Chunks = append(res.Chunks, c)
 		if text != "" {
 			msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: text})

@@ -204,7 +204,7 @@ func (a *Agent) commitMemory(ctx context.Context, out session.Session) (CommitRe
 	if ms.Extract {
 		ex = &Extractor{Provider: a.Provider, Model: cmp.Or(a.Model, a.Spec.Model)}
 	}
-	return Commit(ctx, a.Memory, ms.Namespace, out, a.Spec.Name, ex)
+	return Commit(memory.WithVersion(ctx, out.ID().String()), a.Memory, ms.Namespace, out, a.Spec.Name, ex)
 }
 
 // TranscriptURI is the memory URI a commit of version id writes:
