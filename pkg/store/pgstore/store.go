@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -38,7 +39,15 @@ type Options struct {
 	CachedTranscripts int
 	// MaxConns bounds the pool; 0 keeps pgx's default (max(4, CPUs)).
 	MaxConns int32
+	// GroupCommit is how many group commits may be in flight at once (see
+	// group.go): commits that arrive while that many are in flight go
+	// together in the next one. 0 means DefaultGroupCommit; negative turns
+	// grouping off, so every commit is its own transaction.
+	GroupCommit int
 }
+
+// DefaultGroupCommit is [Options.GroupCommit]'s default.
+const DefaultGroupCommit = 1
 
 // Store is the Postgres [store.Store].
 type Store struct {
@@ -72,6 +81,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	s := &Store{pool: pool, cache: graphrow.NewCache(opts.CachedVersions, opts.CachedTranscripts)}
 	s.db = db{q: pool, cache: s.cache}
+	if opts.GroupCommit >= 0 {
+		s.group = newGrouper(pool, cmp.Or(opts.GroupCommit, DefaultGroupCommit))
+	}
 	if opts.Migrate {
 		if err := s.Migrate(ctx); err != nil {
 			pool.Close()
@@ -190,6 +202,9 @@ type querier interface {
 type db struct {
 	q     querier
 	cache *graphrow.Cache
+	// group, when set (the pool's db), sends single commits as group
+	// commits.
+	group *grouper
 	// inTx: q is a transaction; pending collects versions to cache on commit.
 	inTx    bool
 	pending *[]*session.Version
@@ -664,6 +679,9 @@ func (d *db) insertOne(ctx context.Context, v *session.Version, claim bool, afte
 			}
 			return nil
 		})
+	}
+	if d.group != nil {
+		return d.group.commit(ctx, v, claim, after)
 	}
 	// One pipelined batch: Postgres runs it as one implicit transaction.
 	b := &pgx.Batch{}

@@ -1,0 +1,171 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/rath-run/rath/pkg/session"
+)
+
+// Group commit. A commit that arrives while [Options.GroupCommit] batches
+// are already in flight waits for one of them to finish and then goes, with
+// every other commit that queued meanwhile, as one pipelined batch that
+// Postgres runs as one implicit transaction: one round trip, one WAL flush
+// and one transaction's overhead for the whole group. A commit that arrives
+// when fewer are in flight goes at once, alone, so grouping adds no latency
+// when the store is idle; under load the groups grow by themselves.
+//
+// A group commits all or nothing. When it fails on a statement (a replayed
+// version's unique key, a lane taken by a concurrent commit, a caller's
+// statement refused), nothing of it was written, and each of its commits is
+// retried alone, which resolves its own case as an ungrouped commit would.
+// When it fails on the connection, whether it committed is unknown, as for
+// any commit whose connection breaks: each commit reports the error.
+
+// groupTimeout bounds one group's round trip: a group runs on behalf of
+// several callers, so no single caller's context may cancel it.
+const groupTimeout = time.Minute
+
+// commitReq is one commit waiting in the group queue.
+type commitReq struct {
+	v     *session.Version
+	claim bool
+	after []Stmt
+	// scanErr holds the first error of the request's own Scan callbacks:
+	// they run after the server has committed, so they fail the request,
+	// not the group.
+	scanErr error
+	err     error
+	done    chan struct{}
+}
+
+// grouper batches concurrent commits (see above). Make one with
+// newGrouper.
+type grouper struct {
+	q   querier
+	max int
+
+	mu       sync.Mutex
+	queue    []*commitReq
+	inflight int
+}
+
+func newGrouper(q querier, maxInFlight int) *grouper {
+	return &grouper{q: q, max: maxInFlight}
+}
+
+// commit writes one version (and its statements) through the group queue.
+// It returns when its group has committed or failed; when ctx ends first
+// it returns ctx's error, and the commit may still happen.
+func (g *grouper) commit(ctx context.Context, v *session.Version, claim bool, after []Stmt) error {
+	req := &commitReq{v: v, claim: claim, after: after, done: make(chan struct{})}
+	g.mu.Lock()
+	g.queue = append(g.queue, req)
+	lead := g.inflight < g.max
+	if lead {
+		g.inflight++
+	}
+	g.mu.Unlock()
+	if lead {
+		// This caller sends the group holding its own commit; the groups
+		// that queue meanwhile go on from a goroutine of their own.
+		g.lead()
+	}
+	select {
+	case <-req.done:
+		return req.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// lead sends the queued requests as one group; then, if more queued
+// meanwhile, it has a new goroutine send those, else it gives its
+// in-flight slot back.
+func (g *grouper) lead() {
+	g.mu.Lock()
+	batch := g.queue
+	g.queue = nil
+	g.mu.Unlock()
+
+	g.run(batch)
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.queue) > 0 {
+		go g.lead()
+		return
+	}
+	g.inflight--
+}
+
+// run sends batch as one group and settles each request.
+func (g *grouper) run(batch []*commitReq) {
+	if len(batch) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
+	defer cancel()
+	err := g.send(ctx, batch)
+	var pgErr *pgconn.PgError
+	if len(batch) > 1 && errors.As(err, &pgErr) {
+		// Refused as a whole, nothing written: each alone decides its case.
+		var wg sync.WaitGroup
+		for _, r := range batch {
+			wg.Go(func() {
+				r.scanErr = nil
+				r.err = g.send(ctx, []*commitReq{r})
+				if r.err == nil {
+					r.err = r.scanErr
+				}
+				close(r.done)
+			})
+		}
+		wg.Wait()
+		return
+	}
+	for _, r := range batch {
+		r.err = err
+		if err == nil {
+			r.err = r.scanErr
+		}
+		close(r.done)
+	}
+}
+
+// send queues every request's statements into one batch and runs it.
+func (g *grouper) send(ctx context.Context, batch []*commitReq) error {
+	b := &pgx.Batch{}
+	for _, r := range batch {
+		args, err := argsOf(r.v)
+		if err != nil {
+			return err
+		}
+		b.Queue(insertVersionSQL, append(args, r.claim)...)
+		if len(r.v.Chunks) > 0 {
+			ords, kinds, payloads, hashes := chunkColumns(r.v)
+			b.Queue(insertChunksSQL, r.v.ID, ords, kinds, payloads, hashes)
+		}
+		if len(r.v.Parents) > 0 {
+			b.Queue(insertEdgesSQL, r.v.ID, r.v.Parents, string(r.v.Op))
+		}
+		for _, st := range r.after {
+			b.Queue(st.SQL, st.Args...).Query(func(rows pgx.Rows) error {
+				if err := scanStmt(st, rows); err != nil && r.scanErr == nil {
+					var pgErr *pgconn.PgError
+					if errors.As(err, &pgErr) {
+						return err // the server refused the statement: the group fails
+					}
+					r.scanErr = err
+				}
+				return nil
+			})
+		}
+	}
+	return g.q.SendBatch(ctx, b).Close()
+}

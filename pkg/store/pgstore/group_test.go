@@ -1,0 +1,185 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store/pgstore"
+)
+
+// TestGroupCommit: many commits at once, grouped, among them replays of
+// committed keys, commits whose own statement fails, and concurrent
+// extensions of one base (lane races): each ends exactly as it would
+// alone — committed with its statement, answered with the stored version,
+// or refused with nothing written — whatever group it shared.
+func TestGroupCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openStore(t, pgstore.Options{GroupCommit: 1})
+	if _, err := st.Pool().Exec(ctx, `CREATE TABLE probe (version uuid PRIMARY KEY REFERENCES versions (id))`); err != nil {
+		t.Fatal(err)
+	}
+	root, err := session.FromUserMessage(ctx, st, "hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := extension(t, root, "replayed")
+	if _, err := st.Put(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 60
+	type result struct {
+		v   *session.Version
+		got *session.Version
+		ran bool
+		err error
+	}
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			var v *session.Version
+			stmt := pgstore.Stmt{SQL: `INSERT INTO probe (version) VALUES ($1)`}
+			switch i % 3 {
+			case 0: // plain, extending the same base as every other
+				v = extension(t, root, fmt.Sprintf("k%d", i))
+			case 1: // a replay of a committed key
+				v = extension(t, root, "replayed")
+			case 2: // its own statement fails
+				v = extension(t, root, fmt.Sprintf("k%d", i))
+				stmt.SQL = `INSERT INTO probe (version) VALUES ($1::text::int::uuid)`
+			}
+			stmt.Args = []any{v.ID}
+			got, ran, err := st.PutWith(ctx, v, stmt)
+			results[i] = result{v: v, got: got, ran: ran, err: err}
+		})
+	}
+	wg.Wait()
+
+	probes := 0
+	for i, r := range results {
+		switch i % 3 {
+		case 0:
+			if r.err != nil || !r.ran || r.got.ID != r.v.ID {
+				t.Errorf("commit %d = %v, ran %v, %v; want it committed with its statement", i, r.got, r.ran, r.err)
+			}
+			probes++
+		case 1:
+			if r.err != nil || r.ran || r.got.ID != first.ID {
+				t.Errorf("replay %d = %v, ran %v, %v; want the first version, not ran", i, r.got, r.ran, r.err)
+			}
+		case 2:
+			if r.err == nil {
+				t.Errorf("commit %d with a failing statement: no error", i)
+			}
+			if _, err := st.GetUncached(ctx, r.v.ID); !errors.Is(err, session.ErrNotFound) {
+				t.Errorf("version of failed commit %d: %v, want ErrNotFound", i, err)
+			}
+		}
+	}
+	var got int
+	if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM probe`).Scan(&got); err != nil || got != probes {
+		t.Fatalf("probe rows = %d, %v; want %d", got, err, probes)
+	}
+	if _, err := st.Verify(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkParallelAppend: appends to separate sessions from many
+// goroutines, with and without group commit.
+func BenchmarkParallelAppend(b *testing.B) {
+	for _, gc := range []int{-1, 1, 2, 4} {
+		b.Run(fmt.Sprintf("group=%d", gc), func(b *testing.B) {
+			ctx := context.Background()
+			st := openStore(b, pgstore.Options{GroupCommit: gc, MaxConns: 16})
+			b.SetParallelism(8) // 16 goroutines on 2 CPUs
+			cpu := startCPU(b, st)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				s, err := session.FromUserMessage(ctx, st, "hi")
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				for pb.Next() {
+					if s, err = s.Append(ctx, session.Assistant("ok")); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			cpu.report(b)
+		})
+	}
+}
+
+// cpuMeter measures the CPU time of this process and of the Postgres
+// backends serving st, reported per op: on a shared machine CPU per op
+// is steadier than time per op.
+type cpuMeter struct {
+	st           *pgstore.Store
+	self, db     time.Duration
+	selfOK, dbOK bool
+}
+
+func startCPU(b *testing.B, st *pgstore.Store) *cpuMeter {
+	m := &cpuMeter{st: st}
+	m.self, m.selfOK = selfCPU()
+	m.db, m.dbOK = backendsCPU(st)
+	return m
+}
+
+func (m *cpuMeter) report(b *testing.B) {
+	if self, ok := selfCPU(); ok && m.selfOK {
+		b.ReportMetric(float64(self-m.self)/float64(b.N)/1e3, "µs-cpu/op")
+	}
+	if db, ok := backendsCPU(m.st); ok && m.dbOK {
+		b.ReportMetric(float64(db-m.db)/float64(b.N)/1e3, "µs-dbcpu/op")
+	}
+}
+
+func selfCPU() (time.Duration, bool) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, false
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
+}
+
+// backendsCPU sums /proc CPU times of the backends of st's database.
+func backendsCPU(st *pgstore.Store) (time.Duration, bool) {
+	rows, err := st.Pool().Query(context.Background(), `SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
+	if err != nil {
+		return 0, false
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return 0, false
+	}
+	var total time.Duration
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0, false
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(ut+stime) * 10 * time.Millisecond
+	}
+	return total, true
+}
