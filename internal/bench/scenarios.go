@@ -254,12 +254,18 @@ func (b *runner) steps(ctx context.Context) error {
 	}{{"serial submit→commit p50", 0.50, budget(3)}, {"serial submit→commit p95", 0.95, 0}, {"serial submit→commit p99", 0.99, budget(15)}} {
 		b.r.add(Figure{Scenario: "steps", Name: q.name, Value: quantile(serial, q.p), Unit: "ms", Limit: limit(q.budget), LimitValue: q.budget})
 	}
+	db := dbCPU{url: b.t.StoreURL}
+	db0, dbOK := db.read(ctx)
 	cpu0, cpuOK := processCPU()
 	loaded, el, err := drive(ctx, b.cfg.Concurrency, b.cfg.Duration*2/3, b.p, "loaded", op)
 	if err != nil {
 		return err
 	}
 	rate := float64(len(loaded)) / el.Seconds()
+	if db1, ok := db.read(ctx); ok && dbOK && len(loaded) > 0 {
+		b.r.add(Figure{Scenario: "steps", Name: "database CPU per step, loaded (Postgres backends on this machine)",
+			Value: float64(db1-db0) / float64(time.Microsecond) / float64(len(loaded)), Unit: "µs"})
+	}
 	if cpu1, ok := processCPU(); ok && cpuOK && b.t.InProcess && len(loaded) > 0 {
 		// The whole in-process stack: coordinator, workers, embedded NATS
 		// and this load generator; the database's own CPU is not in it.

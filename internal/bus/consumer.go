@@ -54,7 +54,8 @@ func (b *Bus) Consumer(ctx context.Context, queue string) (*Consumer, error) {
 // Queue returns the queue name.
 func (c *Consumer) Queue() string { return c.queue }
 
-// Fetch returns up to n jobs (1 <= n <= MaxAckPending), waiting up to
+// Fetch returns up to n jobs (n >= 1; more than MaxAckPending counts as
+// MaxAckPending, all the server would deliver anyway), waiting up to
 // maxWait for the first one. It takes whatever is ready now, up to n,
 // without waiting; only when nothing is ready does it wait, up to maxWait,
 // and then returns the first job that arrives on its own. It returns an
@@ -74,9 +75,10 @@ func (c *Consumer) Queue() string { return c.queue }
 // delivery toward MaxDeliver). Server trouble is reported as ErrUnavailable;
 // callers should back off and retry.
 func (c *Consumer) Fetch(ctx context.Context, n int, maxWait time.Duration) ([]*Delivery, error) {
-	if n < 1 || n > c.b.cfg.MaxAckPending {
-		return nil, fmt.Errorf("%w: fetch n = %d, want 1..MaxAckPending (%d)", ErrInvalidConfig, n, c.b.cfg.MaxAckPending)
+	if n < 1 {
+		return nil, fmt.Errorf("%w: fetch n = %d, want at least 1", ErrInvalidConfig, n)
 	}
+	n = min(n, c.b.cfg.MaxAckPending)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -291,10 +292,39 @@ func TestFetchArguments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []int{0, -1, 9} {
-		if _, err := c.Fetch(ctx, n, time.Millisecond); !errors.Is(err, bus.ErrInvalidConfig) || !strings.Contains(err.Error(), "MaxAckPending (8)") {
+	for _, n := range []int{0, -1} {
+		if _, err := c.Fetch(ctx, n, time.Millisecond); !errors.Is(err, bus.ErrInvalidConfig) || !strings.Contains(err.Error(), "at least 1") {
 			t.Fatalf("Fetch(n=%d): err = %v", n, err)
 		}
+	}
+	// More than MaxAckPending asks for MaxAckPending: a worker pulls for
+	// all its free slots.
+	for i := range 9 {
+		mustPublish(ctx, t, b, testJob("args", fmt.Sprintf("many-%d", i)))
+	}
+	var many []*bus.Delivery
+	testenv.Eventually(t, 5*time.Second, "a fetch of more than MaxAckPending to return MaxAckPending jobs", func() bool {
+		ds, err := c.Fetch(ctx, 9, 0)
+		if err != nil {
+			t.Fatalf("Fetch(n=9): %v", err)
+		}
+		many = append(many, ds...)
+		return len(many) >= 8
+	})
+	if len(many) != 8 {
+		t.Fatalf("fetched %d jobs with 8 unacknowledged at most", len(many))
+	}
+	for _, d := range many {
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ninth, err := c.Fetch(ctx, 9, 5*time.Second)
+	if err != nil || len(ninth) != 1 {
+		t.Fatalf("the ninth job: %d jobs, %v", len(ninth), err)
+	}
+	if err := ninth[0].Ack(ctx); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := b.Consumer(ctx, "Bad Queue"); !errors.Is(err, bus.ErrInvalidQueue) {
 		t.Fatalf("Consumer(bad): err = %v", err)

@@ -3,8 +3,11 @@ package worker
 import (
 	"context"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/session"
 )
 
@@ -89,4 +92,37 @@ func commitsPlainly(s session.Session) {
 	if g, ok := s.Graph().(*stepGraph); ok {
 		g.plain = true
 	}
+}
+
+// targets caches parsed job targets by their bytes: the jobs of one run,
+// and of many runs of one agent, carry the same spec, and parsing and
+// validating it costs more than the rest of an instant step's CPU in the
+// worker. Parsed calls are only read, never changed, so they are shared.
+type targets struct {
+	cache *lru.Cache[string, flow.Call]
+}
+
+// targetCacheSize bounds the cache, in distinct targets.
+const targetCacheSize = 512
+
+func newTargets() *targets {
+	c, err := lru.New[string, flow.Call](targetCacheSize)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return &targets{cache: c}
+}
+
+// parse returns raw's call, from the cache or flow.ParseTarget; errors are
+// not cached.
+func (t *targets) parse(raw []byte) (flow.Call, error) {
+	if c, ok := t.cache.Get(string(raw)); ok {
+		return c, nil
+	}
+	c, err := flow.ParseTarget(raw)
+	if err != nil {
+		return flow.Call{}, err
+	}
+	t.cache.Add(string(raw), c)
+	return c, nil
 }

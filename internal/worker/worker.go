@@ -195,6 +195,7 @@ type Worker struct {
 	resolve ResolveFunc
 	log     *slog.Logger
 	aborts  inflight // steps in flight by run, for run abort events (cancel.go)
+	targets *targets // parsed job targets (commit.go)
 }
 
 // New returns a worker. All dependencies are required.
@@ -207,7 +208,7 @@ func New(graph session.Graph, steps Steps, jobs Jobs, events Events, resolve Res
 		return nil, errors.New("worker: graph, steps, jobs, events and resolve are required")
 	}
 	return &Worker{
-		cfg: cfg, graph: graph, steps: steps, jobs: jobs, events: events, resolve: resolve,
+		cfg: cfg, graph: graph, steps: steps, jobs: jobs, events: events, resolve: resolve, targets: newTargets(),
 		log: cfg.Logger.With(slog.String("worker", cfg.Name), slog.String("queue", cfg.Queue)),
 	}, nil
 }
@@ -227,14 +228,25 @@ func (w *Worker) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	w.log.InfoContext(ctx, "worker started", slog.Int("slots", w.cfg.Slots))
 	for ctx.Err() == nil {
-		// Wait for a free slot, then pull one job. A pull of one returns as
-		// soon as a job arrives, so a step never waits for a batch to fill.
+		// Wait for a free slot, then take every other free slot too and
+		// pull as many jobs: one pull request, not one per job, when jobs
+		// arrive faster than steps end. Fetch never holds a job back to
+		// fill a batch, so a step never waits for one.
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			continue
 		}
-		ds, err := w.jobs.Fetch(ctx, 1, w.cfg.FetchWait)
+		n := 1
+		for more := true; more && n < w.cfg.Slots; {
+			select {
+			case slots <- struct{}{}:
+				n++
+			default:
+				more = false
+			}
+		}
+		ds, err := w.jobs.Fetch(ctx, n, w.cfg.FetchWait)
 		if err != nil && ctx.Err() == nil {
 			w.log.WarnContext(ctx, "fetch failed", slog.Any("error", err))
 			select {
@@ -242,14 +254,10 @@ func (w *Worker) Run(ctx context.Context) error {
 			case <-ctx.Done():
 			}
 		}
-		if len(ds) == 0 {
+		for range n - len(ds) { // give back the slots no job took
 			<-slots
-			continue
 		}
-		for i, d := range ds {
-			if i > 0 {
-				slots <- struct{}{}
-			}
+		for _, d := range ds {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -402,7 +410,7 @@ func (w *Worker) touchEvery(ctx context.Context, stepID string, abort context.Ca
 // execute runs the job's target (flow.ParseTarget: an agent spec, or a
 // selector or compressor call) on its input in g and commits the result.
 func (w *Worker) execute(ctx context.Context, job bus.Job, g session.Graph) (session.Session, error) {
-	call, err := flow.ParseTarget(job.Target)
+	call, err := w.targets.parse(job.Target)
 	if err != nil {
 		return session.Session{}, permanent(err)
 	}
