@@ -264,6 +264,10 @@ func decodeJob(hdr nats.Header, data []byte) (Job, error) {
 	if v := hdr.Get(HeaderJobVersion); v != "" && v != strconv.Itoa(JobVersion) {
 		return job, fmt.Errorf("%w: header %s = %q, want %d", ErrMalformedJob, HeaderJobVersion, v, JobVersion)
 	}
+	if len(data) > MaxJobSize {
+		// Publish refuses these; the stream's limit leaves room for headers.
+		return job, fmt.Errorf("%w: body is %d bytes, over the %d-byte limit (MaxJobSize)", ErrMalformedJob, len(data), MaxJobSize)
+	}
 	if err := json.Unmarshal(data, &job); err != nil {
 		return job, fmt.Errorf("%w: decode %d bytes: %w", ErrMalformedJob, len(data), err)
 	}
