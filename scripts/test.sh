@@ -22,9 +22,9 @@ fi
 go vet ./...
 go test -race -count=1 -timeout 40m ${RATH_TEST_FLAGS:-} ./...
 # Every fuzzer for a moment beyond its seed corpus (which go test just ran):
-# RATH_TEST_FUZZTIME each, default 2s; an input that panics or breaks a
+# RATH_TEST_FUZZTIME each, default 1s; an input that panics or breaks a
 # property fails the run (docs/RELIABILITY.md, "Bad input").
-scripts/fuzz.sh "${RATH_TEST_FUZZTIME:-2s}"
+scripts/fuzz.sh "${RATH_TEST_FUZZTIME:-1s}"
 # The deployment files' tests: a module of their own (deploy/go.mod) so the
 # Kubernetes and Compose libraries stay out of the main module.
 (cd deploy && go vet ./... && go test -race -count=1 ${RATH_TEST_FLAGS:-} ./...)
