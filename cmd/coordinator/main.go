@@ -108,6 +108,7 @@ func run(ctx context.Context, args []string) error {
 		RunReads:       b.RunReads,
 		TracerProvider: tel.TracerProvider, Metrics: tel.Metrics, Gatherer: tel.Registry,
 		JaegerURL: os.Getenv("RATH_JAEGER_URL"),
+		Memory:    b.Memory, // /v1/memory for requests bound to no tenant
 	}
 	if err := app.RegisterBackendMetrics(ctx, tel.Registry, b, true, bus.DefaultQueue); err != nil {
 		return err

@@ -101,7 +101,7 @@ func StartDev(ctx context.Context, cfg DevConfig) (*Dev, error) {
 		return nil, err
 	}
 	d.Coordinator, err = coordinator.New(d.Backend.Store, d.Backend.Runs, d.Backend.Bus, coordinator.Config{Logger: log, SameDatabase: d.Backend.SubmitInOneTx(), RunReads: d.Backend.RunReads,
-		TracerProvider: cfg.TracerProvider, Metrics: metrics, Gatherer: d.Registry, JaegerURL: cfg.JaegerURL})
+		TracerProvider: cfg.TracerProvider, Metrics: metrics, Gatherer: d.Registry, JaegerURL: cfg.JaegerURL, Memory: d.Backend.Memory})
 	if err != nil {
 		d.Close()
 		return nil, err

@@ -47,7 +47,7 @@ func (o *stepObs) started() {
 	}
 }
 
-// end records the outcome (committed, retry, failed, acked, handed_back)
+// end records the outcome (committed, retry, failed, acked, handed_back, aborted)
 // and ends the span.
 func (o *stepObs) end(outcome string, err error) {
 	switch outcome {

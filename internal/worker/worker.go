@@ -551,10 +551,17 @@ func (w *Worker) withMCP(ctx context.Context, spec agent.Spec, tools *tool.Set) 
 }
 
 // retryOrFail NAKs a transient failure with backoff, or records a terminal
-// one and terminates the message. It returns what it did: retry, failed or
-// handed_back.
+// one and terminates the message; a step aborted because its run ended is
+// acked. It returns what it did: retry, failed, handed_back or aborted.
 func (w *Worker) retryOrFail(ctx context.Context, d *bus.Delivery, log *slog.Logger, err error) (outcome string) {
 	n := d.NumDelivered()
+	if cause := context.Cause(ctx); ctx.Err() != nil && errors.Is(cause, runs.ErrTerminal) {
+		// Aborted because its run ended (canceled or timed out): the store
+		// already has the step canceled, so the job is done.
+		log.InfoContext(ctx, "step aborted: its run ended", slog.Any("reason", cause))
+		w.ack(ctx, d, log)
+		return "aborted"
+	}
 	if ctx.Err() != nil && !isPermanent(err) {
 		// Shutting down: hand the job straight back to another worker.
 		log.InfoContext(ctx, "handing step back on shutdown", slog.Any("error", err))
