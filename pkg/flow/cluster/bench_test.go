@@ -96,6 +96,28 @@ func BenchmarkFanOut1000(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(1000*b.N)/b.Elapsed().Seconds(), "steps/s")
+			// Jobs JetStream delivered again (a delivery lost or not acked
+			// within AckWait): each holds the fan-in back by AckWait.
+			b.ReportMetric(counterSum(b, d, "rath_steps_redelivered_total"), "redelivered")
 		})
 	}
+}
+
+// counterSum is the sum over labels of the counter name in d's registry.
+func counterSum(b *testing.B, d *app.Dev, name string) float64 {
+	b.Helper()
+	mfs, err := d.Registry.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
 }
