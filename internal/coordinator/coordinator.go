@@ -27,7 +27,6 @@ import (
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/telemetry"
-	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
@@ -154,6 +153,8 @@ type Coordinator struct {
 	wf workflowState
 	// routes is the /v1 mux Handler built last (auth.go), for route checks.
 	routes atomic.Pointer[apiMux]
+	// specs caches parsed agent specs of submits (specs.go).
+	specs *specCache
 }
 
 // New returns a coordinator over a migrated store, its run store and a bus.
@@ -169,7 +170,7 @@ func New(graph store.Store, rs *runs.Store, b Bus, cfg Config) (*Coordinator, er
 			return nil, err
 		}
 	}
-	c := &Coordinator{cfg: cfg, sysGraph: graph, runs: rs, bus: b, log: cfg.Logger, manifests: manifests}
+	c := &Coordinator{cfg: cfg, sysGraph: graph, runs: rs, bus: b, log: cfg.Logger, manifests: manifests, specs: newSpecCache()}
 	c.graph = tenantGraph{c}
 	return c, nil
 }
@@ -214,7 +215,7 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, 
 	if len(req.Agent) == 0 {
 		return runs.Run{}, badRequest("agent: required")
 	}
-	spec, err := agent.ParseSpec(req.Agent)
+	spec, target, err := c.specs.parse(req.Agent)
 	if err != nil {
 		return runs.Run{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
@@ -227,10 +228,6 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, 
 	queue := cmp.Or(req.Queue, c.cfg.Queue)
 	if err := bus.ValidQueue(queue); err != nil {
 		return runs.Run{}, fmt.Errorf("%w: queue: %w", ErrBadRequest, err)
-	}
-	target, err := json.Marshal(spec)
-	if err != nil {
-		return runs.Run{}, err
 	}
 	r := runs.Run{ID: runs.NewRunID(), Queue: queue, Target: target, Budget: req.Budget}
 	if r.Deadline, err = parseTimeout(req.Timeout); err != nil {
