@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,6 +34,7 @@ const groupTimeout = time.Minute
 
 // commitReq is one commit waiting in the group queue.
 type commitReq struct {
+	ctx   context.Context // the caller's
 	v     *session.Version
 	claim bool
 	after []Stmt
@@ -63,7 +65,7 @@ func newGrouper(q querier, maxInFlight int) *grouper {
 // It returns when its group has committed or failed; when ctx ends first
 // it returns ctx's error, and the commit may still happen.
 func (g *grouper) commit(ctx context.Context, v *session.Version, claim bool, after []Stmt) error {
-	req := &commitReq{v: v, claim: claim, after: after, done: make(chan struct{})}
+	req := &commitReq{ctx: ctx, v: v, claim: claim, after: after, done: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, req)
 	lead := g.inflight < g.max
@@ -109,7 +111,7 @@ func (g *grouper) run(batch []*commitReq) {
 	if len(batch) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
+	ctx, cancel := groupContext(batch)
 	defer cancel()
 	err := g.send(ctx, batch)
 	var pgErr *pgconn.PgError
@@ -118,8 +120,10 @@ func (g *grouper) run(batch []*commitReq) {
 		var wg sync.WaitGroup
 		for _, r := range batch {
 			wg.Go(func() {
+				rctx, rcancel := groupContext([]*commitReq{r})
+				defer rcancel()
 				r.scanErr = nil
-				r.err = g.send(ctx, []*commitReq{r})
+				r.err = g.send(rctx, []*commitReq{r})
 				if r.err == nil {
 					r.err = r.scanErr
 				}
@@ -135,6 +139,30 @@ func (g *grouper) run(batch []*commitReq) {
 			r.err = r.scanErr
 		}
 		close(r.done)
+	}
+}
+
+// groupContext is the context a group runs under: it ends after
+// groupTimeout, or once every member's own context has ended (a single
+// commit is canceled with its caller, as an ungrouped one would be, and a
+// caller giving up on a dead connection is not kept waiting for it).
+func groupContext(batch []*commitReq) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
+	var waiting atomic.Int64
+	waiting.Store(int64(len(batch)))
+	stops := make([]func() bool, 0, len(batch))
+	for _, r := range batch {
+		stops = append(stops, context.AfterFunc(r.ctx, func() {
+			if waiting.Add(-1) == 0 {
+				cancel()
+			}
+		}))
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
 	}
 }
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -182,4 +184,96 @@ func backendsCPU(st *pgstore.Store) (time.Duration, bool) {
 		total += time.Duration(ut+stime) * 10 * time.Millisecond
 	}
 	return total, true
+}
+
+// TestGroupCommitGivesUpWithItsCaller: a commit whose connection goes
+// silent (a partition: packets dropped, nothing closed) returns when its
+// caller's context ends, as an ungrouped commit does, rather than keeping
+// the caller until the group's own timeout — a worker being shut down or
+// fenced must not hang on it.
+func TestGroupCommitGivesUpWithItsCaller(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := newDB(t, true)
+	host := strings.SplitN(strings.TrimPrefix(dbURL, "postgres://"), "/", 2)[0]
+	host = host[strings.Index(host, "@")+1:]
+	hole := startBlackhole(t, host)
+	st, err := pgstore.Open(ctx, strings.Replace(dbURL, host, hole.addr, 1), pgstore.Options{GroupCommit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s, err := session.FromUserMessage(ctx, st, "before the partition")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hole.drop.Store(true)
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = s.Append(cctx, session.Assistant("during the partition"))
+	if err == nil {
+		t.Fatal("append through a silent connection succeeded")
+	}
+	took := time.Since(start)
+	t.Logf("append through a silent connection gave up after %s: %v", took, err)
+	if took > 15*time.Second {
+		t.Fatalf("append gave up after %s, want about the caller's 1s", took)
+	}
+}
+
+// blackhole forwards TCP to target until drop is set; then it reads and
+// discards in both directions, closing nothing, like a partitioned network.
+type blackhole struct {
+	addr string
+	drop atomic.Bool
+}
+
+func startBlackhole(t *testing.T, target string) *blackhole {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &blackhole{addr: ln.Addr().String()}
+	var conns sync.Map
+	t.Cleanup(func() {
+		ln.Close()
+		conns.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
+	})
+	pipe := func(dst, src net.Conn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if err != nil {
+				dst.Close()
+				return
+			}
+			if h.drop.Load() {
+				continue
+			}
+			if _, err := dst.Write(buf[:n]); err != nil {
+				src.Close()
+				return
+			}
+		}
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			conns.Store(c, true)
+			conns.Store(u, true)
+			go pipe(u, c)
+			go pipe(c, u)
+		}
+	}()
+	return h
 }
