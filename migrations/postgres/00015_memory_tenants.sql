@@ -154,6 +154,19 @@ END;
 $$;
 -- +goose StatementEnd
 
+-- rath_gc (00012) reads memory_items to keep the versions memories point
+-- at; memory_items' policy now reads memory_namespaces, and Postgres checks
+-- a policy's tables' privileges even where rath_tenant() IS NULL decides.
+-- +goose StatementBegin
+DO $$
+BEGIN
+    GRANT SELECT ON memory_namespaces TO rath_gc;
+EXCEPTION WHEN undefined_object OR insufficient_privilege THEN
+    RAISE NOTICE 'rath: cannot grant memory_namespaces to rath_gc (%)', SQLERRM;
+END;
+$$;
+-- +goose StatementEnd
+
 -- +goose Down
 DROP POLICY memory_vectors_tenant ON memory_vectors;
 ALTER TABLE memory_vectors NO FORCE ROW LEVEL SECURITY;

@@ -1,10 +1,16 @@
 -- Tenants for the memory plane are a Postgres feature (postgres/00015:
 -- namespace ownership and row-level security). The embedded store serves
--- only the default tenant, so this version changes nothing here; it keeps
--- the two dialects' versions aligned.
+-- only the default tenant and records no owners; it gets the table anyway,
+-- so the two dialects' schemas match, and so that processes migrating one
+-- file at once detect a second application of this version (a migration
+-- without DDL would be recorded twice: TestMigrateFromProcesses).
 
 -- +goose Up
-SELECT 1;
+CREATE TABLE memory_namespaces (
+    namespace  TEXT PRIMARY KEY,
+    tenant     TEXT NOT NULL DEFAULT 'default',
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
 
 -- +goose Down
-SELECT 1;
+DROP TABLE memory_namespaces;
