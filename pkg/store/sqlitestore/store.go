@@ -49,6 +49,7 @@ type Store struct {
 	readers *sql.DB
 	cache   *graphrow.Cache
 	migMu   sync.Mutex // serializes Migrate within the process
+	path    string     // the database file, or Memory
 	db
 }
 
@@ -111,7 +112,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		r.SetMaxOpenConns(n)
 		r.SetMaxIdleConns(n)
 	}
-	s := &Store{writer: w, readers: r, cache: graphrow.NewCache(opts.CachedVersions, opts.CachedTranscripts)}
+	s := &Store{writer: w, readers: r, path: path, cache: graphrow.NewCache(opts.CachedVersions, opts.CachedTranscripts)}
 	s.db = db{r: r, w: w, cache: s.cache}
 	if opts.Migrate {
 		if err := s.Migrate(ctx); err != nil {
@@ -146,6 +147,13 @@ func (s *Store) Close() error {
 func (s *Store) Migrate(ctx context.Context) error {
 	s.migMu.Lock()
 	defer s.migMu.Unlock()
+	if s.path != Memory {
+		unlock, err := lockMigrations(s.path)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 	p, err := goose.NewProvider(goose.DialectSQLite3, s.writer, migrations.SQLite(), goose.WithDisableGlobalRegistry(true))
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
