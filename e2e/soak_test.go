@@ -54,7 +54,22 @@ func rssKiB(pid int) int {
 }
 
 // goroutines reads go_goroutines from a Prometheus endpoint.
-func goroutines(url string) int {
+func goroutines(url string) int { return int(gauge(url, "go_goroutines")) }
+
+// heapMiB reads go_memstats_heap_inuse_bytes from a Prometheus endpoint,
+// in MiB: the live heap, which RSS (kept by the runtime after a peak)
+// only bounds.
+func heapMiB(url string) int {
+	v := gauge(url, "go_memstats_heap_inuse_bytes")
+	if v < 0 {
+		return -1
+	}
+	return int(v / (1 << 20))
+}
+
+// gauge reads an unlabeled gauge from a Prometheus endpoint; -1 when it
+// cannot.
+func gauge(url, name string) float64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -68,9 +83,12 @@ func goroutines(url string) int {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-			n, _ := strconv.ParseFloat(v, 64)
-			return int(n)
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return -1
+			}
+			return n
 		}
 	}
 	return -1
@@ -80,6 +98,7 @@ type soakSample struct {
 	at         time.Duration
 	rss        map[string]int
 	goroutines map[string]int
+	heap       map[string]int // MiB in use
 }
 
 // TestSoak measures the cluster's maximum throughput, then runs at half of
@@ -170,12 +189,13 @@ func TestSoak(t *testing.T) {
 	}
 	var samples []soakSample
 	sample := func(at time.Duration) {
-		s := soakSample{at: at, rss: map[string]int{}, goroutines: map[string]int{}}
+		s := soakSample{at: at, rss: map[string]int{}, goroutines: map[string]int{}, heap: map[string]int{}}
 		for name, p := range procs {
 			if p.running() {
 				s.rss[name] = rssKiB(p.cmd.Process.Pid)
 			}
 			s.goroutines[name] = goroutines(metrics[name])
+			s.heap[name] = heapMiB(metrics[name])
 		}
 		samples = append(samples, s)
 	}
@@ -197,9 +217,11 @@ func TestSoak(t *testing.T) {
 		nextFault += every
 		switch kind {
 		case "worker kill":
-			w := c.workers[rand.IntN(len(c.workers))]
+			i := rand.IntN(len(c.workers))
+			w := c.workers[i]
 			w.kill(t)
 			w.start(t)
+			kind = fmt.Sprintf("worker kill (w%d)", i+1)
 		case "NATS restart":
 			c.stopNATS()
 			c.startNATS()
@@ -263,11 +285,15 @@ func TestSoak(t *testing.T) {
 		}
 		rss := func(s soakSample) int { return s.rss[name] }
 		gr := func(s soakSample) int { return s.goroutines[name] }
+		hp := func(s soakSample) int { return s.heap[name] }
 		first, last := samples[:third], samples[len(samples)-third:]
-		t.Logf("soak: %s RSS %.1f → %.1f MiB, goroutines %.0f → %.0f (means of the first and last third of %d samples)",
-			name, avg(first, rss)/1024, avg(last, rss)/1024, avg(first, gr), avg(last, gr), len(samples))
+		t.Logf("soak: %s RSS %.1f → %.1f MiB, heap in use %.1f → %.1f MiB, goroutines %.0f → %.0f (means of the first and last third of %d samples)",
+			name, avg(first, rss)/1024, avg(last, rss)/1024, avg(first, hp), avg(last, hp), avg(first, gr), avg(last, gr), len(samples))
 		if g0, g1 := avg(first, gr), avg(last, gr); g0 > 0 && g1 > 2*g0+50 {
 			t.Errorf("%s goroutines grew from %.0f to %.0f: a leak", name, g0, g1)
+		}
+		if h0, h1 := avg(first, hp), avg(last, hp); h0 > 0 && h1 > 2*h0+32 {
+			t.Errorf("%s heap in use grew from %.1f to %.1f MiB: a leak", name, h0, h1)
 		}
 	}
 }
