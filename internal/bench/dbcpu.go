@@ -2,12 +2,12 @@ package bench
 
 import (
 	"context"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/rath-run/rath/internal/cpustat"
 )
 
 // dbCPU reads the CPU time the Postgres backends serving the store's
@@ -33,38 +33,5 @@ func (d dbCPU) read(ctx context.Context) (time.Duration, bool) {
 	if err != nil || len(pids) == 0 {
 		return 0, false
 	}
-	var total time.Duration
-	for _, pid := range pids {
-		t, ok := procCPU(int(pid))
-		if !ok {
-			return 0, false
-		}
-		total += t
-	}
-	return total, true
-}
-
-// procCPU returns a process's user+system CPU time from /proc/PID/stat.
-func procCPU(pid int) (time.Duration, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	// Fields after the command (which may hold spaces) in parentheses.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, false
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	const clockTicks = 100 // USER_HZ on Linux
-	return time.Duration(ut+st) * time.Second / clockTicks, true
+	return cpustat.Processes(pids)
 }

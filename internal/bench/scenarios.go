@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 
+	"github.com/rath-run/rath/internal/cpustat"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/memory/memorytest"
@@ -256,7 +257,7 @@ func (b *runner) steps(ctx context.Context) error {
 	}
 	db := dbCPU{url: b.t.StoreURL}
 	db0, dbOK := db.read(ctx)
-	cpu0, cpuOK := processCPU()
+	cpu0, cpuOK := cpustat.Self()
 	loaded, el, err := drive(ctx, b.cfg.Concurrency, b.cfg.Duration*2/3, b.p, "loaded", op)
 	if err != nil {
 		return err
@@ -266,7 +267,7 @@ func (b *runner) steps(ctx context.Context) error {
 		b.r.add(Figure{Scenario: "steps", Name: "database CPU per step, loaded (Postgres backends on this machine)",
 			Value: float64(db1-db0) / float64(time.Microsecond) / float64(len(loaded)), Unit: "µs"})
 	}
-	if cpu1, ok := processCPU(); ok && cpuOK && b.t.InProcess && len(loaded) > 0 {
+	if cpu1, ok := cpustat.Self(); ok && cpuOK && b.t.InProcess && len(loaded) > 0 {
 		// The whole in-process stack: coordinator, workers, embedded NATS
 		// and this load generator; the database's own CPU is not in it.
 		b.r.add(Figure{Scenario: "steps", Name: "CPU per step, loaded (this process: API, workers, NATS, load generator)",

@@ -10,6 +10,7 @@ import (
 	"github.com/rath-run/rath/internal/testdb"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store/pgstore"
+	"github.com/rath-run/rath/pkg/store/storetest"
 )
 
 // TestCommitStepVersion: on Postgres a step's version and its record
@@ -33,7 +34,7 @@ func TestCommitStepVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := stepVersion(t, in, stepID)
+	v := storetest.Prepare(t, in, stepID, session.Assistant("done"))
 	got, run, err := rs.CommitStepVersion(ctx, pg, stepID, v)
 	if err != nil || got.ID != v.ID || run.ID != r.ID || run.Status != runs.RunSucceeded || run.Output == nil || *run.Output != v.ID {
 		t.Fatalf("CommitStepVersion = %v, %+v, %v; want %s and the run succeeded with it", got, run, err, v.ID)
@@ -48,7 +49,7 @@ func TestCommitStepVersion(t *testing.T) {
 	}
 
 	// The redelivered step's commit: the first version, the run as it was.
-	again := stepVersion(t, in, stepID)
+	again := storetest.Prepare(t, in, stepID, session.Assistant("done"))
 	got, run, err = rs.CommitStepVersion(ctx, pg, stepID, again)
 	if err != nil || got.ID != v.ID || run.Status != runs.RunSucceeded || *run.Output != v.ID {
 		t.Fatalf("replayed CommitStepVersion = %v, %+v, %v; want %s again", got, run, err, v.ID)
@@ -67,7 +68,7 @@ func TestCommitStepVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, run, err = rs.CommitStepVersion(ctx, pg, r2.Steps[0].ID, stepVersion(t, in2, r2.Steps[0].ID))
+	_, run, err = rs.CommitStepVersion(ctx, pg, r2.Steps[0].ID, storetest.Prepare(t, in2, r2.Steps[0].ID, session.Assistant("done")))
 	if err != nil || run.Status != runs.RunCanceled {
 		t.Fatalf("commit of a canceled step = %+v, %v; want the run canceled", run, err)
 	}
@@ -76,7 +77,7 @@ func TestCommitStepVersion(t *testing.T) {
 	}
 
 	// A step that does not exist: reported as such.
-	if _, _, err := rs.CommitStepVersion(ctx, pg, "run_nope/0", stepVersion(t, in2, "run_nope/0")); !errors.Is(err, runs.ErrNotFound) {
+	if _, _, err := rs.CommitStepVersion(ctx, pg, "run_nope/0", storetest.Prepare(t, in2, "run_nope/0", session.Assistant("done"))); !errors.Is(err, runs.ErrNotFound) {
 		t.Fatalf("commit of an unknown step: %v, want ErrNotFound", err)
 	}
 }
@@ -119,28 +120,4 @@ func TestStartStepCases(t *testing.T) {
 			t.Fatalf("start of a waiting step: %v, want ErrTerminal", err)
 		}
 	})
-}
-
-// stepVersion builds, without committing, the version a step keyed key
-// would commit on s.
-func stepVersion(t *testing.T, s session.Session, key string) *session.Version {
-	t.Helper()
-	var v *session.Version
-	capture := captureGraph{Graph: s.Graph(), put: func(x *session.Version) { v = x }}
-	if _, err := session.Wrap(capture, s.Version()).Extend(context.Background(), session.Extension{
-		Op: session.OpStep, Chunks: []session.Chunk{session.Assistant("done")}, Key: key,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-type captureGraph struct {
-	session.Graph
-	put func(*session.Version)
-}
-
-func (g captureGraph) Put(_ context.Context, v *session.Version) (*session.Version, error) {
-	g.put(v)
-	return v, nil
 }

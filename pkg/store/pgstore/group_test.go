@@ -5,19 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rath-run/rath/internal/cpustat"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store/pgstore"
+	"github.com/rath-run/rath/pkg/store/storetest"
 )
 
 // TestGroupCommit: many commits at once, grouped, among them replays of
@@ -36,7 +35,7 @@ func TestGroupCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := extension(t, root, "replayed")
+	first := storetest.Prepare(t, root, "replayed", session.Assistant("ok"))
 	if _, err := st.Put(ctx, first); err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +55,11 @@ func TestGroupCommit(t *testing.T) {
 			stmt := pgstore.Stmt{SQL: `INSERT INTO probe (version) VALUES ($1)`}
 			switch i % 3 {
 			case 0: // plain, extending the same base as every other
-				v = extension(t, root, fmt.Sprintf("k%d", i))
+				v = storetest.Prepare(t, root, fmt.Sprintf("k%d", i), session.Assistant("ok"))
 			case 1: // a replay of a committed key
-				v = extension(t, root, "replayed")
+				v = storetest.Prepare(t, root, "replayed", session.Assistant("ok"))
 			case 2: // its own statement fails
-				v = extension(t, root, fmt.Sprintf("k%d", i))
+				v = storetest.Prepare(t, root, fmt.Sprintf("k%d", i), session.Assistant("ok"))
 				stmt.SQL = `INSERT INTO probe (version) VALUES ($1::text::int::uuid)`
 			}
 			stmt.Args = []any{v.ID}
@@ -140,13 +139,13 @@ type cpuMeter struct {
 
 func startCPU(b *testing.B, st *pgstore.Store) *cpuMeter {
 	m := &cpuMeter{st: st}
-	m.self, m.selfOK = selfCPU()
+	m.self, m.selfOK = cpustat.Self()
 	m.db, m.dbOK = backendsCPU(st)
 	return m
 }
 
 func (m *cpuMeter) report(b *testing.B) {
-	if self, ok := selfCPU(); ok && m.selfOK {
+	if self, ok := cpustat.Self(); ok && m.selfOK {
 		b.ReportMetric(float64(self-m.self)/float64(b.N)/1e3, "µs-cpu/op")
 	}
 	if db, ok := backendsCPU(m.st); ok && m.dbOK {
@@ -154,15 +153,7 @@ func (m *cpuMeter) report(b *testing.B) {
 	}
 }
 
-func selfCPU() (time.Duration, bool) {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, false
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
-}
-
-// backendsCPU sums /proc CPU times of the backends of st's database.
+// backendsCPU sums the CPU times of the backends of st's database.
 func backendsCPU(st *pgstore.Store) (time.Duration, bool) {
 	rows, err := st.Pool().Query(context.Background(), `SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
 	if err != nil {
@@ -172,18 +163,7 @@ func backendsCPU(st *pgstore.Store) (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	var total time.Duration
-	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return 0, false
-		}
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		stime, _ := strconv.ParseInt(f[12], 10, 64)
-		total += time.Duration(ut+stime) * 10 * time.Millisecond
-	}
-	return total, true
+	return cpustat.Processes(pids)
 }
 
 // TestGroupCommitGivesUpWithItsCaller: a commit whose connection goes

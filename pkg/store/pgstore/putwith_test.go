@@ -9,6 +9,7 @@ import (
 
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store/pgstore"
+	"github.com/rath-run/rath/pkg/store/storetest"
 )
 
 // TestPutWith: the caller's statements commit with the version or not at
@@ -34,7 +35,7 @@ func TestPutWith(t *testing.T) {
 
 	// Commits together; the statement sees the version (its foreign key)
 	// and its rows are scanned.
-	step := extension(t, root, "step-1")
+	step := storetest.Prepare(t, root, "step-1", session.Assistant("ok"))
 	var note string
 	got, ran, err := st.PutWith(ctx, step, pgstore.Stmt{
 		SQL: `INSERT INTO probe (version, note) VALUES ($1, $2) RETURNING note`, Args: []any{step.ID, "first"},
@@ -51,7 +52,7 @@ func TestPutWith(t *testing.T) {
 
 	// A replay (same key, a fresh version) returns the committed version
 	// and runs nothing.
-	replay := extension(t, root, "step-1")
+	replay := storetest.Prepare(t, root, "step-1", session.Assistant("ok"))
 	got, ran, err = st.PutWith(ctx, replay, pgstore.Stmt{SQL: `INSERT INTO probe (version, note) VALUES ($1, 'replay')`, Args: []any{replay.ID}})
 	if err != nil || ran || got.ID != step.ID || probes() != 1 {
 		t.Fatalf("replayed PutWith = %v, ran %v, %v, probes %d; want the first version, not ran, 1 probe", got, ran, err, probes())
@@ -63,7 +64,7 @@ func TestPutWith(t *testing.T) {
 		{SQL: `SELECT 1 / 0`},
 		{SQL: `INSERT INTO probe (version, note) VALUES ($1, 'dup')`, Args: []any{step.ID}},
 	} {
-		v := extension(t, root, "")
+		v := storetest.Prepare(t, root, "", session.Assistant("ok"))
 		if _, _, err := st.PutWith(ctx, v, bad); err == nil {
 			t.Fatalf("PutWith with %q: no error", bad.SQL)
 		}
@@ -74,28 +75,4 @@ func TestPutWith(t *testing.T) {
 	if probes() != 1 {
 		t.Fatalf("probes = %d after failed PutWiths, want 1", probes())
 	}
-}
-
-// extension builds (without committing) a step version on s with key.
-func extension(t *testing.T, s session.Session, key string) *session.Version {
-	t.Helper()
-	var v *session.Version
-	capture := captureGraph{Graph: s.Graph(), put: func(x *session.Version) { v = x }}
-	if _, err := session.Wrap(capture, s.Version()).Extend(context.Background(), session.Extension{
-		Op: session.OpStep, Chunks: []session.Chunk{session.Assistant("ok")}, Key: key,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-// captureGraph records the version put into it instead of committing it.
-type captureGraph struct {
-	session.Graph
-	put func(*session.Version)
-}
-
-func (g captureGraph) Put(_ context.Context, v *session.Version) (*session.Version, error) {
-	g.put(v)
-	return v, nil
 }

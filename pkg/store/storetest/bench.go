@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"github.com/rath-run/rath/internal/cpustat"
+
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -29,7 +31,7 @@ type RowSizer interface {
 // the whole operation (SQLite runs in process), for Postgres only the
 // client's side.
 func reportCPU(b *testing.B, start time.Duration, ok bool) {
-	end, ok2 := processCPU()
+	end, ok2 := cpustat.Self()
 	if ok && ok2 && b.N > 0 {
 		b.ReportMetric(float64(end-start)/float64(b.N)/1e6, "cpu-ms/op")
 	}
@@ -95,7 +97,7 @@ func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 		}
 		n := 0
 		var last session.Session
-		cpu, ok := processCPU()
+		cpu, ok := cpustat.Self()
 		for b.Loop() {
 			var err error
 			if last, err = s.Fork(ctx); err != nil {
@@ -135,7 +137,7 @@ func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 			b.Skip("store has no uncached load")
 		}
 		ctx := ctxFor(b)
-		cpu, ok := processCPU()
+		cpu, ok := cpustat.Self()
 		for b.Loop() {
 			if t := must(u.LoadTranscriptUncached(ctx, tip))(b); len(t) != 10_000 {
 				b.Fatalf("loaded %d chunks", len(t))
@@ -171,7 +173,7 @@ func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 			}
 		}
 		tip := vs[len(vs)-1].ID
-		cpu, ok := processCPU()
+		cpu, ok := cpustat.Self()
 		for b.Loop() {
 			if a := must(st.Ancestors(ctx, tip, 0))(b); len(a) != 10_000 {
 				b.Fatalf("%d ancestors", len(a))

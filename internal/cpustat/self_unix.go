@@ -1,15 +1,15 @@
 //go:build unix
 
-package storetest
+package cpustat
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU returns the CPU time this process has used (user + system), or
-// false where it cannot be read.
-func processCPU() (time.Duration, bool) {
+// Self returns the CPU time (user + system) this process has used; false
+// where it cannot be read.
+func Self() (time.Duration, bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, false
