@@ -32,11 +32,24 @@ import (
 // permissions; the worker's database connections act as rath_worker and
 // its NATS password comes from a file.
 type secured struct {
-	t       *testing.T
-	dir     string
-	server  string
-	natsURL string
-	procs   []*proc
+	t        *testing.T
+	dir      string
+	server   string
+	natsURL  string
+	storeURL string // the owner's URL: the attack tests' view of the truth
+	procs    []*proc
+	worker   *proc
+}
+
+// secOptions varies a secured deployment for one attack: extra environment
+// and flags for the coordinator and the worker (appended after the
+// defaults, so a flag given here wins), and workers beyond the first.
+type secOptions struct {
+	CoordEnv, CoordArgs   []string
+	WorkerEnv, WorkerArgs []string
+	// WorkerSuperuser runs the worker with the owner's database URL
+	// instead of the rath_worker role (what compose used to ship).
+	WorkerSuperuser bool
 }
 
 const (
@@ -45,11 +58,19 @@ const (
 	secWorkerPW  = "e2e-worker-nats-pw"
 )
 
-func newSecured(t *testing.T) *secured {
+func newSecured(t *testing.T, opts ...secOptions) *secured {
 	t.Helper()
+	var o secOptions
+	for _, x := range opts {
+		o.CoordEnv = append(o.CoordEnv, x.CoordEnv...)
+		o.CoordArgs = append(o.CoordArgs, x.CoordArgs...)
+		o.WorkerEnv = append(o.WorkerEnv, x.WorkerEnv...)
+		o.WorkerArgs = append(o.WorkerArgs, x.WorkerArgs...)
+		o.WorkerSuperuser = o.WorkerSuperuser || x.WorkerSuperuser
+	}
 	storeURL := testdb.Postgres(t)
 	dir := t.TempDir()
-	s := &secured{t: t, dir: dir}
+	s := &secured{t: t, dir: dir, storeURL: storeURL}
 	add := func(name string, env []string, args ...string) *proc {
 		p := &proc{name: name, args: args, env: env, log: filepath.Join(dir, fmt.Sprintf("%s-%d.log", name, len(s.procs)))}
 		s.procs = append(s.procs, p)
@@ -75,8 +96,8 @@ func newSecured(t *testing.T) *secured {
 
 	httpPort := freePort(t)
 	s.server = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	coord := add("coordinator", []string{"RATH_TOKEN=" + secBootstrap, "RATH_NATS_USER=coordinator", "RATH_NATS_PASSWORD=" + secCoordPW},
-		"--store", storeURL, "--nats", s.natsURL, "--addr", fmt.Sprintf("127.0.0.1:%d", httpPort))
+	coord := add("coordinator", append([]string{"RATH_TOKEN=" + secBootstrap, "RATH_NATS_USER=coordinator", "RATH_NATS_PASSWORD=" + secCoordPW}, o.CoordEnv...),
+		append([]string{"--store", storeURL, "--nats", s.natsURL, "--addr", fmt.Sprintf("127.0.0.1:%d", httpPort)}, o.CoordArgs...)...)
 	coord.start(t)
 	testenv.Eventually(t, 60*time.Second, "coordinator ready", func() bool {
 		res, err := http.Get(s.server + "/readyz")
@@ -92,16 +113,18 @@ func newSecured(t *testing.T) *secured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := u.Query()
-	q.Set("role", "rath_worker")
-	u.RawQuery = q.Encode()
+	if !o.WorkerSuperuser {
+		q := u.Query()
+		q.Set("role", "rath_worker")
+		u.RawQuery = q.Encode()
+	}
 	pwFile := filepath.Join(dir, "nats-password")
 	if err := os.WriteFile(pwFile, []byte(secWorkerPW+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	worker := add("worker", []string{"RATH_NATS_USER=worker", "RATH_NATS_PASSWORD_FILE=" + pwFile},
-		"--store", u.String(), "--nats", s.natsURL, "--name", "restricted", "--health", "", "--slots", "1")
-	worker.start(t)
+	s.worker = add("worker", append([]string{"RATH_NATS_USER=worker", "RATH_NATS_PASSWORD_FILE=" + pwFile}, o.WorkerEnv...),
+		append([]string{"--store", u.String(), "--nats", s.natsURL, "--name", "restricted", "--health", "", "--slots", "1"}, o.WorkerArgs...)...)
+	s.worker.start(t)
 	return s
 }
 
@@ -238,4 +261,40 @@ func TestSecuredCluster(t *testing.T) {
 			}
 		}
 	}
+}
+
+// writeFile writes a file under the deployment's directory and returns its path.
+func (s *secured) writeFile(name, content string) string {
+	s.t.Helper()
+	p := filepath.Join(s.dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		s.t.Fatal(err)
+	}
+	return p
+}
+
+// as runs rathctl with token; it fails the test on a non-zero exit unless
+// the caller checks the code itself (use s.rathctl for that).
+func (s *secured) as(token string, args ...string) string {
+	s.t.Helper()
+	out, errOut, code := s.rathctl([]string{"RATH_TOKEN=" + token}, "", args...)
+	if code != 0 {
+		s.t.Fatalf("rathctl %v: exit %d: %s", args, code, errOut)
+	}
+	return out
+}
+
+// waitRun waits for run id to end (any terminal status) as seen by token,
+// and returns it.
+func (s *secured) waitRun(token, id string) runs.Run {
+	s.t.Helper()
+	var r runs.Run
+	testenv.Eventually(s.t, 90*time.Second, "run "+id+" ends", func() bool {
+		out, _, code := s.rathctl([]string{"RATH_TOKEN=" + token}, "", "runs", "show", id, "-o", "json")
+		return code == 0 && json.Unmarshal([]byte(out), &r) == nil && r.Status.Terminal()
+	})
+	return r
 }
