@@ -126,14 +126,20 @@ func TestAttackToolsOnWorkerHost(t *testing.T) {
 		return
 	}
 	r = s.waitRun(umbrella, r.ID)
-	got := everything(ctx, s, cl, r)
+	// What the API and the CLI show the tenant.
+	got := everything(ctx, s, cl, r) + s.as(umbrella, "runs", "show", r.ID, "-o", "json")
 	for _, leak := range []string{hostSecret, "RATH_NATS_", "RATH_STORE", secWorkerPW} {
 		if strings.Contains(got, leak) {
 			t.Errorf("umbrella's tool read the worker host: the run (%s) carries %q", r.Status, leak)
 		}
 	}
-	if r.Status == runs.RunFailed && !strings.Contains(r.Error, "sandbox policy") {
+	switch {
+	case r.Status == runs.RunFailed && !strings.Contains(r.Error, "sandbox policy"):
 		t.Errorf("run failed, but not by the sandbox policy: %s", r.Error)
+	case r.Status == runs.RunSucceeded && !strings.Contains(got, "HOME=/workspace"):
+		// The default backend ran the tool: in a container, whose
+		// environment it read instead of the worker's.
+		t.Errorf("run succeeded, but the tool did not run in a docker sandbox: %s", got)
 	}
 }
 
