@@ -41,6 +41,7 @@ import (
 	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/natsauth"
 	"github.com/rath-run/rath/internal/telemetry"
+	"github.com/rath-run/rath/pkg/sandbox/policy"
 )
 
 func main() { app.Main("coordinator", run) }
@@ -100,6 +101,11 @@ func run(ctx context.Context, args []string) error {
 	pol, err := app.SandboxPolicy(*sandboxPolicy, b, os.Getenv)
 	if err != nil {
 		return err
+	}
+	log.Info("sandbox policy", slog.Any("backends", pol.Backends), slog.String("default", pol.Default),
+		slog.String("egress_network", pol.Docker.EgressNetwork))
+	if requireAuth && pol.Allows(policy.Local) {
+		log.Warn("the sandbox policy allows the local backend: every token holder's tools can run on the worker host (docs/sandboxes.md)")
 	}
 	tenants, err := app.TenantPools(conn.StoreURL)
 	if err != nil {

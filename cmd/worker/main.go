@@ -35,6 +35,7 @@ import (
 	"cmp"
 	"context"
 	"flag"
+	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
@@ -97,6 +98,8 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	log.Info("sandbox policy", slog.Any("backends", pol.Backends), slog.String("default", pol.Default),
+		slog.String("egress_network", pol.Docker.EgressNetwork))
 	w, err := app.NewWorker(ctx, b, os.Getenv, worker.Config{
 		Name: *name, Queue: *queue, Slots: slots, ShutdownTimeout: *shutdown, Heartbeat: *heartbeat, Logger: log,
 		TracerProvider: tel.TracerProvider, Metrics: tel.Metrics, SandboxPolicy: pol,
