@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"testing"
@@ -66,6 +67,18 @@ func TestComposeFile(t *testing.T) {
 	}
 	if w.Environment["RATH_STORE"] == nil || w.Environment["NATS_URL"] == nil || *w.Environment["NATS_URL"] != "nats://nats:4222" {
 		t.Errorf("worker environment: %v", w.Environment)
+	}
+	// The coordinator and the workers load the same operator's sandbox
+	// policy, which the repository ships.
+	for _, name := range []string{"coordinator", "worker"} {
+		s := svc(name)
+		e := s.Environment["RATH_SANDBOX_POLICY"]
+		mounted := slices.ContainsFunc(s.Volumes, func(v types.ServiceVolumeConfig) bool {
+			return e != nil && v.Target == *e && v.ReadOnly && filepath.Base(v.Source) == "sandbox-policy.yaml"
+		})
+		if !mounted {
+			t.Errorf("%s: RATH_SANDBOX_POLICY = %v, not mounted read-only from deploy/compose/sandbox-policy.yaml", name, e)
+		}
 	}
 	if !slices.ContainsFunc(svc("postgres").Command, func(s string) bool { return s == "synchronous_commit=on" }) {
 		t.Errorf("postgres command %v does not pin synchronous_commit=on", svc("postgres").Command)

@@ -280,6 +280,29 @@ func checkWorker(t *testing.T, objs []Object, overlay string) {
 			t.Errorf("%s: RATH_NATS_REPLICAS = %v, want %s", dep.Name, e, wantReplicas)
 		}
 	}
+	// Both read the operator's sandbox policy from the ConfigMap.
+	for _, dep := range []*appsv1.Deployment{d, coord} {
+		c := dep.Spec.Template.Spec.Containers[0]
+		e := env(c, "RATH_SANDBOX_POLICY")
+		mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return e != nil && strings.HasPrefix(e.Value, m.MountPath+"/") && m.Name == "sandbox-policy"
+		})
+		cm := slices.ContainsFunc(dep.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+			return v.Name == "sandbox-policy" && v.ConfigMap != nil && strings.HasPrefix(v.ConfigMap.Name, "rath-sandbox-policy")
+		})
+		if !mounted || !cm {
+			t.Errorf("%s: RATH_SANDBOX_POLICY = %v, mounted %v from the rath-sandbox-policy ConfigMap %v; want the operator's policy file", dep.Name, e, mounted, cm)
+		}
+	}
+	var policy string
+	for _, o := range all[corev1.ConfigMap](objs) {
+		if strings.HasPrefix(o.Name, "rath-sandbox-policy") {
+			policy = o.Data["sandbox-policy.yaml"]
+		}
+	}
+	if !regexp.MustCompile(`(?m)^backends: \[local\]$`).MatchString(policy) {
+		t.Errorf("rath-sandbox-policy states no backends: [local]:\n%s", policy)
+	}
 	nats := find[appsv1.StatefulSet](objs, "rath-nats")
 	if got := *nats.Spec.Replicas; got != map[string]int32{"dev": 1, "prod": 3, "prod-hpa": 3}[overlay] {
 		t.Errorf("NATS replicas %d", got)

@@ -8,6 +8,9 @@
 //	RATH_ADDR        listen address (default :7420)                --addr
 //	RATH_TOKEN       bootstrap admin token (default tenant); turns auth on
 //	RATH_AUTH        auth mode: required, off or auto (default)  --auth
+//	RATH_SANDBOX_POLICY  the operator's sandbox policy (YAML)     --sandbox-policy
+//	                 (default: docker only on Postgres, local and docker on
+//	                 SQLite; the workers must load the same; docs/sandboxes.md)
 //	OTEL_EXPORTER_OTLP_ENDPOINT  OTLP/HTTP trace collector (unset: no tracing)
 //	OTEL_SERVICE_NAME            service name (default rath-coordinator)
 //	RATH_JAEGER_URL  Jaeger UI base for the web UI's trace links
@@ -38,6 +41,7 @@ import (
 	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/natsauth"
 	"github.com/rath-run/rath/internal/telemetry"
+	"github.com/rath-run/rath/pkg/sandbox/policy"
 )
 
 func main() { app.Main("coordinator", run) }
@@ -48,6 +52,7 @@ func run(ctx context.Context, args []string) error {
 	addr := fs.String("addr", cmp.Or(os.Getenv("RATH_ADDR"), ":7420"), "listen address")
 	interval := fs.Duration("reconcile-interval", 0, "how often the reconciler scans for lost steps (default 10s)")
 	staleAfter := fs.Duration("stale-after", 0, "how long an unfinished step may go untouched before it is reconciled (default 2m)")
+	sandboxPolicy := fs.String("sandbox-policy", os.Getenv("RATH_SANDBOX_POLICY"), "operator's sandbox policy, a YAML file (default: docker only on Postgres; docs/sandboxes.md)")
 	authMode := fs.String("auth", os.Getenv("RATH_AUTH"), "API authentication: required, off, or auto (required when RATH_TOKEN is set or a live token is stored; docs/security.md)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -93,6 +98,15 @@ func run(ctx context.Context, args []string) error {
 	if !requireAuth {
 		log.Warn("API authentication is off: anyone who reaches the address may use the API (set RATH_TOKEN or --auth required)")
 	}
+	pol, err := app.SandboxPolicy(*sandboxPolicy, b, os.Getenv)
+	if err != nil {
+		return err
+	}
+	log.Info("sandbox policy", slog.Any("backends", pol.Backends), slog.String("default", pol.Default),
+		slog.String("egress_network", pol.Docker.EgressNetwork))
+	if requireAuth && pol.Allows(policy.Local) {
+		log.Warn("the sandbox policy allows the local backend: every token holder's tools can run on the worker host (docs/sandboxes.md)")
+	}
 	tenants, err := app.TenantPools(conn.StoreURL)
 	if err != nil {
 		return err
@@ -109,6 +123,8 @@ func run(ctx context.Context, args []string) error {
 		TracerProvider: tel.TracerProvider, Metrics: tel.Metrics, Gatherer: tel.Registry,
 		JaegerURL: os.Getenv("RATH_JAEGER_URL"),
 		Memory:    b.Memory, // /v1/memory for requests bound to no tenant
+		// Placements entering through the API are checked against it.
+		SandboxPolicy: pol,
 	}
 	if err := app.RegisterBackendMetrics(ctx, tel.Registry, b, true, bus.DefaultQueue); err != nil {
 		return err

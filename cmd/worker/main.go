@@ -18,6 +18,12 @@
 // --heartbeat how often a running step extends it (default the shorter of
 // 5s and a third of the ack wait; one at or over the ack wait is refused).
 //
+// RATH_SANDBOX_POLICY (--sandbox-policy) is the operator's sandbox policy, a
+// YAML file naming the backends tenants' tools may run on and what a docker
+// sandbox may be; without one, a worker on Postgres runs tools only in
+// docker containers with no network, and one on SQLite also on "local"
+// (docs/sandboxes.md).
+//
 // Model credentials come from OPENAI_API_KEY and friends (docs/models.md).
 // RATH_MCP_ALLOW lists the MCP server commands agent specs may run on this
 // host (comma-separated, "*" for any; unset: none; docs/tools.md).
@@ -29,6 +35,7 @@ import (
 	"cmp"
 	"context"
 	"flag"
+	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
@@ -55,6 +62,7 @@ func run(ctx context.Context, args []string) error {
 	name := fs.String("name", os.Getenv("RATH_WORKER_NAME"), "worker name (default host-pid)")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "time steps in flight get to finish on SIGTERM")
 	ackWait := fs.Duration("ack-wait", 0, "ack deadline of a delivered job (default 30s)")
+	sandboxPolicy := fs.String("sandbox-policy", os.Getenv("RATH_SANDBOX_POLICY"), "operator's sandbox policy, a YAML file (default: docker only on Postgres; docs/sandboxes.md)")
 	heartbeat := fs.Duration("heartbeat", 0, "InProgress heartbeat interval of a running step (default min(5s, ack wait/3))")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -86,9 +94,15 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer app.CloseWithin(b, 5*time.Second, log)
+	pol, err := app.SandboxPolicy(*sandboxPolicy, b, os.Getenv)
+	if err != nil {
+		return err
+	}
+	log.Info("sandbox policy", slog.Any("backends", pol.Backends), slog.String("default", pol.Default),
+		slog.String("egress_network", pol.Docker.EgressNetwork))
 	w, err := app.NewWorker(ctx, b, os.Getenv, worker.Config{
 		Name: *name, Queue: *queue, Slots: slots, ShutdownTimeout: *shutdown, Heartbeat: *heartbeat, Logger: log,
-		TracerProvider: tel.TracerProvider, Metrics: tel.Metrics,
+		TracerProvider: tel.TracerProvider, Metrics: tel.Metrics, SandboxPolicy: pol,
 	})
 	if err != nil {
 		return err

@@ -26,6 +26,7 @@ import (
 	"github.com/rath-run/rath/pkg/sandbox"
 	"github.com/rath-run/rath/pkg/sandbox/docker"
 	"github.com/rath-run/rath/pkg/sandbox/local"
+	"github.com/rath-run/rath/pkg/sandbox/policy"
 	"github.com/rath-run/rath/pkg/store"
 	"github.com/rath-run/rath/pkg/store/sqlitestore"
 	"github.com/rath-run/rath/pkg/store/storeurl"
@@ -74,8 +75,33 @@ func (b *Backend) Close() error {
 // save, and the longer transaction holds the single writer longer (measured
 // slower in BenchmarkSpine).
 func (b *Backend) SubmitInOneTx() bool {
+	return !b.Embedded()
+}
+
+// Embedded reports whether the store is the embedded SQLite store, which
+// serves one user (rathctl dev), rather than one that can serve many
+// tenants (Postgres).
+func (b *Backend) Embedded() bool {
 	_, embedded := b.Store.(*sqlitestore.Store)
-	return !embedded
+	return embedded
+}
+
+// SandboxPolicy returns the operator's sandbox policy: the YAML file at
+// path (--sandbox-policy), else at getenv("RATH_SANDBOX_POLICY"), else
+// policy.Default for the backend's store (local allowed only on the
+// embedded store). RATH_SANDBOX_IMAGE (else rath-sandbox:busybox) is the
+// docker image when the policy names none. The
+// coordinator and the workers of a deployment should load the same one.
+func SandboxPolicy(path string, b *Backend, getenv func(string) string) (*policy.Policy, error) {
+	image := cmp.Or(getenv("RATH_SANDBOX_IMAGE"), docker.DefaultImage)
+	if path = cmp.Or(path, getenv("RATH_SANDBOX_POLICY")); path != "" {
+		pol, err := policy.Load(path)
+		if err != nil {
+			return nil, err
+		}
+		return pol.WithImage(image), nil
+	}
+	return policy.Default(b.Embedded(), image), nil
 }
 
 // BackendConfig says where the backend lives.
@@ -181,9 +207,11 @@ func Resolver(getenv func(string) string) worker.ResolveFunc {
 }
 
 // NewWorker builds a worker on a backend. Unless cfg names its own
+// SandboxPolicy, the worker enforces [SandboxPolicy] (RATH_SANDBOX_POLICY,
+// else the default for the backend's store). Unless cfg names its own
 // Workspaces or Sandboxes, steps with tools run in the backends of
-// [Sandboxes]: "local" for unplaced sessions, "docker" for sessions placed
-// there. Unless cfg names its own Workspaces, each step's workspace is
+// [Sandboxes] that the policy allows; unplaced sessions on the policy's
+// default backend. Unless cfg names its own Workspaces, each step's workspace is
 // restored from and snapshotted to the bus's object store
 // ([worker.SnapshotWorkspaces], limits from [WorkspaceLimits]), so files
 // travel with the session between workers. Unless cfg names its own MCP,
@@ -193,8 +221,15 @@ func Resolver(getenv func(string) string) worker.ResolveFunc {
 // its own Memory, agents' memory is the backend's, with embedding recall
 // when getenv sets RATH_EMBEDDING_MODEL ([EmbeddingMemory]).
 func NewWorker(ctx context.Context, b *Backend, getenv func(string) string, cfg worker.Config) (*worker.Worker, error) {
+	if cfg.SandboxPolicy == nil {
+		pol, err := SandboxPolicy("", b, getenv)
+		if err != nil {
+			return nil, err
+		}
+		cfg.SandboxPolicy = pol
+	}
 	if cfg.Workspaces == nil && cfg.Sandboxes == nil {
-		sbs, err := Sandboxes(getenv)
+		sbs, err := Sandboxes(getenv, cfg.SandboxPolicy)
 		if err != nil {
 			return nil, err
 		}
@@ -250,17 +285,46 @@ func NewWorker(ctx context.Context, b *Backend, getenv func(string) string, cfg 
 	return w, nil
 }
 
-// Sandboxes returns the worker's default sandbox backends: "local", and
-// "docker" on the Engine named by DOCKER_HOST (the local socket when unset),
-// with RATH_SANDBOX_IMAGE as its default image (rath-sandbox:busybox when
-// unset; scripts/sandbox-image.sh builds it). The Engine is contacted only
-// when a session placed on "docker" first runs a command.
-func Sandboxes(getenv func(string) string) (*sandbox.Registry, error) {
-	d, err := docker.New(docker.Config{Image: getenv("RATH_SANDBOX_IMAGE")})
-	if err != nil {
-		return nil, err
+// Sandboxes returns the sandbox backends pol allows: "local", and "docker"
+// on the Engine named by DOCKER_HOST (the local socket when unset) with
+// pol's docker image (else RATH_SANDBOX_IMAGE, else rath-sandbox:busybox;
+// scripts/sandbox-image.sh builds it), limits and egress network (none
+// unless pol grants one). The Engine is contacted only when a session
+// placed on "docker" first runs a command. A backend pol does not allow is
+// not registered, so no placement can reach it.
+func Sandboxes(getenv func(string) string, pol *policy.Policy) (*sandbox.Registry, error) {
+	r := sandbox.NewRegistry()
+	if pol.Allows(policy.Local) {
+		if err := r.Register(local.New(local.Config{})); err != nil {
+			return nil, err
+		}
 	}
-	return sandbox.NewRegistry(local.New(local.Config{}), d), nil
+	if pol.Allows(policy.Docker) {
+		d, err := docker.New(DockerConfig(getenv, pol))
+		if err != nil {
+			return nil, err
+		}
+		if err := r.Register(d); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// DockerConfig is the docker backend's configuration under pol: its default
+// image (else RATH_SANDBOX_IMAGE), CPU, memory and pids limits, and egress
+// network (docker.NoEgress unless pol grants one). pol.Docker.DiskBytes,
+// the per-workspace disk quota, is for the backends' quota enforcement
+// (docs/sandboxes.md); this branch's docker.Config has no field for it yet.
+func DockerConfig(getenv func(string) string, pol *policy.Policy) docker.Config {
+	d := pol.Docker
+	return docker.Config{
+		Image:         cmp.Or(d.DefaultImage, getenv("RATH_SANDBOX_IMAGE")),
+		Memory:        d.MemoryBytes,
+		PidsLimit:     d.Pids,
+		NanoCPUs:      int64(d.CPUs * 1e9),
+		EgressNetwork: cmp.Or(d.EgressNetwork, docker.NoEgress),
+	}
 }
 
 // ParseMCPAllow splits RATH_MCP_ALLOW: commands separated by commas, "*"

@@ -100,8 +100,14 @@ func StartDev(ctx context.Context, cfg DevConfig) (*Dev, error) {
 		ns.Shutdown()
 		return nil, err
 	}
+	pol, err := SandboxPolicy("", d.Backend, cfg.Getenv)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
 	d.Coordinator, err = coordinator.New(d.Backend.Store, d.Backend.Runs, d.Backend.Bus, coordinator.Config{Logger: log, SameDatabase: d.Backend.SubmitInOneTx(), RunReads: d.Backend.RunReads,
-		TracerProvider: cfg.TracerProvider, Metrics: metrics, Gatherer: d.Registry, JaegerURL: cfg.JaegerURL, Memory: d.Backend.Memory})
+		TracerProvider: cfg.TracerProvider, Metrics: metrics, Gatherer: d.Registry, JaegerURL: cfg.JaegerURL, Memory: d.Backend.Memory,
+		SandboxPolicy: pol})
 	if err != nil {
 		d.Close()
 		return nil, err
@@ -138,7 +144,7 @@ func StartDev(ctx context.Context, cfg DevConfig) (*Dev, error) {
 	for i := range max(cfg.Workers, 0) {
 		w, err := NewWorker(runCtx, d.Backend, getenv, worker.Config{
 			Name: fmt.Sprintf("dev-worker-%d", i+1), Slots: cfg.Slots, Logger: log, ShutdownTimeout: 10 * time.Second,
-			TracerProvider: cfg.TracerProvider, Metrics: metrics,
+			TracerProvider: cfg.TracerProvider, Metrics: metrics, SandboxPolicy: pol,
 		})
 		if err != nil {
 			d.Close()

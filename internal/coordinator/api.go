@@ -1,9 +1,11 @@
 package coordinator
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -381,19 +383,68 @@ func (c *Coordinator) exportSession(w http.ResponseWriter, r *http.Request) {
 
 // importSession imports a session JSONL body of at most MaxImportBytes and
 // returns the imported head version.
+//
+// Under a sandbox policy every version's placement is checked before
+// anything is imported, so a refused placement on any line imports
+// nothing; the body is then held in memory (it is bounded by
+// MaxImportBytes).
 func (c *Coordinator) importSession(w http.ResponseWriter, r *http.Request) {
-	body := http.MaxBytesReader(w, r.Body, c.cfg.MaxImportBytes)
-	s, err := session.Import(r.Context(), c.graph, body)
-	if err != nil {
+	var body io.Reader = http.MaxBytesReader(w, r.Body, c.cfg.MaxImportBytes)
+	tooLarge := func(err error) bool {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("import body exceeds %d bytes", c.cfg.MaxImportBytes))
+			return true
+		}
+		return false
+	}
+	if c.cfg.SandboxPolicy != nil {
+		data, err := io.ReadAll(body)
+		if err != nil {
+			if !tooLarge(err) {
+				c.fail(w, r, badRequest("read body: %v", err))
+			}
 			return
 		}
-		c.fail(w, r, err)
+		if err := c.validateImportPlacements(data); err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		body = bytes.NewReader(data)
+	}
+	s, err := session.Import(r.Context(), c.graph, body)
+	if err != nil {
+		if !tooLarge(err) {
+			c.fail(w, r, err)
+		}
 		return
 	}
 	writeJSON(w, http.StatusCreated, view(s))
+}
+
+// validateImportPlacements calls validatePlacement on the placement of
+// every version record of a session JSONL body. Lines that do not decode
+// are left to session.Import, which reports them.
+func (c *Coordinator) validateImportPlacements(data []byte) error {
+	for n := 1; len(data) > 0; n++ {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		var rec struct {
+			Record    string            `json:"record"`
+			Placement session.Placement `json:"placement"`
+		}
+		if json.Unmarshal(line, &rec) != nil || rec.Record != "version" || !placed(rec.Placement) {
+			continue
+		}
+		if err := c.validatePlacement(rec.Placement); err != nil {
+			return fmt.Errorf("line %d: version: %w", n, err)
+		}
+	}
+	return nil
 }
 
 func (c *Coordinator) respond(w http.ResponseWriter, r *http.Request, s session.Session, err error) {

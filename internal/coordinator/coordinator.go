@@ -28,6 +28,7 @@ import (
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/pkg/memory"
+	"github.com/rath-run/rath/pkg/sandbox/policy"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
 )
@@ -94,6 +95,12 @@ type Config struct {
 	// Workspaces reads workspace snapshot manifests for the files and diff
 	// endpoints; default: the bus's object store, when the bus has one.
 	Workspaces Manifests
+	// SandboxPolicy is the operator's sandbox policy (the workers' too):
+	// a placement entering through the API (POST /v1/versions, a session
+	// import, the session a run forwards) that it refuses is a 400 naming
+	// the field ([Coordinator.validatePlacement]). nil checks nothing: the
+	// program is its own operator (tests); internal/app always sets one.
+	SandboxPolicy *policy.Policy
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 	// TracerProvider traces API requests and the publishing of step jobs,
@@ -233,6 +240,12 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, 
 	if r.Deadline, err = parseTimeout(req.Timeout); err != nil {
 		return runs.Run{}, err
 	}
+	if req.Message != "" && (len(spec.Tools) > 0 || len(spec.MCP) > 0) {
+		// A new session is unplaced: its tools run on the policy's default.
+		if err := c.validatePlacement(session.Placement{}); err != nil {
+			return runs.Run{}, err
+		}
+	}
 	var input session.ID
 	switch {
 	case req.Message != "" && req.Session != "":
@@ -253,11 +266,20 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, 
 		if err != nil {
 			return runs.Run{}, badRequest("session: %v", err)
 		}
-		if _, err := c.graph.Get(ctx, id); err != nil {
+		in, err := c.graph.Get(ctx, id)
+		if err != nil {
 			if errors.Is(err, session.ErrNotFound) {
 				return runs.Run{}, badRequest("session: no version %s", id)
 			}
 			return runs.Run{}, err
+		}
+		// The placement was checked when it entered; the policy may have
+		// changed since, and an unplaced session's tools run on its
+		// default backend.
+		if len(spec.Tools) > 0 || len(spec.MCP) > 0 || placed(in.Placement) {
+			if err := c.validatePlacement(in.Placement); err != nil {
+				return runs.Run{}, fmt.Errorf("session %s: %w", id, err)
+			}
 		}
 		input = id
 	default:
@@ -534,4 +556,25 @@ func mustJSON(v any) json.RawMessage {
 		return nil
 	}
 	return b
+}
+
+// validatePlacement refuses a placement the operator's sandbox policy does
+// not allow, as a bad request naming the field ("placement.spec.network:
+// …"). Every handler where a placement enters through the API calls it;
+// other checks of a placement (snapshots) sit beside it.
+func (c *Coordinator) validatePlacement(p session.Placement) error {
+	if c.cfg.SandboxPolicy == nil {
+		return nil
+	}
+	if _, err := c.cfg.SandboxPolicy.Check(p); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	return nil
+}
+
+// placed reports whether a version names a placement of its own rather
+// than none: an unplaced version is stored freely (steps without tools
+// need no sandbox), and checked when a run with tools forwards it.
+func placed(p session.Placement) bool {
+	return p.Backend != "" || !p.Spec.IsZero()
 }

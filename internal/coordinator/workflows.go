@@ -490,6 +490,12 @@ func (c *Coordinator) putVersionHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, badRequest("request body: %v", err))
 		return
 	}
+	if placed(v.Placement) {
+		if err := c.validatePlacement(v.Placement); err != nil {
+			c.fail(w, r, err)
+			return
+		}
+	}
 	out, err := c.graph.Put(r.Context(), &v)
 	if err != nil {
 		c.fail(w, r, err)

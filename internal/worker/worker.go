@@ -51,6 +51,7 @@ import (
 	"github.com/rath-run/rath/pkg/llm"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/sandbox"
+	"github.com/rath-run/rath/pkg/sandbox/policy"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store/pgstore"
 	"github.com/rath-run/rath/pkg/tool"
@@ -108,6 +109,14 @@ type Config struct {
 	// nil means steps run without a sandbox (sandbox tools then fail with
 	// error kind no_sandbox).
 	Sandboxes *sandbox.Registry
+	// SandboxPolicy is the operator's sandbox policy. Before a step with
+	// tools opens its workspace, the input's placement is checked against
+	// it (a placement it refuses fails the step permanently, naming the
+	// field), and an unplaced session's tools run on its default backend.
+	// nil checks nothing and runs unplaced sessions on [DefaultBackend]:
+	// for programs that are their own operator (tests, embedding);
+	// internal/app always sets one.
+	SandboxPolicy *policy.Policy
 	// Tools are the tools agents may choose by name (spec.tools); nil
 	// means the six built-ins and their "builtin" group. Register custom
 	// Go tools here (builtin.NewRegistry, then Register).
@@ -455,6 +464,26 @@ func (w *Worker) execute(ctx context.Context, job bus.Job, g session.Graph) (ses
 	return w.step(ctx, job, spec, provider, model, s)
 }
 
+// placed checks in's placement against the operator's sandbox policy and
+// returns the version the workspace opens: in itself, or for an unplaced
+// session a copy placed on the policy's default backend (unplaced is then
+// true). A refusal wraps policy.ErrNotAllowed and names the field.
+func (w *Worker) placed(in *session.Version) (*session.Version, bool, error) {
+	if w.cfg.SandboxPolicy == nil {
+		return in, false, nil
+	}
+	backend, err := w.cfg.SandboxPolicy.Check(in.Placement)
+	if err != nil {
+		return nil, false, err
+	}
+	if in.Placement.Backend != "" {
+		return in, false, nil
+	}
+	cp := *in
+	cp.Placement.Backend = backend
+	return &cp, true, nil
+}
+
 // step runs the agent loop with the spec's tools and, when it has any, a
 // sandbox from Workspaces; the committed version records the placement the
 // workspace hands back.
@@ -487,7 +516,11 @@ func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provide
 		meta.Run = agent.Budget{MaxTokens: b.MaxTokens, UsedTokens: b.UsedTokens, MaxCostUSD: b.MaxCostUSD, UsedCostUSD: b.UsedCostUSD}
 	}
 	if tools.Len() > 0 && w.cfg.Workspaces != nil {
-		sb, done, err := w.cfg.Workspaces.Open(ctx, s.Version())
+		in, unplaced, err := w.placed(s.Version())
+		if err != nil {
+			return session.Session{}, permanent(fmt.Errorf("agent %s: %w", spec.Name, err))
+		}
+		sb, done, err := w.cfg.Workspaces.Open(ctx, in)
 		if err != nil {
 			return session.Session{}, fmt.Errorf("open workspace: %w", err)
 		}
@@ -505,6 +538,11 @@ func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provide
 			p, err := done(ctx, true)
 			if err != nil {
 				return p, fmt.Errorf("close workspace: %w", err)
+			}
+			if unplaced {
+				// The session stays unplaced: it runs on whatever default
+				// the operator's policy names when its next step runs.
+				p.Backend = ""
 			}
 			return p, nil
 		}

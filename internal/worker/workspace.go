@@ -41,7 +41,9 @@ type TempWorkspaces struct {
 	Dir string
 }
 
-// DefaultBackend is the backend an unplaced session's tools run on.
+// DefaultBackend is the backend an unplaced session's tools run on when
+// the worker has no sandbox policy (Config.SandboxPolicy); under a policy
+// the worker hands Open the policy's default instead.
 const DefaultBackend = "local"
 
 // Open implements [Workspaces].

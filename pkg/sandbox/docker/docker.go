@@ -10,9 +10,10 @@
 // workspace). Every container is labeled rath.sandbox=1. Hardening, all by
 // default:
 //
-//   - network mode "none" unless the spec's Network asks for egress
-//     ("egress" or "bridge" → Config.EgressNetwork; another name is used as
-//     the Docker network; "host" and "container:…" are refused);
+//   - network mode "none" unless the spec's Network is "egress", which
+//     joins Config.EgressNetwork (the operator's choice; [NoEgress] refuses
+//     it); any other name ("bridge", "host", "container:…", a user-defined
+//     network) is refused: a spec never names a Docker network;
 //   - all capabilities dropped, no-new-privileges, the default seccomp
 //     profile, a private IPC namespace, an init process reaping orphans;
 //   - a read-only root filesystem; the workspace bind-mounted writable at
@@ -84,6 +85,10 @@ const Name = "docker"
 // Label marks every sandbox container.
 const Label = "rath.sandbox"
 
+// NoEgress as Config.EgressNetwork grants no egress network: a spec asking
+// for "egress" is refused.
+const NoEgress = "none"
+
 // Defaults for a zero Config.
 const (
 	DefaultImage       = "rath-sandbox:busybox"
@@ -127,8 +132,9 @@ type Config struct {
 	// Engine's default, e.g. to refuse ptrace, which the default profile
 	// allows between the sandbox's own processes. Default: the Engine's.
 	SeccompProfile string
-	// EgressNetwork is the Docker network for specs asking for egress.
-	// Default "bridge".
+	// EgressNetwork is the Docker network for specs asking for "egress";
+	// [NoEgress] refuses them. Default "bridge". A spec never names a
+	// network itself.
 	EgressNetwork string
 	// Client is the Engine client. Default client.New(client.FromEnv).
 	Client *client.Client
@@ -282,15 +288,18 @@ func (b *Backend) Open(ctx context.Context, spec session.Spec, dir string) (sand
 }
 
 func (b *Backend) network(n string) (string, error) {
-	switch {
-	case n == "" || n == "none":
+	switch n {
+	case "", "none":
 		return "none", nil
-	case n == "egress" || n == "bridge":
+	case "egress":
+		if b.cfg.EgressNetwork == NoEgress {
+			return "", errors.New("docker: spec network \"egress\" is refused: the operator grants no egress network")
+		}
 		return b.cfg.EgressNetwork, nil
-	case n == "host" || strings.HasPrefix(n, "container:"):
-		return "", fmt.Errorf("docker: spec network %q is refused: it would share the host's or another container's network", n)
 	default:
-		return n, nil
+		// A spec is tenant input: it never names a Docker network (another
+		// tenant's, a host-only service's, the host's).
+		return "", fmt.Errorf("docker: spec network %q is refused: a spec may ask for \"none\" or \"egress\", never name a Docker network", n)
 	}
 }
 

@@ -180,10 +180,14 @@ func waitGone(t *testing.T, id string) {
 func TestSpecNetworkRefused(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, docker.Config{})
-	for _, n := range []string{"host", "container:abc"} {
+	for _, n := range []string{"host", "container:abc", "bridge", "rath-user-defined", "default"} {
 		if _, err := b.Open(t.Context(), session.Spec{Network: n}, t.TempDir()); err == nil || !strings.Contains(err.Error(), n) {
 			t.Errorf("network %q: err = %v, want a refusal naming it", n, err)
 		}
+	}
+	noEgress := newBackend(t, docker.Config{EgressNetwork: docker.NoEgress})
+	if _, err := noEgress.Open(t.Context(), session.Spec{Network: "egress"}, t.TempDir()); err == nil || !strings.Contains(err.Error(), "egress") {
+		t.Errorf("egress with no egress network granted: err = %v, want a refusal", err)
 	}
 }
 

@@ -1,0 +1,125 @@
+package coordinator_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/coordinator"
+	"github.com/rath-run/rath/pkg/client"
+	"github.com/rath-run/rath/pkg/sandbox/policy"
+	"github.com/rath-run/rath/pkg/session"
+)
+
+// TestPlacementPolicyAtTheAPI: every way a placement enters through the
+// API is checked against the operator's sandbox policy, refused with a 400
+// naming the field, and writes nothing.
+func TestPlacementPolicyAtTheAPI(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: -1, StoreURL: "sqlite:" + filepath.Join(dir, "rath.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	b := d.Backend
+	serve := func(p *policy.Policy) *client.Client {
+		c, err := coordinator.New(b.Store, b.Runs, b.Bus, coordinator.Config{SandboxPolicy: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(c.Handler())
+		t.Cleanup(srv.Close)
+		cl, err := client.New(srv.URL, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	cl := serve(policy.Default(false, "rath-sandbox:busybox"))
+	refused := func(what string, err error, field string) {
+		t.Helper()
+		var ae *client.APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !strings.Contains(ae.Message, field+": ") || !strings.Contains(ae.Message, "sandbox policy") {
+			t.Errorf("%s: %v; want a 400 naming %s", what, err, field)
+		}
+	}
+	base, err := session.FromUserMessage(ctx, cl.Graph(), "hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDocker, err := base.To(ctx, session.Placement{Backend: "docker"})
+	if err != nil {
+		t.Fatalf("docker placement: %v", err)
+	}
+	before := versions(t, b.Store)
+	_, err = onDocker.To(ctx, session.Placement{Backend: "local"})
+	refused("POST /v1/versions to local", err, "placement.backend")
+	_, err = onDocker.To(ctx, session.Placement{Backend: "docker", Spec: session.Spec{Network: "bridge"}})
+	refused("POST /v1/versions on network bridge", err, "placement.spec.network")
+
+	// An import whose first version is allowed and second is not imports
+	// nothing; a differently cased key is checked too (encoding/json
+	// matches keys case-insensitively, for the import as for the check).
+	mem := session.NewMemoryGraph()
+	s, err := session.FromUserMessage(ctx, mem, "imported")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = s.To(ctx, session.Placement{Backend: "docker"}); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := s.To(ctx, session.Placement{Backend: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jsonl bytes.Buffer
+	if err := session.Export(ctx, mem, moved.ID(), &jsonl); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{
+		"import":          jsonl.String(),
+		"import, recased": strings.ReplaceAll(jsonl.String(), `"placement"`, `"PlaceMent"`),
+	} {
+		err := cl.Stream(ctx, http.MethodPost, "/v1/sessions/import", strings.NewReader(body), "application/x-ndjson", &bytes.Buffer{})
+		refused(name, err, "placement.backend")
+		if err != nil && !strings.Contains(err.Error(), "line 4: version: ") {
+			t.Errorf("%s: %v; want the line named", name, err)
+		}
+	}
+	if after := versions(t, b.Store); after != before {
+		t.Fatalf("versions %d → %d after refused placements; want none written", before, after)
+	}
+
+	// Submit: an agent with tools on a session placed where the policy
+	// does not reach; the same agent without tools is accepted.
+	none := serve(mustParse(t, "backends: []\n"))
+	tools := json.RawMessage(`{"name":"t","model":"scripted","tools":["builtin"],"script":[{"content":"x"}]}`)
+	var run json.RawMessage
+	err = none.Do(ctx, http.MethodPost, "/v1/runs", coordinator.SubmitRequest{Agent: tools, Message: "hi"}, &run)
+	refused("submit with tools, no default backend", err, "placement.backend")
+	err = cl.Do(ctx, http.MethodPost, "/v1/runs", coordinator.SubmitRequest{Agent: tools, Session: base.ID().String()}, &run)
+	if err != nil {
+		t.Errorf("submit with tools on an unplaced session (runs on docker): %v", err)
+	}
+	if err := none.Do(ctx, http.MethodPost, "/v1/runs", coordinator.SubmitRequest{Agent: json.RawMessage(spec), Message: "hi"}, &run); err != nil {
+		t.Errorf("submit without tools under a policy with no backend: %v", err)
+	}
+}
+
+func mustParse(t *testing.T, y string) *policy.Policy {
+	t.Helper()
+	p, err := policy.Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
