@@ -211,6 +211,7 @@ func TestAttackSnapshotByID(t *testing.T) {
 // refused as not found, naming the field, without saying the id exists.
 func refusedNotFound(t *testing.T, what string, code int, resp string) {
 	t.Helper()
+	t.Logf("%s: %d %s", what, code, strings.TrimSpace(resp))
 	if code != http.StatusNotFound || !strings.Contains(resp, "placement.snapshot") {
 		t.Errorf("%s naming another tenant's snapshot: got %d %s, want 404 naming placement.snapshot", what, code, resp)
 	}
