@@ -8,8 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pressly/goose/v3"
+
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testdb"
+	"github.com/rath-run/rath/migrations"
 	"github.com/rath-run/rath/pkg/lineage"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
@@ -150,5 +153,55 @@ func forgeFields(ctx context.Context, t *testing.T, db *sql.DB, dialect lineage.
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRedactionMarkersBackfilled redacts on a Postgres schema before
+// migration 00017, then migrates: the markers that existed are recorded as
+// they stood, so the store still verifies, and a marker forged afterwards
+// is reported.
+func TestRedactionMarkersBackfilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Postgres")
+	}
+	ctx := context.Background()
+	url := testdb.Postgres(t)
+	_, db, err := runs.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres(), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 16); err != nil {
+		t.Fatalf("migrate to 00016: %v", err)
+	}
+	st := must[store.Store](t)(storeurl.Open(ctx, url, storeurl.Options{}))
+	t.Cleanup(func() { st.Close() })
+	ret := lineage.Retention{DB: db, Dialect: lineage.Postgres}
+	root := must[session.Session](t)(session.New(ctx, st, session.User("pay the invoice")))
+	s := must[session.Session](t)(root.Append(ctx,
+		session.Assistant("", session.ToolCall{ID: "call_pay", Function: session.FunctionCall{Name: "wire_transfer", Arguments: `{"iban":"DE00"}`}}),
+		session.ToolResultChunk(session.ToolResult{ToolCallID: "call_pay", Name: "wire_transfer", Content: `{"ok":true}`})))
+	for _, ord := range []int{1, 2} {
+		if _, err := ret.Redact(ctx, s.ID(), ord, "bank details"); err != nil {
+			t.Fatalf("redact chunk %d before 00017: %v", ord, err)
+		}
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("migrate to the latest: %v", err)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM redaction_markers`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("redaction_markers after 00017: %d rows (%v), want 2", n, err)
+	}
+	if rep, err := st.Verify(ctx); err != nil {
+		t.Fatalf("verify after 00017: %v (%v)", err, rep.Problems)
+	}
+	forgeFields(ctx, t, db, lineage.Postgres)
+	if rep, err := st.Verify(ctx); !errors.Is(err, session.ErrHashMismatch) || len(rep.Problems) != 2 {
+		t.Errorf("verify of forged markers after 00017: %v (%v)", err, rep.Problems)
 	}
 }
