@@ -36,8 +36,12 @@ const markerPrefix = `{"rath_redacted":`
 // keeping its hash (migration 00014): the chunk row that stores it (in
 // version or the base it extends) and every other row holding the same
 // chunk (same hash: a merge stores copies) get the marker payload of
-// [session.Redact], and each is recorded in the redactions table. Every
-// version hash still verifies. It returns the rows redacted.
+// [session.Redact], and each is recorded in the redactions table. The
+// marker's exact bytes are recorded too, in redaction_markers (migration
+// 00017): only its hash is covered by the version hashes, and Verify
+// reports a marker that is not the one recorded (its reason, tool names or
+// call ids rewritten past the triggers). Every version hash still verifies.
+// It returns the rows redacted.
 //
 // It is the one path allowed to UPDATE graph rows: on Postgres through the
 // SECURITY DEFINER function rath_redact, owned by the NOLOGIN role
