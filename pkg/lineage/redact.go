@@ -36,8 +36,12 @@ const markerPrefix = `{"rath_redacted":`
 // keeping its hash (migration 00014): the chunk row that stores it (in
 // version or the base it extends) and every other row holding the same
 // chunk (same hash: a merge stores copies) get the marker payload of
-// [session.Redact], and each is recorded in the redactions table. Every
-// version hash still verifies. It returns the rows redacted.
+// [session.Redact], and each is recorded in the redactions table. The
+// marker's exact bytes are recorded too, in redaction_markers (migration
+// 00017): only its hash is covered by the version hashes, and Verify
+// reports a marker that is not the one recorded (its reason, tool names or
+// call ids rewritten past the triggers). Every version hash still verifies.
+// It returns the rows redacted.
 //
 // It is the one path allowed to UPDATE graph rows: on Postgres through the
 // SECURITY DEFINER function rath_redact, owned by the NOLOGIN role
@@ -180,6 +184,12 @@ func (r Retention) redactSQLite(ctx context.Context, owner session.ID, ord int, 
 			return nil, fmt.Errorf("record redaction of (%s, %d): %w", d.Version, d.Ord, err)
 		}
 	}
+	// Migration 00017: the marker's exact bytes, which Verify compares.
+	if _, err := tx.ExecContext(ctx, `INSERT INTO redaction_markers (hash, marker) SELECT ?, ?
+		WHERE NOT EXISTS (SELECT 1 FROM redaction_markers WHERE hash = ? AND marker = ?)`,
+		red.Hash(), string(red.Payload()), red.Hash(), string(red.Payload())); err != nil {
+		return nil, fmt.Errorf("record the redaction marker of %s chunk %d: %w", owner, ord, err)
+	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM rath_redact_running`); err != nil {
 		return nil, fmt.Errorf("redact %s chunk %d: %w", owner, ord, err)
 	}
@@ -243,12 +253,22 @@ func (r Retention) Redactions(ctx context.Context) ([]Redaction, error) {
 }
 
 // CheckRedactions lists the chunk rows that hold a redaction marker no
-// redaction recorded: a marker whose hash is not the row's, or a row with
-// no redactions entry for its hash (setting the marker by hand, past the
-// triggers, does not pass for a redaction). The stores' Verify runs the
-// same check.
+// redaction recorded: a marker whose hash is not the row's, a row with no
+// redactions entry for its hash (setting the marker by hand, past the
+// triggers, does not pass for a redaction), or, from migration 00017, a
+// marker whose bytes are not the ones recorded when it was redacted (its
+// reason, tool names or call ids edited by hand). The stores' Verify runs
+// the same checks.
 func (r Retention) CheckRedactions(ctx context.Context) ([]Problem, error) {
-	rows, err := r.DB.QueryContext(ctx, r.q(UnrecordedRedactionsSQL(r.Dialect)))
+	markers, err := r.hasTable(ctx, "redaction_markers")
+	if err != nil {
+		return nil, fmt.Errorf("check redactions: %w", err)
+	}
+	query := UnrecordedRedactionsSQL(r.Dialect)
+	if markers {
+		query = CheckRedactionsSQL(r.Dialect)
+	}
+	rows, err := r.DB.QueryContext(ctx, r.q(query))
 	if err != nil {
 		return nil, fmt.Errorf("check redactions: %w", err)
 	}
@@ -288,6 +308,46 @@ func UnrecordedRedactionsSQL(d Dialect) string {
 	WHERE ` + prefix + `
 	  AND (` + hash + ` IS DISTINCT FROM c.hash OR NOT EXISTS (SELECT 1 FROM redactions r WHERE r.hash = c.hash))
 	ORDER BY 1, 2`
+}
+
+// CheckRedactionsSQL is the query CheckRedactions runs on a schema with
+// migration 00017: UnrecordedRedactionsSQL's rows, and also one per chunk
+// row whose marker is recorded for its hash but whose bytes are not the
+// marker that redaction wrote (redaction_markers): its reason, a tool name
+// or a call id was changed past the triggers.
+func CheckRedactionsSQL(d Dialect) string {
+	hash := `c.payload::jsonb -> 'rath_redacted' ->> 'hash'`
+	prefix := `starts_with(c.payload, '{"rath_redacted":')`
+	id := `c.version_id::text`
+	if d == SQLite {
+		hash = `json_extract(c.payload, '$.rath_redacted.hash')`
+		prefix = `substr(c.payload, 1, 17) = '{"rath_redacted":'`
+		id = `c.version_id`
+	}
+	recorded := `EXISTS (SELECT 1 FROM redactions r WHERE r.hash = c.hash)`
+	exact := `EXISTS (SELECT 1 FROM redaction_markers m WHERE m.hash = c.hash AND m.marker = c.payload)`
+	return `SELECT ` + id + `, c.ord, CASE WHEN ` + hash + ` IS DISTINCT FROM c.hash
+	        THEN 'redaction marker keeps a hash that is not the row''s'
+	        WHEN NOT ` + recorded + `
+	        THEN 'redaction marker with no redactions row for its hash (not redacted by rath_redact)'
+	        ELSE 'redaction marker is not the one recorded when it was redacted (its reason, a tool name or a call id was changed past rath_redact)' END
+	FROM chunks c
+	WHERE ` + prefix + `
+	  AND (` + hash + ` IS DISTINCT FROM c.hash OR NOT ` + recorded + ` OR NOT ` + exact + `)
+	ORDER BY 1, 2`
+}
+
+// hasTable reports whether the schema has table name.
+func (r Retention) hasTable(ctx context.Context, name string) (bool, error) {
+	q := `SELECT to_regclass($1) IS NOT NULL`
+	if r.Dialect == SQLite {
+		q = `SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?`
+	}
+	var ok bool
+	if err := r.DB.QueryRowContext(ctx, q, name).Scan(&ok); err != nil {
+		return false, err
+	}
+	return ok, nil
 }
 
 // sqliteCopies lists the unredacted chunk rows holding red's chunk.

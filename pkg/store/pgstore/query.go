@@ -319,7 +319,9 @@ func (r verifyRow) Scan(dest ...any) error {
 }
 
 // checkRedactions reports chunk rows holding a redaction marker that no
-// redaction recorded (migration 00014; skipped on an older schema).
+// redaction recorded (migration 00014), or whose bytes are not the marker
+// recorded when it was redacted (00017); each check is skipped on a schema
+// older than its migration.
 func (s *Store) checkRedactions(ctx context.Context, check *graphrow.Checker) error {
 	var exists bool
 	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('redactions') IS NOT NULL`).Scan(&exists); err != nil {
@@ -334,6 +336,23 @@ func (s *Store) checkRedactions(ctx context.Context, check *graphrow.Checker) er
 	}
 	defer rows.Close()
 	if err := check.CheckRedactions(ctx, rows); err != nil {
+		return translate("verify", err)
+	}
+	rows.Close()
+	// Migration 00017 records each marker's bytes: a marker edited past
+	// the triggers no longer matches.
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('redaction_markers') IS NOT NULL`).Scan(&exists); err != nil {
+		return translate("verify", err)
+	}
+	if !exists {
+		return nil
+	}
+	altered, err := s.pool.Query(ctx, graphrow.AlteredRedactionsPostgres)
+	if err != nil {
+		return translate("verify", err)
+	}
+	defer altered.Close()
+	if err := check.CheckAlteredRedactions(ctx, altered); err != nil {
 		return translate("verify", err)
 	}
 	return nil

@@ -277,7 +277,9 @@ func (s *Store) Verify(ctx context.Context) (store.VerifyReport, error) {
 }
 
 // checkRedactions reports chunk rows holding a redaction marker that no
-// redaction recorded (migration 00014; skipped on an older schema).
+// redaction recorded (migration 00014), or whose bytes are not the marker
+// recorded when it was redacted (00017); each check is skipped on a schema
+// older than its migration.
 func (s *Store) checkRedactions(ctx context.Context, check *graphrow.Checker) error {
 	var n int
 	if err := s.readers.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'redactions'`).Scan(&n); err != nil {
@@ -294,5 +296,27 @@ func (s *Store) checkRedactions(ctx context.Context, check *graphrow.Checker) er
 	if err := check.CheckRedactions(ctx, rows); err != nil {
 		return translate("verify", err)
 	}
-	return translate("verify", rows.Err())
+	if err := rows.Err(); err != nil {
+		return translate("verify", err)
+	}
+	if err := rows.Close(); err != nil {
+		return translate("verify", err)
+	}
+	// Migration 00017 records each marker's bytes: a marker edited past
+	// the triggers no longer matches.
+	if err := s.readers.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'redaction_markers'`).Scan(&n); err != nil {
+		return translate("verify", err)
+	}
+	if n == 0 {
+		return nil
+	}
+	altered, err := s.readers.QueryContext(ctx, graphrow.AlteredRedactionsSQLite)
+	if err != nil {
+		return translate("verify", err)
+	}
+	defer altered.Close()
+	if err := check.CheckAlteredRedactions(ctx, altered); err != nil {
+		return translate("verify", err)
+	}
+	return translate("verify", altered.Err())
 }

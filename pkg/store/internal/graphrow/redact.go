@@ -17,7 +17,27 @@ const (
 	WHERE substr(c.payload, 1, 17) = '{"rath_redacted":'
 	  AND NOT EXISTS (SELECT 1 FROM redactions r WHERE r.hash = c.hash)
 	ORDER BY 1, 2`
+
+	// AlteredRedactionsPostgres and AlteredRedactionsSQLite (migration
+	// 00017) list the chunk rows (version_id, ord) whose redaction marker is
+	// recorded for its hash but whose bytes are not the marker rath_redact
+	// wrote (redaction_markers): the reason, a tool name or a call id was
+	// changed past the triggers. Only the hash is covered by the version
+	// hashes, so this record is what covers the rest of the marker.
+	AlteredRedactionsPostgres = `SELECT c.version_id::text, c.ord FROM chunks c
+	WHERE starts_with(c.payload, '{"rath_redacted":')
+	  AND EXISTS (SELECT 1 FROM redactions r WHERE r.hash = c.hash)
+	  AND NOT EXISTS (SELECT 1 FROM redaction_markers m WHERE m.hash = c.hash AND m.marker = c.payload)
+	ORDER BY 1, 2`
+	AlteredRedactionsSQLite = `SELECT c.version_id, c.ord FROM chunks c
+	WHERE substr(c.payload, 1, 17) = '{"rath_redacted":'
+	  AND EXISTS (SELECT 1 FROM redactions r WHERE r.hash = c.hash)
+	  AND NOT EXISTS (SELECT 1 FROM redaction_markers m WHERE m.hash = c.hash AND m.marker = c.payload)
+	ORDER BY 1, 2`
 )
+
+// AlteredMarker is the problem CheckAlteredRedactions reports.
+const AlteredMarker = "redaction marker is not the one recorded when it was redacted (its reason, a tool name or a call id was changed past rath_redact)"
 
 // Rows is the part of a query result CheckRedactions reads.
 type Rows interface {
@@ -37,6 +57,20 @@ func (c *Checker) CheckRedactions(_ context.Context, rows Rows) error {
 			return fmt.Errorf("check redactions: %w", err)
 		}
 		c.problem("version %s: chunk %d: redaction marker with no redactions row for its hash (not redacted by rath_redact)", id, ord)
+	}
+	return rows.Err()
+}
+
+// CheckAlteredRedactions adds a problem per row of rows (version_id, ord)
+// from AlteredRedactionsPostgres or AlteredRedactionsSQLite.
+func (c *Checker) CheckAlteredRedactions(_ context.Context, rows Rows) error {
+	for rows.Next() {
+		var id string
+		var ord int
+		if err := rows.Scan(&id, &ord); err != nil {
+			return fmt.Errorf("check redaction markers: %w", err)
+		}
+		c.problem("version %s: chunk %d: %s", id, ord, AlteredMarker)
 	}
 	return rows.Err()
 }
