@@ -209,7 +209,7 @@ func TestAttackModelsHugeNamesGrowMetrics(t *testing.T) {
 			before, after, runsN, nameBytes, len(accepted))
 	}
 
-	// A well-formed model the operator did not configure is labelled other.
+	// A well-formed model the operator did not configure is labeled other.
 	code, body := s.postRun(umbrella, map[string]any{"agent": map[string]any{"name": "odd", "model": "tenant-chosen-model-1"}, "message": "hi"})
 	if code != http.StatusCreated {
 		t.Fatalf("a valid model: status %d %s", code, body)
