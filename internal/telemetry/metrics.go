@@ -114,6 +114,7 @@ func (m *Metrics) toolCall(name string, d time.Duration, err error) {
 	if m == nil {
 		return
 	}
+	name = ToolLabel(name)
 	m.ToolCalls.WithLabelValues(name, outcome(err)).Inc()
 	m.ToolDuration.WithLabelValues(name).Observe(d.Seconds())
 }

@@ -1,12 +1,14 @@
 package telemetry
 
 import (
+	"strings"
 	"sync/atomic"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/rath-run/rath/pkg/llm"
+	"github.com/rath-run/rath/pkg/tool/mcp"
 )
 
 // Model labels. Agent specs, which tenants write, choose the model, so a
@@ -59,6 +61,21 @@ func (m *Metrics) ModelLabel(model string) string {
 		}
 	}
 	return OtherModel
+}
+
+// MCPToolLabel labels the calls of every MCP tool: their names
+// ("<server>__<tool>") carry a server name the spec chooses, so one label
+// per name would let tenants grow the series without bound. Tools the
+// worker registers keep their own names.
+const MCPToolLabel = "mcp"
+
+// ToolLabel returns a tool's metrics label: its name, or [MCPToolLabel]
+// for an MCP tool.
+func ToolLabel(name string) string {
+	if strings.Contains(name, mcp.Separator) {
+		return MCPToolLabel
+	}
+	return name
 }
 
 // maxAttrModelBytes bounds a model name carried in a span attribute or a

@@ -107,3 +107,19 @@ func TestModelLabelDefaults(t *testing.T) {
 		t.Errorf("CapModel: %d bytes %q", len(got), got)
 	}
 }
+
+// TestToolLabelsBounded: an MCP tool's name carries the spec's server
+// name, so MCP calls share one label; the worker's own tools keep theirs.
+func TestToolLabelsBounded(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]string{
+		"write_workspace_file": "write_workspace_file",
+		"run_shell_command":    "run_shell_command",
+		"files__read":          telemetry.MCPToolLabel,
+		"tenant-x1__search":    telemetry.MCPToolLabel,
+	} {
+		if got := telemetry.ToolLabel(name); got != want {
+			t.Errorf("ToolLabel(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
