@@ -81,6 +81,7 @@ func refusedModel(t *testing.T, what string, code int, body string) {
 	if code != http.StatusBadRequest || !strings.Contains(body, "model") {
 		t.Fatalf("%s: status %d %s: want 400 naming the model field", what, code, tail(body, 300))
 	}
+	t.Logf("%s: refused: %s", what, tail(body, 300))
 }
 
 // TestAttackModelsScriptedPathReadsWorkerFile: umbrella names a file on
