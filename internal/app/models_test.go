@@ -57,7 +57,7 @@ func TestSubmitRefusesBadModelNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	call, err := json.Marshal(map[string]any{"kind": "agent", "agent": json.RawMessage(agentJSON("scripted:/proc/self/fd/0"))})
+	call, err := json.Marshal(map[string]any{"kind": "agent", "agent": agentJSON("scripted:/proc/self/fd/0")})
 	if err != nil {
 		t.Fatal(err)
 	}
