@@ -25,6 +25,9 @@
 // (docs/sandboxes.md).
 //
 // Model credentials come from OPENAI_API_KEY and friends (docs/models.md).
+// RATH_SCRIPT_DIR names the directory whose files specs may name as
+// model scripted:<name> (unset: that form is refused); RATH_MODELS lists
+// further models that get their own metrics label (others are "other").
 // RATH_MCP_ALLOW lists the MCP server commands agent specs may run on this
 // host (comma-separated, "*" for any; unset: none; docs/tools.md).
 // SIGTERM stops pulling, lets steps finish within --shutdown-timeout, and

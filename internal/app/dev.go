@@ -23,6 +23,7 @@ import (
 	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/internal/worker"
+	"github.com/rath-run/rath/pkg/llm"
 )
 
 // DevConfig configures the single-process stack.
@@ -89,6 +90,7 @@ func StartDev(ctx context.Context, cfg DevConfig) (*Dev, error) {
 	}
 	d := &Dev{nats: ns, log: log, Registry: cmp.Or(cfg.Registry, telemetry.NewRegistry())}
 	metrics := telemetry.NewMetrics(d.Registry)
+	metrics.KnownModels(llm.ConfiguredModels(cfg.Getenv)...)
 	d.Backend, err = OpenBackend(ctx, BackendConfig{
 		StoreURL: storeURL,
 		Connect:  func() (*nats.Conn, error) { return ns.Connect(nats.Name("rath-dev")) },

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/telemetry"
+	"github.com/rath-run/rath/pkg/llm"
 )
 
 // Telemetry is one process's observability: its tracer provider (no-op
@@ -26,14 +27,18 @@ type Telemetry struct {
 }
 
 // NewTelemetry builds a process's telemetry; service is its default
-// service.name (OTEL_SERVICE_NAME overrides it).
+// service.name (OTEL_SERVICE_NAME overrides it). Model labels carry only
+// the models getenv configures ([llm.ConfiguredModels]); others are
+// "other".
 func NewTelemetry(ctx context.Context, service string, getenv func(string) string) (*Telemetry, error) {
 	tp, shutdown, err := telemetry.NewTracerProvider(ctx, telemetry.TraceConfig{ServiceName: service, Getenv: getenv})
 	if err != nil {
 		return nil, err
 	}
 	reg := telemetry.NewRegistry()
-	return &Telemetry{TracerProvider: tp, Registry: reg, Metrics: telemetry.NewMetrics(reg), Shutdown: shutdown}, nil
+	m := telemetry.NewMetrics(reg)
+	m.KnownModels(llm.ConfiguredModels(getenv)...)
+	return &Telemetry{TracerProvider: tp, Registry: reg, Metrics: m, Shutdown: shutdown}, nil
 }
 
 // RegisterBackendMetrics registers the series sampled from the backend at

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -70,6 +71,9 @@ type rerunner struct {
 	cl    *client.Client
 	g     *client.Graph
 	model string
+	// script, when --model is scripted:FILE, is FILE's replies, read here
+	// and sent inline (workers never read a path from a spec).
+	script []llm.ScriptReply
 	// progress gets one line per re-applied version; may be io.Discard.
 	progress io.Writer
 	runs     map[string]runs.Run
@@ -188,6 +192,9 @@ func (r *rerunner) stepSpec(ctx context.Context, v *session.Version) (agent.Spec
 		spec.Model = r.model
 		if r.model != llm.ScriptedModel {
 			spec.Script, spec.ScriptFile = nil, ""
+		}
+		if r.script != nil {
+			spec.Script, spec.ScriptFile = r.script, ""
 		}
 		if err := spec.Validate(); err != nil {
 			return agent.Spec{}, "", fmt.Errorf("--model %q for version %s: %w", r.model, v.ID, err)
@@ -342,6 +349,12 @@ func newRerunCmd(env *Env) *cobra.Command {
 				return err
 			}
 			r := &rerunner{cl: cl, g: cl.Graph(), model: model, progress: io.Discard, runs: map[string]runs.Run{}}
+			if file, ok := strings.CutPrefix(model, llm.ScriptedModel+":"); ok {
+				if r.script, err = llm.LoadScript(file); err != nil {
+					return fmt.Errorf("--model %s: %w", model, err)
+				}
+				r.model = llm.ScriptedModel
+			}
 			if f.output == "text" {
 				r.progress = env.Err
 			}
@@ -366,6 +379,6 @@ func newRerunCmd(env *Env) *cobra.Command {
 	}
 	f.register(c)
 	c.Flags().StringVar(&fromArg, "from", "", "the ancestor to fork at (on VERSION's first-parent path)")
-	c.Flags().StringVar(&model, "model", "", "run every re-executed step with this model instead of its spec's")
+	c.Flags().StringVar(&model, "model", "", "run every re-executed step with this model instead of its spec's (scripted:FILE: the scripted model with FILE's replies, read by rathctl)")
 	return c
 }

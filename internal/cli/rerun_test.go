@@ -199,7 +199,10 @@ func TestRerunErrors(t *testing.T) {
 		{[]string{"nope", "--from", st.input.String()}, 2, "nope"},
 		{[]string{st.o2.String()}, 2, "--from ANCESTOR is required"},
 		{[]string{merge.ID.String(), "--from", st.input.String()}, 1, "version " + merge.ID.String() + " (op merge) cannot be rerun yet"},
+		// rathctl reads a scripted:FILE itself, before anything is written.
 		{[]string{st.o2.String(), "--from", st.input.String(), "--model", "scripted:" + filepath.Join(t.TempDir(), "none.yaml")}, 1, "no such file"},
+		// A model the dev stack's worker cannot resolve: the run fails.
+		{[]string{st.o2.String(), "--from", st.input.String(), "--model", "gpt-unconfigured"}, 1, "no model provider configured"},
 	} {
 		code, _, errOut := rathctl(t, "", append(append([]string{"rerun"}, c.args...), "--server", st.d.URL)...)
 		if code != c.code || !strings.Contains(errOut, c.want) {

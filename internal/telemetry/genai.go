@@ -67,8 +67,8 @@ func (t *tracedProvider) Chat(ctx context.Context, req llm.Request) (llm.Respons
 }
 
 func (t *tracedProvider) call(ctx context.Context, req llm.Request, fn func(context.Context) (llm.Response, error)) (llm.Response, error) {
-	ctx, span := t.tracer.Start(ctx, OpChat+" "+req.Model, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(AttrGenAIOperation.String(OpChat), AttrGenAIProvider.String(t.name), AttrGenAIRequestModel.String(req.Model)))
+	ctx, span := t.tracer.Start(ctx, OpChat+" "+CapModel(req.Model), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(AttrGenAIOperation.String(OpChat), AttrGenAIProvider.String(t.name), modelAttr(AttrGenAIRequestModel, req.Model)))
 	defer span.End()
 	start := time.Now()
 	resp, err := fn(ctx)
@@ -79,7 +79,7 @@ func (t *tracedProvider) call(ctx context.Context, req llm.Request, fn func(cont
 		return resp, err
 	}
 	span.SetAttributes(
-		AttrGenAIRespModel.String(resp.Model),
+		modelAttr(AttrGenAIRespModel, resp.Model),
 		AttrGenAIFinish.StringSlice([]string{resp.FinishReason}),
 		AttrGenAIInputTokens.Int64(resp.Usage.PromptTokens),
 		AttrGenAIOutputTokens.Int64(resp.Usage.CompletionTokens),

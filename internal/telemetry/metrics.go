@@ -15,7 +15,8 @@ import (
 
 // Metrics holds the Prometheus series Rath's processes export. Create it
 // with [NewMetrics] on the process's registry; a nil *Metrics records
-// nothing. docs/observability.md lists the series.
+// nothing. docs/observability.md lists the series. Model labels carry only
+// the models named by [Metrics.KnownModels], others are "other".
 type Metrics struct {
 	StepsStarted     *prometheus.CounterVec
 	StepsCommitted   *prometheus.CounterVec
@@ -32,6 +33,8 @@ type Metrics struct {
 	SandboxDuration  *prometheus.HistogramVec
 	RunsSubmitted    prometheus.Counter
 	HTTPRequests     *prometheus.CounterVec
+
+	models knownModels // labeled models; see KnownModels
 }
 
 // NewRegistry returns a registry with the Go runtime and process
@@ -100,6 +103,7 @@ func (m *Metrics) modelCall(model string, in, out int64, d time.Duration, err er
 	if m == nil {
 		return
 	}
+	model = m.ModelLabel(model)
 	m.ModelCalls.WithLabelValues(model, outcome(err)).Inc()
 	m.ModelDuration.WithLabelValues(model).Observe(d.Seconds())
 	m.ModelTokens.WithLabelValues(model, "input").Add(float64(in))
@@ -110,6 +114,7 @@ func (m *Metrics) toolCall(name string, d time.Duration, err error) {
 	if m == nil {
 		return
 	}
+	name = ToolLabel(name)
 	m.ToolCalls.WithLabelValues(name, outcome(err)).Inc()
 	m.ToolDuration.WithLabelValues(name).Observe(d.Seconds())
 }
@@ -147,7 +152,7 @@ func (m *Metrics) StepCost(model string, usd float64) {
 	if m == nil || usd <= 0 {
 		return
 	}
-	m.ModelCost.WithLabelValues(model).Add(usd)
+	m.ModelCost.WithLabelValues(m.ModelLabel(model)).Add(usd)
 }
 
 // RunSubmitted counts a submitted run.

@@ -93,7 +93,7 @@ func (w *Worker) invokeAgent(ctx context.Context, job bus.Job, spec agent.Spec, 
 		trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(
 			telemetry.AttrGenAIOperation.String(telemetry.OpInvokeAgent), telemetry.AttrGenAIAgentName.String(spec.Name),
-			telemetry.AttrGenAIRequestModel.String(model),
+			telemetry.AttrGenAIRequestModel.String(telemetry.CapModel(model)),
 			telemetry.AttrRunID.String(job.RunID), telemetry.AttrStepID.String(job.StepID),
 			telemetry.AttrSessionVersion.String(job.Input),
 		))

@@ -102,10 +102,13 @@ type Spec struct {
 	// Instructions become the system message sent before the transcript.
 	// They are not written into the session.
 	Instructions string `json:"instructions,omitempty"`
-	// Model is a provider model name, or "scripted" for the offline model.
+	// Model is a provider model name, or "scripted" for the offline model:
+	// at most 128 bytes of [A-Za-z0-9._:/@+-] ([llm.ValidateModel]), never
+	// a path ("scripted:<name>" names a file of the worker's
+	// RATH_SCRIPT_DIR).
 	Model string `json:"model"`
-	// Provider names a configured provider; empty means resolve from the
-	// environment and config file.
+	// Provider names a configured provider ([llm.ValidateProvider]);
+	// empty means resolve from the environment and config file.
 	Provider string `json:"provider,omitempty"`
 	// Script holds the scripted model's replies, in order (model scripted).
 	Script []llm.ScriptReply `json:"script,omitempty"`
@@ -306,6 +309,8 @@ func (s *Spec) Validate() error {
 		return bad("name", "%q must match %s", s.Name, nameRE)
 	case s.Model == "":
 		return bad("model", "required (a provider model name, or scripted)")
+	case s.validateNames() != nil:
+		return s.validateNames()
 	case s.Model != "scripted" && (len(s.Script) > 0 || s.ScriptFile != ""):
 		return bad("script", "only the scripted model takes a script (model is %q)", s.Model)
 	case s.Model == "scripted" && len(s.Script) == 0 && s.ScriptFile == "":

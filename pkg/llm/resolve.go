@@ -29,9 +29,15 @@ var defaultScript = []ScriptReply{{
 // it with the resolved model name. getenv reads the environment (nil reads
 // nothing); this package never reads it itself.
 //
+// Model and spec.Name are names, checked by [ValidateModel] and
+// [ValidateProvider]; a bad one is a permanent error.
+//
 // The scripted model: model "scripted" gives a [*Scripted] whose replies
 // come from the file named by RATH_SCRIPT (or a one-reply greeting), and
-// "scripted:<path>" one whose replies come from <path>.
+// "scripted:<name>" one whose replies come from the file <name> of the
+// directory RATH_SCRIPT_DIR names ([LoadScriptIn]); without
+// RATH_SCRIPT_DIR that form is refused. Both variables are the operator's:
+// a spec never names a path.
 //
 // Otherwise the endpoint is configured from three layers, highest first:
 //
@@ -63,6 +69,16 @@ func Resolve(spec ProviderSpec, model string, getenv func(string) string) (Provi
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
+	if model != "" {
+		if err := ValidateModel(model); err != nil {
+			return nil, "", &Error{Op: op, cause: err, Message: "model: " + err.Error()}
+		}
+	}
+	if spec.Name != "" {
+		if err := ValidateProvider(spec.Name); err != nil {
+			return nil, "", &Error{Op: op, cause: err, Message: "provider: " + err.Error()}
+		}
+	}
 	if model == ScriptedModel || spec.Name == ScriptedModel {
 		replies := defaultScript
 		if path := getenv("RATH_SCRIPT"); path != "" {
@@ -74,8 +90,12 @@ func Resolve(spec ProviderSpec, model string, getenv func(string) string) (Provi
 		}
 		return &Scripted{Replies: replies}, ScriptedModel, nil
 	}
-	if path, ok := strings.CutPrefix(model, ScriptedModel+":"); ok {
-		r, err := LoadScript(path)
+	if name, ok := strings.CutPrefix(model, ScriptedModel+":"); ok {
+		dir := getenv("RATH_SCRIPT_DIR")
+		if dir == "" {
+			return nil, "", permanentf(op, "model %s: no script directory here (the operator sets RATH_SCRIPT_DIR); use model %s with the replies inline as script", model, ScriptedModel)
+		}
+		r, err := LoadScriptIn(dir, name)
 		if err != nil {
 			return nil, "", permanentf(op, "%v", err)
 		}

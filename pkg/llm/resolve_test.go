@@ -2,6 +2,7 @@ package llm_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -272,13 +273,24 @@ func TestResolveScripted(t *testing.T) {
 	if err != nil || len(p.(*llm.Scripted).Replies) != 2 {
 		t.Fatalf("RATH_SCRIPT: %v", err)
 	}
-	p, _, err = llm.Resolve(llm.ProviderSpec{}, "scripted:"+path, nil)
+	// scripted:<name> reads <name> from the operator's RATH_SCRIPT_DIR.
+	dirEnv := envOf(map[string]string{"RATH_SCRIPT_DIR": filepath.Dir(path)})
+	p, _, err = llm.Resolve(llm.ProviderSpec{}, "scripted:"+filepath.Base(path), dirEnv)
 	if err != nil || p.(*llm.Scripted).Replies[1].Content != "two" {
-		t.Fatalf("scripted:path: %v", err)
+		t.Fatalf("scripted:name: %v", err)
 	}
 	bad := writeFile(t, "bad.yaml", "- contnet: x\n")
-	if _, _, err := llm.Resolve(llm.ProviderSpec{}, "scripted:"+bad, nil); err == nil || !strings.Contains(err.Error(), "entry 0") {
+	badEnv := envOf(map[string]string{"RATH_SCRIPT_DIR": filepath.Dir(bad)})
+	if _, _, err := llm.Resolve(llm.ProviderSpec{}, "scripted:bad.yaml", badEnv); err == nil || !strings.Contains(err.Error(), "entry 0") {
 		t.Errorf("bad script: %v", err)
+	}
+	// A path is never a script name, and without RATH_SCRIPT_DIR there is
+	// no file form at all.
+	if _, _, err := llm.Resolve(llm.ProviderSpec{}, "scripted:"+path, dirEnv); !errors.Is(err, llm.ErrPermanent) || !errors.Is(err, llm.ErrInvalidName) {
+		t.Errorf("scripted:<absolute path>: %v, want a permanent invalid name", err)
+	}
+	if _, _, err := llm.Resolve(llm.ProviderSpec{}, "scripted:"+filepath.Base(path), nil); !errors.Is(err, llm.ErrPermanent) || !strings.Contains(fmt.Sprint(err), "RATH_SCRIPT_DIR") {
+		t.Errorf("scripted:name without RATH_SCRIPT_DIR: %v", err)
 	}
 }
 
