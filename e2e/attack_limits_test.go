@@ -181,6 +181,8 @@ func TestAttackEventsConsumers(t *testing.T) {
 	t.Parallel()
 	s := newSecured(t, secOptions{CoordEnv: []string{
 		"RATH_EVENT_STREAMS_PER_TOKEN=3", "RATH_EVENT_STREAMS_PER_TENANT=5",
+		// Short server timeouts: a live stream must outlast them.
+		"RATH_HTTP_READ_TIMEOUT=2s", "RATH_HTTP_WRITE_TIMEOUT=2s",
 	}})
 	acmeSubmit, acmeRead := s.mint("submit", "acme"), s.mint("read", "acme")
 	umbSubmit, umbRead, umbRead2 := s.mint("submit", "umbrella"), s.mint("read", "umbrella"), s.mint("read", "umbrella")
@@ -220,11 +222,14 @@ func TestAttackEventsConsumers(t *testing.T) {
 		t.Fatalf("the flood sent %d of %d requests within its time", sent.Load(), total)
 	}
 
-	// Acme's live stream works and delivers its run's end.
+	// Acme's live stream works and, past the server's read and write
+	// timeouts, still delivers its run's end.
 	st, status, msg, _ := s.openEvents(acmeRead, acmeRun)
 	if st == nil {
 		t.Fatalf("acme's GET /v1/runs/%s/events after umbrella's flood: status %d: %s", acmeRun, status, msg)
 	}
+	opened := time.Now()
+	testenv.Eventually(t, 10*time.Second, "the server's 2 s timeouts pass", func() bool { return time.Since(opened) > 3*time.Second })
 	s.cancelRun(acmeSubmit, acmeRun)
 	st.waitEvent(t, "run.canceled", 20*time.Second)
 	st.close()

@@ -15,6 +15,7 @@ import (
 	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
 )
@@ -23,9 +24,7 @@ import (
 // /healthz (the process serves) and /readyz (the store answers).
 func (c *Coordinator) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("GET /readyz", c.ready)
 
 	api := newAPIMux() // routes need a scope in RouteScopes (auth.go)
@@ -56,6 +55,23 @@ func (c *Coordinator) Handler() http.Handler {
 	c.memoryRoutes(api)
 	mux.Handle("/v1/", uiCredentials(c.auth(api)))
 	return c.instrument(mux)
+}
+
+// HealthHandler serves only /healthz, /readyz and (with Config.Gatherer)
+// /metrics, for a listener of their own on the operator's network: API
+// clients, slow or many, cannot crowd probes and scrapers out of it.
+func (c *Coordinator) HealthHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", healthz)
+	mux.HandleFunc("GET /readyz", c.ready)
+	if c.cfg.Gatherer != nil {
+		mux.Handle("GET /metrics", telemetry.Handler(c.cfg.Gatherer))
+	}
+	return mux
+}
+
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 func (c *Coordinator) ready(w http.ResponseWriter, r *http.Request) {
@@ -400,6 +416,7 @@ func (c *Coordinator) exportSession(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	holdConn(w, transferWindow)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	if err := session.Export(r.Context(), c.graph, s.ID(), w); err != nil {
 		c.log.WarnContext(r.Context(), "export cut short", slog.String("id", s.ID().String()), slog.Any("error", err))
@@ -409,6 +426,7 @@ func (c *Coordinator) exportSession(w http.ResponseWriter, r *http.Request) {
 // importSession imports a session JSONL body of at most MaxImportBytes and
 // returns the imported head version.
 func (c *Coordinator) importSession(w http.ResponseWriter, r *http.Request) {
+	holdConn(w, transferWindow)
 	body := http.MaxBytesReader(w, r.Body, c.cfg.MaxImportBytes)
 	s, err := session.Import(r.Context(), c.graph, body)
 	if err != nil {

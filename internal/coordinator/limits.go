@@ -102,3 +102,7 @@ const streamWriteWindow = 30 * time.Second
 
 // holdSlack is added to a long poll's wait for the rest of its request.
 const holdSlack = 30 * time.Second
+
+// transferWindow bounds a session import (a body of up to MaxImportBytes)
+// or export, past the server's read and write timeouts.
+const transferWindow = 10 * time.Minute
