@@ -71,11 +71,11 @@ func sameOrigin(r *http.Request) error {
 	case "":
 		return errors.New("the Origin header is missing; log in from the web UI's own page")
 	case "null":
-		return errors.New(`Origin "null" is not this server; log in from the web UI's own page`)
+		return errors.New(`the origin "null" is not this server; log in from the web UI's own page`)
 	}
 	u, err := url.Parse(o)
 	if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
-		return fmt.Errorf("Origin %q is not this server (%s)", o, r.Host)
+		return fmt.Errorf("the origin %q is not this server (%s)", o, r.Host)
 	}
 	return nil
 }
