@@ -185,8 +185,9 @@ func (c *Coordinator) runEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	// The stream outlives the server's read and write timeouts: only the
-	// client's leaving, the run's end or a stalled write ends it.
+	// The stream outlives the server's write timeout: only the client's
+	// leaving, the run's end or a write stalled for streamWriteWindow
+	// (send) ends it.
 	holdConn(w, 0)
 	// Ending the watch deletes its consumer (bus.Bus.WatchRun).
 	ctx, cancel := context.WithCancel(ctx)

@@ -83,9 +83,9 @@ func tooManyStreams(w http.ResponseWriter, err error) {
 // its connection past the server's read and write timeouts
 // (http.Server.ReadTimeout and WriteTimeout, which close slow clients):
 // both deadlines move to d from now, or are removed when d is 0. The read
-// deadline matters even after the body is read: net/http cancels the
-// request's context when a background read of the connection times out.
-// Servers that cannot set deadlines (httptest recorders) are left alone.
+// deadline matters while a body is still to be read (an import, a PUT);
+// net/http clears it once the body is consumed. Servers that cannot set
+// deadlines (httptest recorders) are left alone.
 func holdConn(w http.ResponseWriter, d time.Duration) {
 	var deadline time.Time
 	if d > 0 {
