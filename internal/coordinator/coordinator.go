@@ -63,7 +63,8 @@ type Config struct {
 	// EventStreamsPerToken caps the live GET /v1/runs/{id}/events streams
 	// one token holds at once on this replica (each holds a JetStream
 	// consumer; an ended run's stream holds none); past it, 429 with
-	// Retry-After. Default DefaultEventStreamsPerToken (8).
+	// Retry-After. Not applied when authentication is off (no token).
+	// Default DefaultEventStreamsPerToken (8).
 	EventStreamsPerToken int
 	// EventStreamsPerTenant caps a tenant's live event streams on this
 	// replica, all its tokens together. Keep it, times the replicas and

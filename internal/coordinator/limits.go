@@ -43,12 +43,14 @@ func newStreamLimiter(perToken, perTenant int) *streamLimiter {
 }
 
 // acquire takes a stream slot for token of tenant, or returns an error
-// wrapping ErrTooManyStreams that names the cap. release gives the slot
-// back; it may be called more than once.
+// wrapping ErrTooManyStreams that names the cap. An empty token (the API's
+// authentication is off) is held only to the tenant's cap: every client
+// would share it. release gives the slot back; it may be called more than
+// once.
 func (l *streamLimiter) acquire(tenant, token string) (release func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if n := l.tokens[token]; n >= l.perToken {
+	if n := l.tokens[token]; token != "" && n >= l.perToken {
 		return nil, fmt.Errorf("%w: this token holds %d live event streams, the most allowed per token; close one first", ErrTooManyStreams, n)
 	}
 	if n := l.tenants[tenant]; n >= l.perTenant {

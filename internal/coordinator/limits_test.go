@@ -33,6 +33,11 @@ func TestStreamLimiter(t *testing.T) {
 	take("umbrella", "t2")
 	refused("umbrella", "t2", "per tenant")
 	refused("umbrella", "t3", "per tenant")
+	// Without authentication there is no token to count: only the tenant cap.
+	take("default", "")
+	take("default", "")
+	take("default", "")
+	refused("default", "", "per tenant")
 	// Another tenant is not held to umbrella's count.
 	take("acme", "a1")
 	take("acme", "a1")
