@@ -15,6 +15,12 @@
 //	OTEL_SERVICE_NAME            service name (default rath-coordinator)
 //	RATH_JAEGER_URL  Jaeger UI base for the web UI's trace links
 //	RATH_LOG_FORMAT, RATH_LOG_LEVEL  json (default) or text; info (default)
+//	RATH_HEALTH_ADDR  a separate listener for /healthz, /readyz, /metrics --health-addr
+//	RATH_HTTP_READ_HEADER_TIMEOUT, _READ_TIMEOUT, _WRITE_TIMEOUT, _IDLE_TIMEOUT
+//	                 the API server's timeouts (10s, 30s, 60s, 120s)
+//	RATH_HTTP_MAX_CONNS  the API listener's connection cap (default 4096)
+//	RATH_EVENT_STREAMS_PER_TOKEN, RATH_EVENT_STREAMS_PER_TENANT  live
+//	                 GET /v1/runs/{id}/events streams allowed (default 8, 100)
 //
 // The listener also serves Prometheus /metrics and the web UI at /ui/.
 //
@@ -29,9 +35,10 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -53,11 +60,24 @@ func run(ctx context.Context, args []string) error {
 	interval := fs.Duration("reconcile-interval", 0, "how often the reconciler scans for lost steps (default 10s)")
 	staleAfter := fs.Duration("stale-after", 0, "how long an unfinished step may go untouched before it is reconciled (default 2m)")
 	sandboxPolicy := fs.String("sandbox-policy", os.Getenv("RATH_SANDBOX_POLICY"), "operator's sandbox policy, a YAML file (default: docker only on Postgres; docs/sandboxes.md)")
+	healthAddr := fs.String("health-addr", os.Getenv("RATH_HEALTH_ADDR"), "separate listen address for /healthz, /readyz and /metrics, outside the API's connection cap (empty: none)")
 	authMode := fs.String("auth", os.Getenv("RATH_AUTH"), "API authentication: required, off, or auto (required when RATH_TOKEN is set or a live token is stored; docs/security.md)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if err := conn.Check(); err != nil {
+		return err
+	}
+	limits, err := app.HTTPLimitsFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	perToken, err := envInt("RATH_EVENT_STREAMS_PER_TOKEN")
+	if err != nil {
+		return err
+	}
+	perTenant, err := envInt("RATH_EVENT_STREAMS_PER_TENANT")
+	if err != nil {
 		return err
 	}
 	log := app.NewLogger(os.Stderr, os.Getenv)
@@ -124,7 +144,8 @@ func run(ctx context.Context, args []string) error {
 		JaegerURL: os.Getenv("RATH_JAEGER_URL"),
 		Memory:    b.Memory, // /v1/memory for requests bound to no tenant
 		// Placements entering through the API are checked against it.
-		SandboxPolicy: pol,
+		SandboxPolicy:        pol,
+		EventStreamsPerToken: perToken, EventStreamsPerTenant: perTenant,
 	}
 	if err := app.RegisterBackendMetrics(ctx, tel.Registry, b, true, bus.DefaultQueue); err != nil {
 		return err
@@ -136,17 +157,37 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Addr: *addr, Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = c.RunReconciler(ctx) }()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	log.Info("coordinator listening", slog.String("addr", *addr))
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	healthDone := make(chan error, 1)
+	if *healthAddr != "" {
+		go func() {
+			err := app.ServeHTTP(ctx, *healthAddr, c.HealthHandler(), app.HealthHTTPLimits, 5*time.Second)
+			if err != nil {
+				cancel() // without its health listener the process would look dead: stop
+			}
+			healthDone <- err
+		}()
+		log.Info("coordinator health listening", slog.String("addr", *healthAddr))
+	} else {
+		healthDone <- nil
 	}
-	return nil
+	log.Info("coordinator listening", slog.String("addr", *addr), slog.Int("max_conns", limits.MaxConns))
+	err = app.ServeHTTP(ctx, *addr, c.Handler(), limits, 10*time.Second)
+	cancel()
+	return errors.Join(err, <-healthDone)
+}
+
+// envInt reads a non-negative integer from the environment (0 when unset).
+func envInt(name string) (int, error) {
+	s := os.Getenv(name)
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive integer", name, s)
+	}
+	return n, nil
 }

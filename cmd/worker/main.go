@@ -118,8 +118,13 @@ func run(ctx context.Context, args []string) error {
 		mux.Handle("GET /metrics", telemetry.Handler(tel.Registry))
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 		mux.HandleFunc("GET /readyz", readyz(ctx, b.NC.IsConnected))
-		srv := &http.Server{Addr: *health, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.ListenAndServe() }()
+		// It outlives ctx: /readyz says "draining" until Run returns.
+		ln, err := app.HealthHTTPLimits.Listen(ctx, *health)
+		if err != nil {
+			return err
+		}
+		srv := app.HealthHTTPLimits.Server(mux)
+		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
 	}
 	return w.Run(ctx)

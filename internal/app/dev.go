@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -118,13 +117,15 @@ func StartDev(ctx context.Context, cfg DevConfig) (*Dev, error) {
 		d.Close()
 		return nil, err
 	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
+	// The API server's default limits (HTTPLimits): slow clients are cut
+	// off and connections capped here too.
+	ln, err := HTTPLimits{}.Listen(ctx, cfg.Addr)
 	if err != nil {
 		d.Close()
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+		return nil, err
 	}
 	d.URL = "http://" + ln.Addr().String()
-	d.srv = &http.Server{Handler: d.Coordinator.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	d.srv = HTTPLimits{}.Server(d.Coordinator.Handler())
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	d.cancel = cancel

@@ -106,7 +106,7 @@ func (b *Bus) PublishEvent(ctx context.Context, e Event) error {
 // WatchRun streams the events of one run from the beginning of the stream
 // (an ordered consumer over rath.events.<run>.>, DeliverAll), in the order
 // they were stored, and then live until ctx ends. The channel is closed when
-// ctx ends or the watch fails; after it closes, the returned function
+// ctx ends or the watch fails, and the watch's consumer is then deleted; after it closes, the returned function
 // reports the failure (nil when ctx ended it). Events whose payload cannot
 // be decoded are skipped (logged at debug level).
 func (b *Bus) WatchRun(ctx context.Context, runID string) (<-chan Event, func() error, error) {
@@ -114,6 +114,22 @@ func (b *Bus) WatchRun(ctx context.Context, runID string) (<-chan Event, func() 
 		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
 	return b.watch(ctx, "rath.events."+runID+".>", jetstream.DeliverAllPolicy)
+}
+
+// dropConsumer deletes a finished watch's consumer at once rather than
+// leaving it to the server's inactivity threshold: watches come and go
+// with API clients, and every consumer counts against the events stream's
+// consumer limit, which all tenants share.
+func (b *Bus) dropConsumer(ctx context.Context, cons jetstream.Consumer) {
+	info := cons.CachedInfo()
+	if info == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := b.js.DeleteConsumer(ctx, EventsStream, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		b.cfg.Logger.DebugContext(ctx, "bus: watch consumer not deleted; the server drops it when inactive", "consumer", info.Name, "error", err.Error())
+	}
 }
 
 // WatchAll streams every event stored from now on (DeliverNew) until ctx
@@ -126,10 +142,11 @@ func (b *Bus) watch(ctx context.Context, filter string, policy jetstream.Deliver
 	cons, err := b.js.OrderedConsumer(ctx, EventsStream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{filter},
 		DeliverPolicy:  policy,
-		// Ordered consumers are not deleted on Stop; let the server drop
-		// a finished watch's consumer soon (the default is 5m). A live
-		// watch keeps pulling, and one the server dropped while its reader
-		// stalled is recreated from where it stopped.
+		// Ordered consumers are not deleted on Stop: dropConsumer deletes
+		// a finished watch's consumer, and the server drops one whose
+		// process died soon (the default is 5m). A live watch keeps
+		// pulling, and one the server dropped while its reader stalled is
+		// recreated from where it stopped.
 		InactiveThreshold: 30 * time.Second,
 	})
 	if err != nil {
@@ -137,6 +154,7 @@ func (b *Bus) watch(ctx context.Context, filter string, policy jetstream.Deliver
 	}
 	it, err := cons.Messages()
 	if err != nil {
+		b.dropConsumer(ctx, cons)
 		return nil, nil, fmt.Errorf("watch %s: %w", filter, translate(ctx, err))
 	}
 	ch := make(chan Event, 64)
@@ -145,6 +163,7 @@ func (b *Bus) watch(ctx context.Context, filter string, policy jetstream.Deliver
 		failure error // guarded by mu; set before ch is closed
 	)
 	go func() {
+		defer b.dropConsumer(ctx, cons)
 		defer close(ch)
 		defer it.Stop()
 		for {

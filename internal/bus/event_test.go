@@ -11,6 +11,7 @@ import (
 
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/bus/bustest"
+	"github.com/rath-run/rath/internal/testenv"
 )
 
 func recv(t *testing.T, ch <-chan bus.Event, timeout time.Duration) bus.Event {
@@ -146,4 +147,44 @@ func TestEventValidation(t *testing.T) {
 	if _, _, err := b.WatchRun(ctx, "a.>"); !errors.Is(err, bus.ErrInvalidEvent) {
 		t.Fatalf("WatchRun(bad id): %v", err)
 	}
+}
+
+// A watch's consumer is deleted when the watch ends, not left to the
+// server's inactivity threshold (30 s): event streams come and go with API
+// clients, and the events stream's consumer limit is shared.
+func TestWatchEndDeletesConsumer(t *testing.T) {
+	t.Parallel()
+	b, _, _ := bustest.New(t)
+	ctx := testCtx(t)
+	consumers := func() int {
+		s, err := b.JetStream().Stream(ctx, bus.EventsStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Consumers
+	}
+	before := consumers()
+	var cancels []context.CancelFunc
+	var chans []<-chan bus.Event
+	for i := range 5 {
+		wctx, cancel := context.WithCancel(ctx)
+		ch, _, err := b.WatchRun(wctx, fmt.Sprintf("run-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancels, chans = append(cancels, cancel), append(chans, ch)
+	}
+	if n := consumers(); n != before+5 {
+		t.Fatalf("consumers with 5 watches: %d, want %d", n, before+5)
+	}
+	for i, cancel := range cancels {
+		cancel()
+		for range chans[i] {
+		}
+	}
+	testenv.Eventually(t, 5*time.Second, "the ended watches' consumers are deleted", func() bool { return consumers() == before })
 }

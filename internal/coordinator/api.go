@@ -2,6 +2,8 @@ package coordinator
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,9 +12,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
 )
@@ -21,9 +26,7 @@ import (
 // /healthz (the process serves) and /readyz (the store answers).
 func (c *Coordinator) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("GET /readyz", c.ready)
 
 	api := newAPIMux() // routes need a scope in RouteScopes (auth.go)
@@ -54,6 +57,23 @@ func (c *Coordinator) Handler() http.Handler {
 	c.memoryRoutes(api)
 	mux.Handle("/v1/", uiCredentials(c.auth(api)))
 	return c.instrument(mux)
+}
+
+// HealthHandler serves only /healthz, /readyz and (with Config.Gatherer)
+// /metrics, for a listener of their own on the operator's network: API
+// clients, slow or many, cannot crowd probes and scrapers out of it.
+func (c *Coordinator) HealthHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", healthz)
+	mux.HandleFunc("GET /readyz", c.ready)
+	if c.cfg.Gatherer != nil {
+		mux.Handle("GET /metrics", telemetry.Handler(c.cfg.Gatherer))
+	}
+	return mux
+}
+
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 func (c *Coordinator) ready(w http.ResponseWriter, r *http.Request) {
@@ -117,8 +137,12 @@ func (c *Coordinator) cancelRun(w http.ResponseWriter, r *http.Request) {
 
 // runEvents streams a run's events as server-sent events. The stream ends
 // after the run's terminal event. Events may be lost in transit (Postgres is
-// the truth), so when the run has already ended the stream ends with a
-// terminal event made from the stored run.
+// the truth), so when the run has already ended the stream is its terminal
+// event made from the stored run, and no JetStream consumer is created for
+// it. A live run's stream holds one consumer while it lasts; the streams
+// of a token and of a tenant are capped (Config.EventStreamsPerToken and
+// EventStreamsPerTenant; past either, 429 with Retry-After), so that no
+// tenant can fill the events stream's consumer limit for the others.
 func (c *Coordinator) runEvents(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
@@ -132,30 +156,50 @@ func (c *Coordinator) runEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "internal", "streaming unsupported")
 		return
 	}
-	events, _, err := c.bus.WatchRun(ctx, id)
-	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	flusher.Flush()
+	rc := http.NewResponseController(w)
 	send := func(e bus.Event) bool {
 		b, err := json.Marshal(e)
 		if err != nil {
 			return false
 		}
+		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteWindow))
 		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Type, b); err != nil {
 			return false
 		}
 		flusher.Flush()
 		return true
 	}
+	start := func() {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+		w.WriteHeader(http.StatusOK)
+		flusher.Flush()
+	}
 	if run.Status.Terminal() {
+		start()
 		send(runEndEvent(run))
 		return
 	}
+	p, _ := auth.PrincipalFrom(ctx)
+	release, err := c.streams.acquire(cmp.Or(p.Tenant, auth.DefaultTenant), p.TokenID)
+	if err != nil {
+		tooManyStreams(w, err)
+		return
+	}
+	defer release()
+	// The stream outlives the server's write timeout: only the client's
+	// leaving, the run's end or a write stalled for streamWriteWindow
+	// (send) ends it.
+	holdConn(w, 0)
+	// Ending the watch deletes its consumer (bus.Bus.WatchRun).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, _, err := c.bus.WatchRun(ctx, id)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	start()
 	for {
 		select {
 		case <-ctx.Done():
@@ -375,6 +419,7 @@ func (c *Coordinator) exportSession(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	holdConn(w, transferWindow)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	if err := session.Export(r.Context(), c.graph, s.ID(), w); err != nil {
 		c.log.WarnContext(r.Context(), "export cut short", slog.String("id", s.ID().String()), slog.Any("error", err))
@@ -389,6 +434,7 @@ func (c *Coordinator) exportSession(w http.ResponseWriter, r *http.Request) {
 // nothing; the body is then held in memory (it is bounded by
 // MaxImportBytes).
 func (c *Coordinator) importSession(w http.ResponseWriter, r *http.Request) {
+	holdConn(w, transferWindow)
 	var body io.Reader = http.MaxBytesReader(w, r.Body, c.cfg.MaxImportBytes)
 	tooLarge := func(err error) bool {
 		var tooBig *http.MaxBytesError

@@ -61,6 +61,18 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxImportBytes bounds a session JSONL import body; default 64 MiB.
 	MaxImportBytes int64
+	// EventStreamsPerToken caps the live GET /v1/runs/{id}/events streams
+	// one token holds at once on this replica (each holds a JetStream
+	// consumer; an ended run's stream holds none); past it, 429 with
+	// Retry-After. Not applied when authentication is off (no token).
+	// Default DefaultEventStreamsPerToken (8).
+	EventStreamsPerToken int
+	// EventStreamsPerTenant caps a tenant's live event streams on this
+	// replica, all its tokens together. Keep it, times the replicas and
+	// the tenants you expect to stream at once, under the events stream's
+	// consumer limit (NATS: 1,000 by default). Default
+	// DefaultEventStreamsPerTenant (100).
+	EventStreamsPerTenant int
 	// ReconcileInterval is how often the leader scans for lost steps;
 	// default 10s.
 	ReconcileInterval time.Duration
@@ -125,6 +137,8 @@ func (c Config) WithDefaults() Config {
 	c.Queue = cmp.Or(c.Queue, "default")
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, 1<<20)
 	c.MaxImportBytes = cmp.Or(c.MaxImportBytes, 64<<20)
+	c.EventStreamsPerToken = cmp.Or(c.EventStreamsPerToken, DefaultEventStreamsPerToken)
+	c.EventStreamsPerTenant = cmp.Or(c.EventStreamsPerTenant, DefaultEventStreamsPerTenant)
 	c.ReconcileInterval = cmp.Or(c.ReconcileInterval, 10*time.Second)
 	c.StaleAfter = cmp.Or(c.StaleAfter, 2*time.Minute)
 	c.LeaseTTL = cmp.Or(c.LeaseTTL, 3*c.ReconcileInterval)
@@ -162,12 +176,17 @@ type Coordinator struct {
 	routes atomic.Pointer[apiMux]
 	// specs caches parsed agent specs of submits (specs.go).
 	specs *specCache
+	// streams caps live event streams per token and tenant (limits.go).
+	streams *streamLimiter
 }
 
 // New returns a coordinator over a migrated store, its run store and a bus.
 func New(graph store.Store, rs *runs.Store, b Bus, cfg Config) (*Coordinator, error) {
 	if graph == nil || rs == nil || b == nil {
 		return nil, errors.New("coordinator: store, run store and bus are required")
+	}
+	if cfg.EventStreamsPerToken < 0 || cfg.EventStreamsPerTenant < 0 {
+		return nil, fmt.Errorf("coordinator: EventStreamsPerToken %d, EventStreamsPerTenant %d: want >= 0 (0: the default)", cfg.EventStreamsPerToken, cfg.EventStreamsPerTenant)
 	}
 	cfg = cfg.WithDefaults()
 	manifests := cfg.Workspaces
@@ -177,7 +196,8 @@ func New(graph store.Store, rs *runs.Store, b Bus, cfg Config) (*Coordinator, er
 			return nil, err
 		}
 	}
-	c := &Coordinator{cfg: cfg, sysGraph: graph, runs: rs, bus: b, log: cfg.Logger, manifests: manifests, specs: newSpecCache()}
+	c := &Coordinator{cfg: cfg, sysGraph: graph, runs: rs, bus: b, log: cfg.Logger, manifests: manifests, specs: newSpecCache(),
+		streams: newStreamLimiter(cfg.EventStreamsPerToken, cfg.EventStreamsPerTenant)}
 	c.graph = tenantGraph{c}
 	return c, nil
 }

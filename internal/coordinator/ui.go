@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -45,21 +47,47 @@ func (c *Coordinator) uiRoutes(mux *http.ServeMux) {
 	})
 	mux.HandleFunc("POST /ui/login", c.uiLogin)
 	mux.HandleFunc("POST /ui/logout", func(w http.ResponseWriter, r *http.Request) {
+		// Logging a victim out from another site is a nuisance, not a
+		// breach, but costs nothing to refuse.
+		if err := sameOrigin(r); err != nil {
+			writeError(w, http.StatusForbidden, "forbidden", "logout: "+err.Error())
+			return
+		}
 		http.SetCookie(w, &http.Cookie{Name: UICookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 		http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 	})
 }
 
+// sameOrigin reports whether r, a browser's form post, comes from a page
+// of this server: its Origin header names the host the request was sent
+// to. Browsers send Origin on every POST; a missing Origin (a client that
+// is not a browser, or a very old one) and "null" (sandboxed frames, data:
+// and file: pages, some redirects) are refused, since either may be a
+// cross-site post. The scheme is not compared: a TLS-terminating proxy
+// forwards https pages' posts over http.
+func sameOrigin(r *http.Request) error {
+	o := r.Header.Get("Origin")
+	switch o {
+	case "":
+		return errors.New("the Origin header is missing; log in from the web UI's own page")
+	case "null":
+		return errors.New(`the origin "null" is not this server; log in from the web UI's own page`)
+	}
+	u, err := url.Parse(o)
+	if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+		return fmt.Errorf("the origin %q is not this server (%s)", o, r.Host)
+	}
+	return nil
+}
+
 // uiLogin checks the form's token like a bearer token and, when it is
 // valid, sets it as the UI cookie for 12 hours.
 // A cross-site form post (login CSRF: signing a victim in with the
-// attacker's token) is refused by its Origin header.
+// attacker's token) is refused by its Origin header (sameOrigin).
 func (c *Coordinator) uiLogin(w http.ResponseWriter, r *http.Request) {
-	if o := r.Header.Get("Origin"); o != "" && o != "null" {
-		if u, err := url.Parse(o); err != nil || u.Host != r.Host {
-			writeError(w, http.StatusForbidden, "forbidden", "login from another origin")
-			return
-		}
+	if err := sameOrigin(r); err != nil {
+		writeError(w, http.StatusForbidden, "forbidden", "login: "+err.Error())
+		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	token := strings.TrimSpace(r.PostFormValue("token"))

@@ -58,10 +58,32 @@ func TestUILoginCookie(t *testing.T) {
 		!ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode {
 		t.Fatalf("good token: %d, cookies %+v", w.Code, ck)
 	}
-	if w := post("wrong", ""); len(w.Result().Cookies()) != 0 || !strings.Contains(w.Header().Get("Location"), "login=failed") {
+	if w := post("wrong", "http://rath.example"); len(w.Result().Cookies()) != 0 || !strings.Contains(w.Header().Get("Location"), "login=failed") {
 		t.Fatalf("wrong token: %d %q, cookies %v", w.Code, w.Header().Get("Location"), w.Result().Cookies())
 	}
-	if w := post("secret-token", "http://evil.example"); w.Code != http.StatusForbidden || len(w.Result().Cookies()) != 0 {
-		t.Fatalf("cross-origin login: %d, cookies %v", w.Code, w.Result().Cookies())
+	for _, origin := range []string{"http://evil.example", "null", "", "http://rath.example.evil.example", "http://rath.example:8080", "rath.example"} {
+		if w := post("secret-token", origin); w.Code != http.StatusForbidden || len(w.Result().Cookies()) != 0 {
+			t.Errorf("login with Origin %q: %d, cookies %v; want 403 and no cookie", origin, w.Code, w.Result().Cookies())
+		}
+	}
+	if w := post("secret-token", "https://RATH.example"); w.Code != http.StatusSeeOther || len(w.Result().Cookies()) != 1 {
+		t.Errorf("login through a TLS proxy (Origin https, host in capitals): %d; want 303 and the cookie", w.Code)
+	}
+}
+
+func TestUILogoutOrigin(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	(&Coordinator{}).uiRoutes(mux)
+	for origin, want := range map[string]int{"http://rath.example": http.StatusSeeOther, "http://evil.example": http.StatusForbidden, "null": http.StatusForbidden, "": http.StatusForbidden} {
+		r := httptest.NewRequest(http.MethodPost, "http://rath.example/ui/logout", nil)
+		if origin != "" {
+			r.Header.Set("Origin", origin)
+		}
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		if w.Code != want {
+			t.Errorf("logout with Origin %q: %d, want %d", origin, w.Code, want)
+		}
 	}
 }

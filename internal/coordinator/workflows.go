@@ -385,6 +385,7 @@ func (c *Coordinator) parseStepWait(w http.ResponseWriter, r *http.Request) (tim
 		c.fail(w, r, badRequest("wait: %q: want a duration in 0..%s", s, MaxStepWait))
 		return 0, false
 	}
+	holdConn(w, d+holdSlack) // the long poll outlasts the server's timeouts
 	return d, true
 }
 
