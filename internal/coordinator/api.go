@@ -383,7 +383,7 @@ func (c *Coordinator) exportSession(w http.ResponseWriter, r *http.Request) {
 // returns the imported head version.
 func (c *Coordinator) importSession(w http.ResponseWriter, r *http.Request) {
 	body := http.MaxBytesReader(w, r.Body, c.cfg.MaxImportBytes)
-	s, err := session.Import(r.Context(), c.graph, body)
+	s, err := session.Import(r.Context(), &keylessImport{Graph: c.graph}, body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
