@@ -3,6 +3,7 @@ package auth_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -25,16 +26,18 @@ import (
 func TestWorkerRoleStaysInItsStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, dbURL := migrated(t)
-	open := func(url, tenant string) *pgstore.Store {
-		st, err := pgstore.Open(ctx, url, pgstore.Options{Tenant: tenant})
+	sys, dbURL := migrated(t)
+	open := func(url string) *pgstore.Store {
+		st, err := pgstore.Open(ctx, url, pgstore.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = st.Close() })
 		return st
 	}
-	acmeSys, umbrellaSys := open(dbURL, "acme"), open(dbURL, "umbrella")
+	// Each tenant's input through a tenant connection, as the coordinator
+	// makes it.
+	acmeConn, umbrellaConn := open(asTenant(t, dbURL, "acme")), open(asTenant(t, dbURL, "umbrella"))
 	rs, rdb, err := runs.Open(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -55,8 +58,8 @@ func TestWorkerRoleStaysInItsStep(t *testing.T) {
 		}
 		return in, r
 	}
-	acmeIn, acmeRun := start(acmeSys, "acme's input")
-	umbrellaIn, umbrellaRun := start(umbrellaSys, "umbrella's input")
+	acmeIn, acmeRun := start(acmeConn, "acme's input")
+	umbrellaIn, umbrellaRun := start(umbrellaConn, "umbrella's input")
 	owner, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +74,7 @@ func TestWorkerRoleStaysInItsStep(t *testing.T) {
 	}
 
 	workerURL := asRole(t, dbURL, "rath_worker")
-	worker := open(workerURL, "")
+	worker := open(workerURL)
 	acmeStep := session.Producer{Run: acmeRun.ID, Step: acmeRun.Steps[0].ID}
 	umbrellaStep := session.Producer{Run: umbrellaRun.ID, Step: umbrellaRun.Steps[0].ID}
 	refused := func(what string, err error, codes ...string) {
@@ -89,7 +92,7 @@ func TestWorkerRoleStaysInItsStep(t *testing.T) {
 				return
 			}
 		}
-		t.Errorf("as rath_worker: %s: err = %v, want SQLSTATE %v", what, err, codes)
+		t.Errorf("%s: err = %v, want SQLSTATE %v", what, err, codes)
 	}
 	onAcme, err := session.Open(ctx, worker, acmeIn.ID())
 	if err != nil {
@@ -97,19 +100,19 @@ func TestWorkerRoleStaysInItsStep(t *testing.T) {
 	}
 	// A version in acme's tenant while running umbrella's step.
 	_, err = onAcme.Extend(ctx, session.Extension{Op: session.OpStep, Chunks: []session.Chunk{session.Assistant("x")}, Producer: umbrellaStep})
-	refused("a version of acme's for umbrella's step", err, "42501")
+	refused("as rath_worker: a version of acme's for umbrella's step", err, "42501")
 	// A root version stated for acme, for umbrella's step.
-	acmeWorker := open(workerURL, "acme")
+	acmeWorker := open(workerURL + "&rath.tenant=acme")
 	planted := &session.Version{ID: session.NewID(), Op: session.OpCreate, Chunks: []session.Chunk{session.User("planted")},
 		Len: 1, Producer: umbrellaStep, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
 	if err := session.Seal(planted, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	_, err = acmeWorker.Put(ctx, planted)
-	refused("a root version stated for acme, for umbrella's step", err, "42501")
+	refused("as rath_worker: a root version of acme's, for umbrella's step", err, "42501")
 	// A version for no running step.
 	_, err = onAcme.Extend(ctx, session.Extension{Chunks: []session.Chunk{session.Assistant("x")}})
-	refused("a version for no step", err, "42501")
+	refused("as rath_worker: a version for no step", err, "42501")
 	// The worker's own step: allowed.
 	out, err := onAcme.Extend(ctx, session.Extension{Op: session.OpStep, Chunks: []session.Chunk{session.Assistant("acme's answer")}, Producer: acmeStep, Key: acmeStep.Step})
 	if err != nil {
@@ -132,7 +135,7 @@ func TestWorkerRoleStaysInItsStep(t *testing.T) {
 		{"a run's tenant", `UPDATE runs SET tenant = 'umbrella' WHERE id = '` + acmeRun.ID + `'`},
 	} {
 		_, err := pool.Exec(ctx, q.sql)
-		refused(q.what, err, "42501")
+		refused("as rath_worker: "+q.what, err, "42501")
 	}
 	// Settling its own step is allowed; then the run has ended and is out
 	// of the worker's reach.
@@ -150,22 +153,23 @@ func TestWorkerRoleStaysInItsStep(t *testing.T) {
 	}
 	// After the step ended, nothing more is written for it.
 	_, err = onAcme.Extend(ctx, session.Extension{Op: session.OpStep, Chunks: []session.Chunk{session.Assistant("late")}, Producer: acmeStep})
-	refused("a version for an ended step", err, "42501")
+	refused("as rath_worker: a version for an ended step", err, "42501")
 
 	// The system connection: no version joins two tenants, and a root
 	// without a tenant is refused.
-	a, err := session.Open(ctx, acmeSys, acmeIn.ID())
+	a, err := session.Open(ctx, sys, acmeIn.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := session.Open(ctx, acmeSys, umbrellaIn.ID())
+	u, err := session.Open(ctx, sys, umbrellaIn.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = a.Merge(ctx, u)
 	refused("(system) merging acme's and umbrella's versions", err, "23514")
-	if _, err := owner.Exec(ctx, `INSERT INTO versions (id, op, len, own_count, parent_count, created_at, hash)
-		VALUES (gen_random_uuid(), 'create', 0, 0, 0, now(), repeat('0', 64))`); err == nil {
+	orphan := session.NewID()
+	if _, err := owner.Exec(ctx, `INSERT INTO versions (id, op, len, own_count, parent_count, created_at, hash, lane, pos)
+		VALUES ($1, 'create', 0, 0, 0, now(), repeat('0', 64), $1, 0)`, orphan); err == nil {
 		t.Error("(system) a root version without a tenant was stored")
 	} else {
 		refused("(system) a root version without a tenant", err, "23502")
@@ -174,4 +178,18 @@ func TestWorkerRoleStaysInItsStep(t *testing.T) {
 	if err := owner.QueryRow(ctx, `SELECT count(*) FROM versions WHERE tenant NOT IN ('acme', 'umbrella')`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("%d versions outside the two tenants, %v", n, err)
 	}
+}
+
+// asTenant returns dbURL as a tenant connection of tenant (the startup
+// parameters of auth.TenantPools).
+func asTenant(t *testing.T, dbURL, tenant string) string {
+	t.Helper()
+	u, err := url.Parse(asRole(t, dbURL, "rath_coordinator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("rath.tenant", tenant)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
