@@ -247,7 +247,11 @@ func TestWorkerCrashAfterCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	stepID := r.Steps[0].ID
-	early, err := in.Extend(ctx, session.Extension{Op: session.OpStep, Key: stepID, Chunks: []session.Chunk{session.Assistant("committed before the crash")}})
+	// What the crashed worker committed: the step's output, keyed by the
+	// step and produced by it (a keyed put adopts only a replay of the same
+	// step's commit).
+	early, err := in.Extend(ctx, session.Extension{Op: session.OpStep, Key: stepID, Chunks: []session.Chunk{session.Assistant("committed before the crash")},
+		Producer: session.Producer{Run: r.ID, Step: stepID, Worker: "crashed-worker"}})
 	if err != nil {
 		t.Fatal(err)
 	}

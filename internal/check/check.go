@@ -13,7 +13,9 @@
 //     a committed step's output is the version keyed by its id; a version
 //     keyed by a step belongs to a step recorded committed with it; a failed
 //     step records its reason; a succeeded run's output is its last step's;
-//     a failed run records its reason.
+//     a failed run records its reason;
+//   - descent: a committed step's output descends from the step's input
+//     (along lineage), so no step adopted a version made elsewhere.
 //
 // [Run] returns every violation as a [Problem] naming the rows. It reads
 // only; it needs a role that can read pg_trigger (any role can).
@@ -38,6 +40,7 @@ const (
 	Acyclic     = "acyclic"
 	Structure   = "structure"
 	ExactlyOnce = "exactly-once"
+	Descent     = "descent"
 	Settled     = "settled"
 )
 
@@ -121,6 +124,7 @@ func Check(ctx context.Context, st store.Store, db *sql.DB, d Dialect, opts Opti
 		c.structure,
 		c.acyclic,
 		c.exactlyOnce,
+		c.descent,
 	}
 	if opts.Settled {
 		steps = append(steps, c.settled)
@@ -469,6 +473,32 @@ func (c *checker) exactlyOnce(ctx context.Context) error {
 				c.add(ExactlyOnce, row, "failed without a recorded reason")
 			}
 		}
+		return nil
+	})
+}
+
+// descent checks that each committed step's output descends from its
+// input: a version a step adopted but did not make (a squatted key, a row
+// rewritten by hand) has other ancestors. The walk up from the output
+// stops at the input, so it is as long as the step's own versions
+// (UNION drops repeats, so merges do not multiply it).
+func (c *checker) descent(ctx context.Context) error {
+	return c.each(ctx, "step descent", `WITH RECURSIVE up (step_id, input_id, vid) AS (
+		SELECT s.id, s.input_id, s.output_id FROM steps s
+		WHERE s.status = 'committed' AND s.output_id IS NOT NULL
+		UNION
+		SELECT up.step_id, up.input_id, l.parent_id
+		FROM up JOIN lineage l ON l.child_id = up.vid
+		WHERE up.vid <> up.input_id
+	)
+	SELECT s.id, CAST(s.output_id AS TEXT), CAST(s.input_id AS TEXT) FROM steps s
+	WHERE s.status = 'committed' AND s.output_id IS NOT NULL
+	  AND NOT EXISTS (SELECT 1 FROM up WHERE up.step_id = s.id AND up.vid = up.input_id)`, func(rows *sql.Rows) error {
+		var id, output, input string
+		if err := rows.Scan(&id, &output, &input); err != nil {
+			return err
+		}
+		c.add(Descent, "step "+id, "committed output %s does not descend from its input %s", output, input)
 		return nil
 	})
 }

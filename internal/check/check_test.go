@@ -199,6 +199,22 @@ func TestViolations(t *testing.T) {
 			tamper(t, f.db, `UPDATE steps SET output_id = '`+f.leaf.ID().String()+`' WHERE id = '`+f.stepID+`'`)
 			return check.ExactlyOnce, "step " + f.stepID
 		}, check.Options{}},
+		{"committed step adopting a version made elsewhere", func(t *testing.T, f *fixture) (string, string) {
+			// A squatted key: the step's output is a version that does not
+			// descend from its input.
+			ctx := context.Background()
+			st, err := storeurl.Open(ctx, f.url, storeurl.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			bait, err := session.FromUserMessage(ctx, st, "bait")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tamper(t, f.db, `UPDATE steps SET output_id = '`+bait.ID().String()+`' WHERE id = '`+f.stepID+`'`)
+			return check.Descent, "step " + f.stepID
+		}, check.Options{}},
 		{"committed version, failed step without a reason", func(t *testing.T, f *fixture) (string, string) {
 			tamper(t, f.db, `UPDATE steps SET status = 'failed', error = '' WHERE id = '`+f.stepID+`'`)
 			return check.ExactlyOnce, "step " + f.stepID

@@ -458,7 +458,7 @@ func (c *Coordinator) importSession(w http.ResponseWriter, r *http.Request) {
 		}
 		body = bytes.NewReader(data)
 	}
-	s, err := session.Import(r.Context(), c.graph, body)
+	s, err := session.Import(r.Context(), &keylessImport{Graph: c.graph}, body)
 	if err != nil {
 		if !tooLarge(err) {
 			c.fail(w, r, err)

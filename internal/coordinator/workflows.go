@@ -491,6 +491,10 @@ func (c *Coordinator) putVersionHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, badRequest("request body: %v", err))
 		return
 	}
+	if err := clientKey("key", &v); err != nil {
+		c.fail(w, r, err)
+		return
+	}
 	if placed(v.Placement) {
 		if err := c.validatePlacement(v.Placement); err != nil {
 			c.fail(w, r, err)
@@ -626,4 +630,39 @@ func (c *Coordinator) feedEvents(ctx context.Context) {
 		}
 		c.wf.fed.Store(false)
 	}
+}
+
+// clientKey checks the key of a version a client commits (field names it
+// in the error). Keys are the system's: a step's output is committed under
+// its step id, and a keyed put answers with the version holding the key,
+// so a client choosing keys could squat a step's. A client may give only
+// the key a fan-in merge derives from its own two parents
+// ([flow.MergeKey]): it names no step, and only a merge of exactly those
+// versions, which the caller's tenant must see, can hold it.
+func clientKey(field string, v *session.Version) error {
+	if v.Key == "" {
+		return nil
+	}
+	if v.Op == session.OpMerge && len(v.Parents) == 2 && v.Key == flow.MergeKey(v.Parents[0], v.Parents[1]) {
+		return nil
+	}
+	return badRequest("%s: a client may not choose a version's key (keys are the system's); the only key accepted is a fan-in merge's own, merge/<first parent>+<second parent>", field)
+}
+
+// keylessImport is the graph an import writes through: it refuses a
+// version carrying a key (clientKey), naming the version's record.
+type keylessImport struct {
+	session.Graph
+	n int
+}
+
+// Put implements [session.Graph].
+func (g *keylessImport) Put(ctx context.Context, v *session.Version) (*session.Version, error) {
+	g.n++
+	if v != nil {
+		if err := clientKey(fmt.Sprintf("versions[%d].key", g.n-1), v); err != nil {
+			return nil, err
+		}
+	}
+	return g.Graph.Put(ctx, v)
 }

@@ -109,6 +109,12 @@ func (q Sequence) Forward(ctx context.Context, s session.Session) (session.Sessi
 	return s, nil
 }
 
+// MergeKey is the key of the fan-in merge of b onto a: derived from the
+// two versions it merges, so only a merge of exactly those versions can
+// hold it. It is the one key a client may give a version it commits
+// through the coordinator's API (step keys are the system's).
+func MergeKey(a, b session.ID) string { return "merge/" + a.String() + "+" + b.String() }
+
 // Parallel is a fan-out with fan-in: it forks the input once per branch,
 // runs every branch's workflow on its fork in its own goroutine and key
 // scope ([Branch]), and merges the branch outputs in branch order onto the
@@ -231,7 +237,7 @@ merging:
 		default:
 			// Keyed by its inputs: re-executing the fan-out over the same
 			// committed branch outputs gets the same merge back.
-			m, err := out.MergeKeyed(ctx, outs[i], "merge/"+out.ID().String()+"+"+outs[i].ID().String())
+			m, err := out.MergeKeyed(ctx, outs[i], MergeKey(out.ID(), outs[i].ID()))
 			if err != nil {
 				fail(fmt.Errorf("flow: parallel: merge branch %d: %w", i, err))
 				break merging

@@ -30,7 +30,7 @@ func (g *MemoryGraph) Put(ctx context.Context, v *Version) (*Version, error) {
 	defer g.mu.Unlock()
 	if v.Key != "" {
 		if got, ok := g.byKey[v.Key]; ok {
-			return got, nil
+			return KeyedReplay(got, v)
 		}
 	}
 	if got, ok := g.versions[v.ID]; ok {

@@ -227,7 +227,8 @@ type Version struct {
 	Producer  Producer  `json:"producer,omitzero"`
 	Extras    []Extra   `json:"extras,omitempty"`
 	// Key makes a commit idempotent: a second put with the same key returns
-	// the version already committed. Steps use their step id.
+	// the version already committed when it replays the same commit, and
+	// is ErrConflict otherwise ([KeyedReplay]). Steps use their step id.
 	Key       string    `json:"key,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	// Hash is the hex sha256 over the parents' and base's hashes and this

@@ -51,14 +51,16 @@ type commitReq struct {
 type grouper struct {
 	q   querier
 	max int
+	// tenant is stated for root versions ([Options.Tenant]).
+	tenant string
 
 	mu       sync.Mutex
 	queue    []*commitReq
 	inflight int
 }
 
-func newGrouper(q querier, maxInFlight int) *grouper {
-	return &grouper{q: q, max: maxInFlight}
+func newGrouper(q querier, maxInFlight int, tenant string) *grouper {
+	return &grouper{q: q, max: maxInFlight, tenant: tenant}
 }
 
 // commit writes one version (and its statements) through the group queue.
@@ -174,7 +176,7 @@ func (g *grouper) send(ctx context.Context, batch []*commitReq) error {
 		if err != nil {
 			return err
 		}
-		b.Queue(insertVersionSQL, append(args, r.claim)...)
+		b.Queue(insertVersionSQL, append(args, r.claim, firstParent(r.v), g.tenant)...)
 		if len(r.v.Chunks) > 0 {
 			ords, kinds, payloads, hashes := chunkColumns(r.v)
 			b.Queue(insertChunksSQL, r.v.ID, ords, kinds, payloads, hashes)

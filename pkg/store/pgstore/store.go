@@ -7,6 +7,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,7 +45,20 @@ type Options struct {
 	// together in the next one. 0 means DefaultGroupCommit; negative turns
 	// grouping off, so every commit is its own transaction.
 	GroupCommit int
+	// Tenant is the tenant this store states for the root versions it
+	// commits on a system connection (one that does not set rath.tenant):
+	// the operator's choice. A version with parents takes its first
+	// parent's tenant instead, and a connection that sets rath.tenant
+	// commits for that tenant whatever this says (migration 00016; the
+	// database refuses a version that gets no tenant, and one whose base
+	// or parents belong to another). Empty means [DefaultTenant]: rathctl
+	// with store access and a coordinator with authentication off act for
+	// the default tenant.
+	Tenant string
 }
+
+// DefaultTenant is [Options.Tenant]'s default, the operator's tenant.
+const DefaultTenant = "default"
 
 // DefaultGroupCommit is [Options.GroupCommit]'s default.
 const DefaultGroupCommit = 1
@@ -80,9 +94,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, translate("open postgres store", err)
 	}
 	s := &Store{pool: pool, cache: graphrow.NewCache(opts.CachedVersions, opts.CachedTranscripts)}
-	s.db = db{q: pool, cache: s.cache}
+	s.db = db{q: pool, cache: s.cache, tenant: cmp.Or(opts.Tenant, DefaultTenant)}
 	if opts.GroupCommit >= 0 {
-		s.group = newGrouper(pool, cmp.Or(opts.GroupCommit, DefaultGroupCommit))
+		s.group = newGrouper(pool, cmp.Or(opts.GroupCommit, DefaultGroupCommit), s.tenant)
 	}
 	if opts.Migrate {
 		if err := s.Migrate(ctx); err != nil {
@@ -160,7 +174,7 @@ func (s *Store) Tx(ctx context.Context, fn func(ctx context.Context, tx store.Tx
 	var pending []*session.Version
 	var fnErr error
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		fnErr = fn(ctx, &txStore{db: db{q: tx, cache: s.cache, inTx: true, pending: &pending}})
+		fnErr = fn(ctx, &txStore{db: db{q: tx, cache: s.cache, tenant: s.tenant, inTx: true, pending: &pending}})
 		return fnErr
 	})
 	if fnErr != nil {
@@ -205,6 +219,8 @@ type db struct {
 	// group, when set (the pool's db), sends single commits as group
 	// commits.
 	group *grouper
+	// tenant is stated for root versions ([Options.Tenant]).
+	tenant string
 	// inTx: q is a transaction; pending collects versions to cache on commit.
 	inTx    bool
 	pending *[]*session.Version
@@ -517,7 +533,8 @@ func (d *db) put(ctx context.Context, v *session.Version, after []Stmt) (*sessio
 			// A replayed commit whose links are gone cannot happen (rows are
 			// never deleted), but a keyed replay still answers with the commit.
 			if got, kerr := d.GetByKey(ctx, v.Key); kerr == nil {
-				return got, false, nil
+				got, err := session.KeyedReplay(got, v)
+				return got, false, err
 			}
 		}
 		return nil, false, fmt.Errorf("put %s: %w", v.ID, err)
@@ -539,7 +556,8 @@ func (d *db) put(ctx context.Context, v *session.Version, after []Stmt) (*sessio
 	// A unique key or id is taken: a replayed commit, or an id reused.
 	if v.Key != "" {
 		if got, kerr := d.GetByKey(ctx, v.Key); kerr == nil {
-			return got, false, nil
+			got, err := session.KeyedReplay(got, v)
+			return got, false, err
 		}
 	}
 	got, gerr := d.Get(ctx, v.ID)
@@ -585,7 +603,10 @@ var insertCols = []string{"id", "base_id", "op", "len", "own_count", "parent_cou
 // insertVersionSQL writes one version row. When $22 is true (the version
 // extends its base, which is also its first parent) it joins the base's
 // lane at the next position if that position is free; otherwise it starts
-// its own lane. It returns the lane.
+// its own lane. It states the version's tenant: its first parent's ($23),
+// or for a root the store's ($24); the database checks it against the
+// base and the parents, and a tenant connection overrides it with its own.
+// It returns the lane.
 const insertVersionSQL = `WITH claim AS (
 	SELECT b.lane, b.pos + 1 AS pos FROM versions b
 	WHERE $22 AND b.id = $2
@@ -593,9 +614,10 @@ const insertVersionSQL = `WITH claim AS (
 )
 INSERT INTO versions (id, base_id, op, len, own_count, parent_count, placement,
 	prompt_tokens, completion_tokens, total_tokens, run, step, agent, model, worker, trace_id, extras, key,
-	created_at, created_nanos, hash, lane, pos)
+	created_at, created_nanos, hash, lane, pos, tenant)
 VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::json, $18, $19, $20, $21,
-	COALESCE((SELECT lane FROM claim), $1), COALESCE((SELECT pos FROM claim), 0))
+	COALESCE((SELECT lane FROM claim), $1), COALESCE((SELECT pos FROM claim), 0),
+	COALESCE((SELECT p.tenant FROM versions p WHERE p.id = $23::uuid), $24::text))
 RETURNING lane`
 
 // insertChunksSQL writes a version's chunks in its lane (read from the
@@ -643,7 +665,7 @@ func (d *db) insertOne(ctx context.Context, v *session.Version, claim bool, afte
 	if err != nil {
 		return err
 	}
-	args = append(args, claim)
+	args = append(args, claim, firstParent(v), d.tenant)
 	if len(v.Chunks) > CopyThreshold || d.inTx {
 		// COPY needs a transaction; inside a caller's Tx a savepoint lets a
 		// unique violation be resolved without aborting the caller's work.
@@ -697,6 +719,15 @@ func (d *db) insertOne(ctx context.Context, v *session.Version, claim bool, afte
 		b.Queue(st.SQL, st.Args...).Query(func(rows pgx.Rows) error { return scanStmt(st, rows) })
 	}
 	return d.q.SendBatch(ctx, b).Close()
+}
+
+// firstParent returns v's first parent, whose tenant v takes, or nil for
+// a root.
+func firstParent(v *session.Version) any {
+	if len(v.Parents) == 0 {
+		return nil
+	}
+	return v.Parents[0]
 }
 
 // scanStmt reads a PutWith statement's rows with its Scan, or discards
@@ -754,15 +785,19 @@ func (d *db) PutMany(ctx context.Context, vs []*session.Version) error {
 		return fmt.Errorf("put many: %w", err)
 	}
 	lanes := graphrow.BatchLanes(vs)
+	tenants, err := d.batchTenants(ctx, vs)
+	if err != nil {
+		return translate("put many", err)
+	}
 	rows := make([][]any, len(vs))
 	for i, v := range vs {
 		if rows[i], err = argsOf(v); err != nil {
 			return fmt.Errorf("put many: versions[%d]: %w", i, err)
 		}
-		rows[i] = append(rows[i], lanes[i].Lane, int32(lanes[i].Pos))
+		rows[i] = append(rows[i], lanes[i].Lane, int32(lanes[i].Pos), tenants[i])
 	}
 	err = pgx.BeginFunc(ctx, d.q, func(tx pgx.Tx) error {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"versions"}, insertCols, pgx.CopyFromRows(rows)); err != nil {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"versions"}, slices.Concat(insertCols, []string{"tenant"}), pgx.CopyFromRows(rows)); err != nil {
 			return err
 		}
 		var chunkRows, edgeRows [][]any
@@ -796,6 +831,51 @@ func (d *db) PutMany(ctx context.Context, vs []*session.Version) error {
 		}
 	}
 	return nil
+}
+
+// batchTenants states the tenant of each of vs, as insertVersionSQL does
+// for one version: its first parent's (in vs, or stored), or for a root
+// the store's. vs are in commit order (parents first).
+func (d *db) batchTenants(ctx context.Context, vs []*session.Version) ([]any, error) {
+	byID := make(map[session.ID]string, len(vs))
+	var stored []session.ID
+	for _, v := range vs {
+		if len(v.Parents) > 0 {
+			stored = append(stored, v.Parents[0])
+		}
+	}
+	if len(stored) > 0 {
+		rows, err := d.q.Query(ctx, `SELECT id, tenant FROM versions WHERE id = ANY($1)`, stored)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id session.ID
+			var t string
+			if err := rows.Scan(&id, &t); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			byID[id] = t
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]any, len(vs))
+	for i, v := range vs {
+		t := d.tenant
+		if len(v.Parents) > 0 {
+			// Not found: a parent invisible to a tenant connection, whose
+			// own tenant the database then applies and checks.
+			t = byID[v.Parents[0]]
+		}
+		byID[v.ID] = t
+		if t != "" {
+			out[i] = t
+		}
+	}
+	return out, nil
 }
 
 // analyzeAfter is the bulk size from which PutMany refreshes statistics.

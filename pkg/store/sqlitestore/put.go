@@ -81,7 +81,7 @@ func (d *db) Put(ctx context.Context, v *session.Version) (*session.Version, err
 	}
 	if v.Key != "" {
 		if got, kerr := d.GetByKey(ctx, v.Key); kerr == nil {
-			return got, nil
+			return session.KeyedReplay(got, v)
 		}
 	}
 	got, gerr := d.Get(ctx, v.ID)

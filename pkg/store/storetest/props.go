@@ -30,7 +30,11 @@ func RunProperties(t *testing.T, open func(t *testing.T) store.Store) {
 		type pair struct{ s, m session.Session } // the store's session and the model's
 		var live []pair
 		order := map[session.ID]int{} // commit order of this iteration's versions
-		keys := map[string]session.ID{}
+		type keyed struct {
+			id   session.ID
+			from pair // the version the keyed step extended
+		}
+		keys := map[string]keyed{}
 		record := func(s session.Session) pair {
 			got, err := model.Put(ctx, s.Version())
 			if err != nil {
@@ -88,20 +92,29 @@ func RunProperties(t *testing.T, open func(t *testing.T) store.Store) {
 				}
 				record(s)
 				if e.Key != "" {
-					keys[e.Key] = s.ID()
+					keys[e.Key] = keyed{id: s.ID(), from: p}
 				}
 			case "replay":
 				if len(keys) == 0 {
 					continue
 				}
 				key := fmt.Sprintf("it%d-k%d", iteration, rapid.IntRange(0, len(keys)-1).Draw(rt, "key"))
-				p := pick("from")
+				// A replay re-executes the step on its input; the same key
+				// on another version is a conflict, never the stored one.
+				k := keys[key]
+				p := k.from
+				if other := pick("from"); other.s.ID() != k.from.s.ID() && rapid.Bool().Draw(rt, "elsewhere") {
+					if _, err := other.s.Extend(ctx, session.Extension{Op: session.OpStep, Chunks: chunks.Draw(rt, "chunks"), Key: key}); !errors.Is(err, session.ErrConflict) {
+						rt.Fatalf("key %s on another version: %v, want a conflict", key, err)
+					}
+					continue
+				}
 				s, err := p.s.Extend(ctx, session.Extension{Op: session.OpStep, Chunks: chunks.Draw(rt, "chunks"), Key: key})
 				if err != nil {
 					rt.Fatal(err)
 				}
-				if s.ID() != keys[key] {
-					rt.Fatalf("replay of %s committed %s, want the committed %s", key, s.ID(), keys[key])
+				if s.ID() != k.id {
+					rt.Fatalf("replay of %s committed %s, want the committed %s", key, s.ID(), k.id)
 				}
 			case "fork", "detach":
 				p := pick("from")

@@ -225,6 +225,36 @@ func RunGraph(t *testing.T, open func(t *testing.T) session.Graph) {
 		wantErr(t, err, session.ErrConflict, "same id, different content")
 	})
 
+	t.Run("KeyedPutRefusesAnotherCommit", func(t *testing.T) {
+		t.Parallel()
+		ctx, g := ctxFor(t), open(t)
+		// A step's output holds its key; a version on other parents (a
+		// squatter's, or another op) under the same key is a conflict,
+		// never answered with the stored version, in either order.
+		in := must(session.FromUserMessage(ctx, g, "input"))(t)
+		step := session.Producer{Run: "run_1", Step: "run_1/0"}
+		real := must(in.Extend(ctx, session.Extension{Op: session.OpStep, Chunks: []session.Chunk{session.Assistant("real")}, Producer: step, Key: "run_1/0"}))(t)
+		bait := must(session.FromUserMessage(ctx, g, "bait"))(t)
+		_, err := bait.Extend(ctx, session.Extension{Op: session.OpStep, Chunks: []session.Chunk{session.Assistant("forged")}, Producer: step, Key: "run_1/0"})
+		wantErr(t, err, session.ErrConflict, "same key on other parents")
+		_, err = in.Extend(ctx, session.Extension{Op: session.OpAppend, Chunks: []session.Chunk{session.Assistant("forged")}, Key: "run_1/0"})
+		wantErr(t, err, session.ErrConflict, "same key, other op and producer")
+		// The step re-executed (other content, same parents, op and
+		// producer) is a replay: it gets the stored version.
+		again := must(in.Extend(ctx, session.Extension{Op: session.OpStep, Chunks: []session.Chunk{session.Assistant("anew")}, Producer: step, Key: "run_1/0"}))(t)
+		if again.ID() != real.ID() {
+			t.Fatalf("re-executed step got %s, want the stored %s", again.ID(), real.ID())
+		}
+		// A squatter first: the real commit fails loudly instead of
+		// adopting the squatter's version.
+		squat := must(bait.Extend(ctx, session.Extension{Op: session.OpStep, Chunks: []session.Chunk{session.Assistant("squat")}, Key: "run_2/0"}))(t)
+		_, err = in.Extend(ctx, session.Extension{Op: session.OpStep, Chunks: []session.Chunk{session.Assistant("real")}, Producer: session.Producer{Run: "run_2", Step: "run_2/0"}, Key: "run_2/0"})
+		wantErr(t, err, session.ErrConflict, "the real commit after a squat")
+		if got := must(g.Put(ctx, squat.Version()))(t); got.ID != squat.ID() {
+			t.Fatalf("key run_2/0 holds %s, want the first commit %s", got.ID, squat.ID())
+		}
+	})
+
 	t.Run("ForkMergeCommonBase", func(t *testing.T) {
 		t.Parallel()
 		ctx, g := ctxFor(t), open(t)
