@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -40,7 +41,15 @@ import (
 	"github.com/rath-run/rath/internal/telemetry"
 )
 
-func main() { app.Main("coordinator", run) }
+func main() {
+	// Before anything reads them: secrets out of /proc's view of this
+	// process (docs/security.md).
+	if err := app.HideSecrets(); err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		os.Exit(1)
+	}
+	app.Main("coordinator", run)
+}
 
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)

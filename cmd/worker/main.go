@@ -29,6 +29,7 @@ import (
 	"cmp"
 	"context"
 	"flag"
+	"fmt"
 	"net/http"
 	"os"
 	"strconv"
@@ -43,7 +44,15 @@ import (
 	"github.com/rath-run/rath/internal/worker"
 )
 
-func main() { app.Main("worker", run) }
+func main() {
+	// Before anything reads them: secrets out of /proc's view of this
+	// process (docs/security.md).
+	if err := app.HideSecrets(); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+	app.Main("worker", run)
+}
 
 func run(ctx context.Context, args []string) error {
 	slots, _ := strconv.Atoi(os.Getenv("RATH_SLOTS"))
@@ -63,6 +72,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	log := app.NewLogger(os.Stderr, os.Getenv)
+	if os.Geteuid() != 0 {
+		log.Warn("local sandbox tools run as the worker's own user (it is not root): they cannot read its environment or memory, but can read every file it can and its workspaces are not size-limited while they run (docs/sandboxes.md)")
+	}
 	tel, err := app.NewTelemetry(ctx, "rath-worker", os.Getenv)
 	if err != nil {
 		return err

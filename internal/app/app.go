@@ -255,12 +255,25 @@ func NewWorker(ctx context.Context, b *Backend, getenv func(string) string, cfg 
 // with RATH_SANDBOX_IMAGE as its default image (rath-sandbox:busybox when
 // unset; scripts/sandbox-image.sh builds it). The Engine is contacted only
 // when a session placed on "docker" first runs a command.
+//
+// While tools run, each workspace is limited to RATH_WORKSPACE_MAX_BYTES
+// (the snapshot limit, default 1 GiB; [WorkspaceLimits]) on both backends,
+// and a root worker runs local tools as RATH_LOCAL_USER ("uid:gid",
+// default 65534:65534).
 func Sandboxes(getenv func(string) string) (*sandbox.Registry, error) {
-	d, err := docker.New(docker.Config{Image: getenv("RATH_SANDBOX_IMAGE")})
+	lim, err := WorkspaceLimits(getenv)
 	if err != nil {
 		return nil, err
 	}
-	return sandbox.NewRegistry(local.New(local.Config{}), d), nil
+	d, err := docker.New(docker.Config{Image: getenv("RATH_SANDBOX_IMAGE"), DiskQuotaBytes: lim.MaxTotalBytes})
+	if err != nil {
+		return nil, err
+	}
+	l := local.New(local.Config{User: getenv("RATH_LOCAL_USER"), DiskQuotaBytes: lim.MaxTotalBytes})
+	if err := l.Check(); err != nil {
+		return nil, fmt.Errorf("RATH_LOCAL_USER: %w", err)
+	}
+	return sandbox.NewRegistry(l, d), nil
 }
 
 // ParseMCPAllow splits RATH_MCP_ALLOW: commands separated by commas, "*"
