@@ -123,14 +123,13 @@ func New(cfg Config) *Backend {
 	cfg.Path = cmp.Or(cfg.Path, os.Getenv("PATH"), defaultPath)
 	cfg.User = cmp.Or(cfg.User, DefaultUser)
 	cfg.DiskQuotaBytes = cmp.Or(cfg.DiskQuotaBytes, DefaultDiskQuota)
-	langs := []string{"sh"}
-	if lookPath("python3", cfg.Path) != "" {
-		langs = append([]string{"python"}, langs...)
-	}
-	b := &Backend{cfg: cfg, languages: langs}
+	b := &Backend{cfg: cfg, languages: []string{"sh"}}
 	if os.Geteuid() == 0 {
 		b.asUser = true
 		b.uid, b.gid, b.userErr = parseUser(cfg.User)
+	}
+	if b.lookPath("python3", cfg.Path) != "" {
+		b.languages = append([]string{"python"}, b.languages...)
 	}
 	return b
 }
@@ -279,26 +278,30 @@ func searchable(dir string, uid, gid int) error {
 		if err != nil {
 			return err
 		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok {
-			return nil
-		}
-		perm := fi.Mode().Perm()
-		var can bool
-		switch {
-		case int(st.Uid) == uid:
-			can = perm&0o100 != 0
-		case int(st.Gid) == gid:
-			can = perm&0o010 != 0
-		default:
-			can = perm&0o001 != 0
-		}
-		if !can {
-			return fmt.Errorf("directory %s (mode %s) is not searchable by uid %d, whom commands run as: put workspaces under a directory it can reach (e.g. /tmp)", d, perm, uid)
+		if !permits(fi, uid, gid) {
+			return fmt.Errorf("directory %s (mode %s) is not searchable by uid %d, whom commands run as: put workspaces under a directory it can reach (e.g. /tmp)", d, fi.Mode().Perm(), uid)
 		}
 		if d == filepath.Dir(d) {
 			return nil
 		}
+	}
+}
+
+// permits reports whether uid:gid (no supplementary groups) may execute
+// fi, or search it for a directory, by the owner, group and other
+// classes, as the kernel checks it.
+func permits(fi fs.FileInfo, uid, gid int) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	perm := fi.Mode().Perm()
+	switch {
+	case !ok:
+		return true
+	case int(st.Uid) == uid:
+		return perm&0o100 != 0
+	case int(st.Gid) == gid:
+		return perm&0o010 != 0
+	default:
+		return perm&0o001 != 0
 	}
 }
 
@@ -358,7 +361,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	}
 	bin := argv[0]
 	if !strings.Contains(bin, "/") {
-		if bin = lookPath(bin, env["PATH"]); bin == "" {
+		if bin = s.b.lookPath(bin, env["PATH"]); bin == "" {
 			return sandbox.ExecResult{}, fmt.Errorf("local: %w: %q", sandbox.ErrCommandNotFound, argv[0])
 		}
 	}
@@ -472,16 +475,23 @@ func envList(env map[string]string) []string {
 }
 
 // lookPath finds an executable in path (relative entries are skipped so a
-// workspace file never shadows a system command).
-func lookPath(name, path string) string {
+// workspace file never shadows a system command) that the commands' user
+// may run: one under a directory it cannot search (root's pyenv shims in
+// /root) is not found rather than failing to start.
+func (b *Backend) lookPath(name, path string) string {
 	for dir := range strings.SplitSeq(path, ":") {
 		if dir == "" || !filepath.IsAbs(dir) {
 			continue
 		}
 		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p
+		fi, err := os.Stat(p)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+			continue
 		}
+		if b.asUser && (!permits(fi, b.uid, b.gid) || searchable(dir, b.uid, b.gid) != nil) {
+			continue
+		}
+		return p
 	}
 	return ""
 }
