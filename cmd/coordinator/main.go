@@ -18,6 +18,11 @@
 //	RATH_NATS_USER, RATH_NATS_PASSWORD (or _FILE), RATH_NATS_CREDS: NATS
 //	                 credentials of the coordinator role (docs/security.md)
 //
+// RATH_STORE and RATH_TOKEN may be given as RATH_STORE_FILE and
+// RATH_TOKEN_FILE. Secrets in the environment or in --store/--nats are
+// taken out of the process's environment block and command line at start
+// (app.HideSecrets).
+//
 // `coordinator migrate` applies the migrations and exits.
 package main
 

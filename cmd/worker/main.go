@@ -19,6 +19,13 @@
 // 5s and a third of the ack wait; one at or over the ack wait is refused).
 //
 // Model credentials come from OPENAI_API_KEY and friends (docs/models.md).
+// Secrets may be given as NAME_FILE (RATH_STORE_FILE, OPENAI_API_KEY_FILE,
+// …; app.FileSecrets); those in the environment or in --store/--nats are
+// taken out of the process's environment block and command line at start
+// (app.HideSecrets), so no tool reads them from /proc.
+// RATH_LOCAL_USER ("uid:gid", default 65534:65534) is the user a root
+// worker runs local tools as; RATH_WORKSPACE_MAX_BYTES also limits each
+// workspace while tools run (docs/sandboxes.md).
 // RATH_MCP_ALLOW lists the MCP server commands agent specs may run on this
 // host (comma-separated, "*" for any; unset: none; docs/tools.md).
 // SIGTERM stops pulling, lets steps finish within --shutdown-timeout, and
