@@ -61,7 +61,13 @@ func newWorkerSecrets(t *testing.T, extraEnv ...string) workerSecrets {
 			"RATH_NATS_PASSWORD_FILE=", "RATH_NATS_PASSWORD=" + secWorkerPW,
 		}, extraEnv...),
 	}
-	ws.patterns = []string{ws.apiKey, ws.envPW, ws.flagPW, secWorkerPW}
+	ws.patterns = []string{ws.apiKey, ws.envPW, ws.flagPW}
+	if os.Geteuid() == 0 {
+		// The NATS password is also in natsd's environment (the test's
+		// NATS server, a process of the same user): only tools running as
+		// another user, as a root worker's do, cannot read it there.
+		ws.patterns = append(ws.patterns, secWorkerPW)
+	}
 	return ws
 }
 
