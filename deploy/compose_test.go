@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,7 +66,7 @@ func TestComposeFile(t *testing.T) {
 	if w.StopGracePeriod == nil || time.Duration(*w.StopGracePeriod) < 35*time.Second {
 		t.Errorf("worker stop_grace_period %v: want ≥ 35s (30s drain + 5s NATS drain)", w.StopGracePeriod)
 	}
-	if w.Environment["RATH_STORE"] == nil || w.Environment["NATS_URL"] == nil || *w.Environment["NATS_URL"] != "nats://nats:4222" {
+	if w.Environment["RATH_STORE_FILE"] == nil || w.Environment["NATS_URL"] == nil || *w.Environment["NATS_URL"] != "nats://nats:4222" {
 		t.Errorf("worker environment: %v", w.Environment)
 	}
 	// The coordinator and the workers load the same operator's sandbox
@@ -78,6 +79,30 @@ func TestComposeFile(t *testing.T) {
 		})
 		if !mounted {
 			t.Errorf("%s: RATH_SANDBOX_POLICY = %v, not mounted read-only from deploy/compose/sandbox-policy.yaml", name, e)
+		}
+	}
+	// The worker's database login is rath_worker_login, from a secret file,
+	// never the owner's URL (issue #19).
+	if w.Environment["RATH_STORE"] != nil {
+		t.Errorf("worker has RATH_STORE in its environment: want RATH_STORE_FILE")
+	}
+	if f := w.Environment["RATH_STORE_FILE"]; f == nil || *f != "/run/secrets/rath-worker-store" ||
+		!slices.ContainsFunc(w.Secrets, func(s types.ServiceSecretConfig) bool { return s.Source == "rath-worker-store" }) {
+		t.Errorf("worker RATH_STORE_FILE %v, secrets %v: want the rath-worker-store secret", f, w.Secrets)
+	}
+	url, err := os.ReadFile(p.Secrets["rath-worker-store"].File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^postgres://rath_worker_login:[^@]+@postgres:5432/rath\?`).Match(url) {
+		t.Errorf("worker-store.url = %q: want rath_worker_login", url)
+	}
+	dep("worker-role", "migrate", types.ServiceConditionCompletedSuccessfully)
+	dep("worker", "worker-role", types.ServiceConditionCompletedSuccessfully)
+	role := strings.Join(svc("worker-role").Command, " ")
+	for _, want := range []string{"IN ROLE rath_worker", "NOSUPERUSER NOBYPASSRLS PASSWORD", `pw=$(sed -E`} {
+		if !strings.Contains(role, want) {
+			t.Errorf("worker-role command lacks %q:\n%s", want, role)
 		}
 	}
 	if !slices.ContainsFunc(svc("postgres").Command, func(s string) bool { return s == "synchronous_commit=on" }) {

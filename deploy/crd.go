@@ -92,4 +92,21 @@ type PGClusterSpec struct {
 	Monitoring *struct {
 		EnablePodMonitor bool `json:"enablePodMonitor"`
 	} `json:"monitoring,omitempty"`
+	Managed *struct {
+		Roles []PGRole `json:"roles,omitempty"`
+	} `json:"managed,omitempty"`
+}
+
+// PGRole is a role CloudNativePG keeps in the database (spec.managed.roles).
+type PGRole struct {
+	Name           string   `json:"name"`
+	Comment        string   `json:"comment,omitempty"`
+	Ensure         string   `json:"ensure,omitempty"`
+	Login          bool     `json:"login,omitempty"`
+	Superuser      bool     `json:"superuser"`
+	BypassRLS      bool     `json:"bypassrls"`
+	InRoles        []string `json:"inRoles,omitempty"`
+	PasswordSecret *struct {
+		Name string `json:"name"`
+	} `json:"passwordSecret,omitempty"`
 }

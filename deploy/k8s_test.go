@@ -241,7 +241,8 @@ func checkSecrets(t *testing.T, objs []Object, pods map[string]*corev1.PodTempla
 		known[s.Name] = true
 	}
 	if overlay != "dev" {
-		known["rath-model"] = true // created by the operator (overlays/prod/kustomization.yaml)
+		// created by the operator (overlays/prod/kustomization.yaml)
+		known["rath-model"], known["rath-pg-worker"] = true, true
 	}
 	for name, p := range pods {
 		for _, c := range p.Spec.Containers {
@@ -272,6 +273,24 @@ func checkWorker(t *testing.T, objs []Object, overlay string) {
 	grace := time.Duration(*d.Spec.Template.Spec.TerminationGracePeriodSeconds) * time.Second
 	if grace < drain+5*time.Second+5*time.Second {
 		t.Errorf("worker terminationGracePeriodSeconds %s is too short for --shutdown-timeout %s", grace, drain)
+	}
+	// Workers log in as rath_worker_login, which the Postgres cluster keeps
+	// a plain member of rath_worker, never as the owner (issue #19).
+	if e := env(c, "RATH_STORE"); e == nil || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != "rath-pg-worker" {
+		t.Errorf("worker RATH_STORE %+v: want the Secret rath-pg-worker", e)
+	}
+	pg := find[PGCluster](objs, "rath-pg")
+	var role *PGRole
+	if pg.Spec.Managed != nil {
+		for i := range pg.Spec.Managed.Roles {
+			if pg.Spec.Managed.Roles[i].Name == "rath_worker_login" {
+				role = &pg.Spec.Managed.Roles[i]
+			}
+		}
+	}
+	if role == nil || !role.Login || role.Superuser || role.BypassRLS || !slices.Equal(role.InRoles, []string{"rath_worker"}) ||
+		role.PasswordSecret == nil || role.PasswordSecret.Name != "rath-pg-worker" {
+		t.Errorf("rath-pg managed role rath_worker_login = %+v: want a login in rath_worker only, password from rath-pg-worker", role)
 	}
 	coord := find[appsv1.Deployment](objs, "rath-coordinator")
 	wantReplicas := map[string]string{"dev": "1", "prod": "3", "prod-hpa": "3"}[overlay]

@@ -216,13 +216,13 @@ func TestAttackDockerNetworkImageEntrypoint(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	netName := "rath-attack-" + randHex(t)
-	docker(t, "network", "create", "--label", attackLabel, netName)
+	mustDocker(t, "network", "create", "--label", attackLabel, netName)
 	t.Cleanup(func() { _, _ = exec.Command("docker", "network", "rm", netName).CombinedOutput() })
 	secret := "container-secret-" + randHex(t)
-	srv := docker(t, "run", "-d", "--rm", "--label", attackLabel, "--network", netName, "rath-sandbox:busybox",
+	srv := mustDocker(t, "run", "-d", "--rm", "--label", attackLabel, "--network", netName, "rath-sandbox:busybox",
 		"/bin/sh", "-c", "mkdir -p /tmp/www && echo "+secret+" > /tmp/www/s && exec httpd -f -p 8080 -h /tmp/www")
 	t.Cleanup(func() { _, _ = exec.Command("docker", "rm", "-f", srv).CombinedOutput() })
-	ip := docker(t, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", srv)
+	ip := mustDocker(t, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", srv)
 
 	umbrella := s.mint("submit", "umbrella")
 	cl, err := client.New(s.server, umbrella)
@@ -284,17 +284,15 @@ func fetchSecret(ip string) string {
 	return "printf 'GET /s HTTP/1.0\\r\\n\\r\\n' | nc -w 5 " + ip + " 8080"
 }
 
-// docker runs the docker CLI and returns its trimmed stdout; it fails the
-// test when the command fails.
-func docker(t *testing.T, args ...string) string {
+// mustDocker runs the docker CLI (dockerCLI) and returns its trimmed
+// stdout; it fails the test when the command fails.
+func mustDocker(t *testing.T, args ...string) string {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	cmd := exec.Command("docker", args...)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("docker %s: %v: %s", strings.Join(args, " "), err, errOut.String())
+	out, err := dockerCLI(context.Background(), args...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return strings.TrimSpace(out.String())
+	return out
 }
 
 func randHex(t *testing.T) string {

@@ -23,9 +23,9 @@ import (
 	"github.com/rath-run/rath/pkg/store/pgstore"
 )
 
-// api calls the coordinator's API with token and returns the status and
+// call calls the coordinator's API with token and returns the status and
 // body.
-func (s *secured) api(token, method, path, contentType string, body []byte) (int, string) {
+func (s *secured) call(token, method, path, contentType string, body []byte) (int, string) {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -54,7 +54,7 @@ func (s *secured) api(token, method, path, contentType string, body []byte) (int
 // holding both, ready to send as POST /v1/versions or as an import.
 func (s *secured) placedOn(token string, id session.ID, snapshot string) (*session.Version, *session.MemoryGraph) {
 	s.t.Helper()
-	code, body := s.api(token, "GET", "/v1/versions/"+id.String(), "", nil)
+	code, body := s.call(token, "GET", "/v1/versions/"+id.String(), "", nil)
 	if code != http.StatusOK {
 		s.t.Fatalf("GET /v1/versions/%s: %d %s", id, code, body)
 	}
@@ -77,7 +77,7 @@ func (s *secured) placedOn(token string, id session.ID, snapshot string) (*sessi
 // newSession makes a one-message session as token and returns its id.
 func (s *secured) newSession(token, text string) session.ID {
 	s.t.Helper()
-	code, body := s.api(token, "POST", "/v1/sessions", "application/json", fmt.Appendf(nil, `{"user":%q}`, text))
+	code, body := s.call(token, "POST", "/v1/sessions", "application/json", fmt.Appendf(nil, `{"user":%q}`, text))
 	if code != http.StatusCreated {
 		s.t.Fatalf("POST /v1/sessions: %d %s", code, body)
 	}
@@ -142,10 +142,10 @@ func TestAttackSnapshotByID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, resp := s.api(umbrella, "POST", "/v1/versions", "application/json", body)
+	code, resp := s.call(umbrella, "POST", "/v1/versions", "application/json", body)
 	if code == http.StatusCreated {
 		// Today: umbrella now reads acme's workspace through its version.
-		_, files := s.api(umbrella, "GET", "/v1/sessions/"+forged.ID.String()+"/files", "", nil)
+		_, files := s.call(umbrella, "GET", "/v1/sessions/"+forged.ID.String()+"/files", "", nil)
 		t.Errorf("umbrella's POST /v1/versions naming acme's snapshot was accepted (201); its files: %s", files)
 	}
 	refusedNotFound(t, "POST /v1/versions", code, resp)
@@ -160,9 +160,9 @@ func TestAttackSnapshotByID(t *testing.T) {
 	if err := session.Export(context.Background(), g, forged2.ID, &jsonl); err != nil {
 		t.Fatal(err)
 	}
-	code, resp = s.api(umbrella, "POST", "/v1/sessions/import", "application/x-ndjson", jsonl.Bytes())
+	code, resp = s.call(umbrella, "POST", "/v1/sessions/import", "application/x-ndjson", jsonl.Bytes())
 	if code == http.StatusCreated {
-		_, files := s.api(umbrella, "GET", "/v1/sessions/"+forged2.ID.String()+"/files", "", nil)
+		_, files := s.call(umbrella, "GET", "/v1/sessions/"+forged2.ID.String()+"/files", "", nil)
 		t.Errorf("umbrella's import naming acme's snapshot was accepted (201); its files: %s", files)
 	}
 	refusedNotFound(t, "POST /v1/sessions/import", code, resp)
@@ -177,15 +177,15 @@ func TestAttackSnapshotByID(t *testing.T) {
 		t.Errorf("%d version(s) of umbrella name acme's snapshot", n)
 	}
 	for _, id := range []session.ID{forged.ID, forged2.ID} {
-		if code, resp := s.api(umbrella, "GET", "/v1/sessions/"+id.String()+"/files", "", nil); code != http.StatusNotFound || strings.Contains(resp, secretFile) {
+		if code, resp := s.call(umbrella, "GET", "/v1/sessions/"+id.String()+"/files", "", nil); code != http.StatusNotFound || strings.Contains(resp, secretFile) {
 			t.Errorf("umbrella GET files of %s: %d %s", id, code, resp)
 		}
 	}
 	// Files and diff reach acme's workspace only through acme's versions.
-	if code, resp := s.api(umbrella, "GET", "/v1/sessions/"+r.Output.String()+"/files", "", nil); code != http.StatusNotFound || strings.Contains(resp, secretFile) {
+	if code, resp := s.call(umbrella, "GET", "/v1/sessions/"+r.Output.String()+"/files", "", nil); code != http.StatusNotFound || strings.Contains(resp, secretFile) {
 		t.Errorf("umbrella GET files of acme's version: %d %s", code, resp)
 	}
-	if code, resp := s.api(umbrella, "GET", "/v1/sessions/"+own.String()+"/diff?to="+r.Output.String(), "", nil); code != http.StatusNotFound || strings.Contains(resp, secretFile) {
+	if code, resp := s.call(umbrella, "GET", "/v1/sessions/"+own.String()+"/diff?to="+r.Output.String(), "", nil); code != http.StatusNotFound || strings.Contains(resp, secretFile) {
 		t.Errorf("umbrella diff against acme's version: %d %s", code, resp)
 	}
 
@@ -197,10 +197,10 @@ func TestAttackSnapshotByID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, resp := s.api(acme, "POST", "/v1/versions", "application/json", body); code != http.StatusCreated {
+	if code, resp := s.call(acme, "POST", "/v1/versions", "application/json", body); code != http.StatusCreated {
 		t.Fatalf("acme placing its own snapshot: %d %s", code, resp)
 	}
-	code, resp = s.api(acme, "GET", "/v1/sessions/"+placed.ID.String()+"/files", "", nil)
+	code, resp = s.call(acme, "GET", "/v1/sessions/"+placed.ID.String()+"/files", "", nil)
 	var files coordinator.FilesView
 	if code != http.StatusOK || json.Unmarshal([]byte(resp), &files) != nil || len(files.Entries) != 1 || files.Entries[0].Path != secretFile {
 		t.Errorf("acme's files of its placed version: %d %s", code, resp)

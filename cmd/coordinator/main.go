@@ -27,6 +27,11 @@
 //	RATH_NATS_USER, RATH_NATS_PASSWORD (or _FILE), RATH_NATS_CREDS: NATS
 //	                 credentials of the coordinator role (docs/security.md)
 //
+// RATH_STORE and RATH_TOKEN may be given as RATH_STORE_FILE and
+// RATH_TOKEN_FILE. Secrets in the environment or in --store/--nats are
+// taken out of the process's environment block and command line at start
+// (app.HideSecrets).
+//
 // `coordinator migrate` applies the migrations and exits.
 package main
 
@@ -51,7 +56,15 @@ import (
 	"github.com/rath-run/rath/pkg/sandbox/policy"
 )
 
-func main() { app.Main("coordinator", run) }
+func main() {
+	// Before anything reads them: secrets out of /proc's view of this
+	// process (docs/security.md).
+	if err := app.HideSecrets(); err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		os.Exit(1)
+	}
+	app.Main("coordinator", run)
+}
 
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)

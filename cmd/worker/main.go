@@ -28,6 +28,13 @@
 // RATH_SCRIPT_DIR names the directory whose files specs may name as
 // model scripted:<name> (unset: that form is refused); RATH_MODELS lists
 // further models that get their own metrics label (others are "other").
+// Secrets may be given as NAME_FILE (RATH_STORE_FILE, OPENAI_API_KEY_FILE,
+// …; app.FileSecrets); those in the environment or in --store/--nats are
+// taken out of the process's environment block and command line at start
+// (app.HideSecrets), so no tool reads them from /proc.
+// RATH_LOCAL_USER ("uid:gid", default 65534:65534) is the user a root
+// worker runs local tools as; RATH_WORKSPACE_MAX_BYTES also limits each
+// workspace while tools run (docs/sandboxes.md).
 // RATH_MCP_ALLOW lists the MCP server commands agent specs may run on this
 // host (comma-separated, "*" for any; unset: none; docs/tools.md).
 // SIGTERM stops pulling, lets steps finish within --shutdown-timeout, and
@@ -38,6 +45,7 @@ import (
 	"cmp"
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -53,7 +61,15 @@ import (
 	"github.com/rath-run/rath/internal/worker"
 )
 
-func main() { app.Main("worker", run) }
+func main() {
+	// Before anything reads them: secrets out of /proc's view of this
+	// process (docs/security.md).
+	if err := app.HideSecrets(); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+	app.Main("worker", run)
+}
 
 func run(ctx context.Context, args []string) error {
 	slots, _ := strconv.Atoi(os.Getenv("RATH_SLOTS"))
@@ -74,6 +90,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	log := app.NewLogger(os.Stderr, os.Getenv)
+	if os.Geteuid() != 0 {
+		log.Warn("local sandbox tools run as the worker's own user (it is not root): they cannot read its environment or memory, but can read every file it can and its workspaces are not size-limited while they run (docs/sandboxes.md)")
+	}
 	tel, err := app.NewTelemetry(ctx, "rath-worker", os.Getenv)
 	if err != nil {
 		return err

@@ -292,15 +292,31 @@ func NewWorker(ctx context.Context, b *Backend, getenv func(string) string, cfg 
 // unless pol grants one). The Engine is contacted only when a session
 // placed on "docker" first runs a command. A backend pol does not allow is
 // not registered, so no placement can reach it.
+//
+// While tools run, each workspace is limited to pol's docker disk_bytes,
+// else RATH_WORKSPACE_MAX_BYTES (the snapshot limit, default 1 GiB;
+// [WorkspaceLimits]), on both backends, and a root worker runs local tools
+// as RATH_LOCAL_USER ("uid:gid", default 65534:65534).
 func Sandboxes(getenv func(string) string, pol *policy.Policy) (*sandbox.Registry, error) {
+	lim, err := WorkspaceLimits(getenv)
+	if err != nil {
+		return nil, err
+	}
+	quota := cmp.Or(pol.Docker.DiskBytes, lim.MaxTotalBytes)
 	r := sandbox.NewRegistry()
 	if pol.Allows(policy.Local) {
-		if err := r.Register(local.New(local.Config{})); err != nil {
+		l := local.New(local.Config{User: getenv("RATH_LOCAL_USER"), DiskQuotaBytes: quota})
+		if err := l.Check(); err != nil {
+			return nil, fmt.Errorf("RATH_LOCAL_USER: %w", err)
+		}
+		if err := r.Register(l); err != nil {
 			return nil, err
 		}
 	}
 	if pol.Allows(policy.Docker) {
-		d, err := docker.New(DockerConfig(getenv, pol))
+		cfg := DockerConfig(getenv, pol)
+		cfg.DiskQuotaBytes = quota
+		d, err := docker.New(cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -313,9 +329,8 @@ func Sandboxes(getenv func(string) string, pol *policy.Policy) (*sandbox.Registr
 
 // DockerConfig is the docker backend's configuration under pol: its default
 // image (else RATH_SANDBOX_IMAGE), CPU, memory and pids limits, and egress
-// network (docker.NoEgress unless pol grants one). pol.Docker.DiskBytes,
-// the per-workspace disk quota, is for the backends' quota enforcement
-// (docs/sandboxes.md); this branch's docker.Config has no field for it yet.
+// network (docker.NoEgress unless pol grants one). [Sandboxes] adds the
+// workspace disk quota.
 func DockerConfig(getenv func(string) string, pol *policy.Policy) docker.Config {
 	d := pol.Docker
 	return docker.Config{

@@ -20,6 +20,7 @@ import (
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/client"
+	"github.com/rath-run/rath/pkg/sandbox/sandboxtest"
 	"github.com/rath-run/rath/pkg/session"
 )
 
@@ -37,6 +38,18 @@ func gatedSpec(marker string) string {
     {"content": "Done."}
   ]
 }`, marker)
+}
+
+// markerPath is a file outside the workspace that the tools write to count
+// executions. Its directory is writable by everyone: a root worker runs
+// local tools as nobody.
+func markerPath(t *testing.T) string {
+	t.Helper()
+	dir := sandboxtest.Dir(t)
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "marker")
 }
 
 func executions(t *testing.T, marker string) int {
@@ -95,7 +108,7 @@ func TestApprovalWaitApprove(t *testing.T) {
 	t.Parallel()
 	s := startDev(t, "", app.DevConfig{Workers: 1})
 	ctx := context.Background()
-	marker := filepath.Join(t.TempDir(), "marker")
+	marker := markerPath(t)
 	r := s.submit(t, gatedSpec(marker), "Ship it.")
 	var events []string
 	if err := s.cl.Watch(ctx, r.ID, func(e client.Event) error { events = append(events, e.Type); return nil }); err != nil {
@@ -209,7 +222,7 @@ func TestApprovalReject(t *testing.T) {
 	t.Parallel()
 	s := startDev(t, "", app.DevConfig{Workers: 1})
 	ctx := context.Background()
-	marker := filepath.Join(t.TempDir(), "marker")
+	marker := markerPath(t)
 	r := s.submit(t, gatedSpec(marker), "Ship it.")
 	r = s.waitStatus(t, r.ID, runs.RunWaiting)
 	if _, err := s.decide(t, r.ID, coordinator.ApprovalRequest{Decision: "reject", Reason: "change freeze"}); err != nil {
@@ -246,7 +259,7 @@ func TestApprovalInClientWorkflow(t *testing.T) {
 	t.Parallel()
 	s := startDev(t, "", app.DevConfig{Workers: 1})
 	ctx := context.Background()
-	marker := filepath.Join(t.TempDir(), "marker")
+	marker := markerPath(t)
 	run, err := s.cl.StartWorkflow(ctx, client.WorkflowRequest{Message: "Ship it."})
 	if err != nil {
 		t.Fatal(err)

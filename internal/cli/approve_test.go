@@ -12,6 +12,7 @@ import (
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testenv"
+	"github.com/rath-run/rath/pkg/sandbox/sandboxtest"
 )
 
 // TestApproveRejectCommands drives two gated runs on a dev stack with
@@ -25,7 +26,13 @@ func TestApproveRejectCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Close)
-	marker := filepath.Join(dir, "marker")
+	// The tool writes the marker outside its workspace: a root worker runs
+	// local tools as nobody, so its directory must be writable by them.
+	markerDir := sandboxtest.Dir(t)
+	if err := os.Chmod(markerDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(markerDir, "marker")
 	spec := filepath.Join(dir, "agent.yaml")
 	if err := os.WriteFile(spec, fmt.Appendf(nil, `name: deployer
 model: scripted

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/rath-run/rath/pkg/sandbox"
 	"github.com/rath-run/rath/pkg/session"
@@ -27,6 +28,14 @@ import (
 //
 // A snapshot that is missing, corrupt or over the limits fails the step
 // permanently (retrying cannot help); other store errors are transient.
+//
+// When the backend has a disk quota ([sandbox.DiskQuota]), the directory is
+// a tmpfs of that size, mounted before the restore and unmounted when the
+// directory is removed: a tool writing past the quota gets ENOSPC, and the
+// worker's disk and other steps are unaffected. Mounting needs root (with
+// CAP_SYS_ADMIN); where it fails the step runs without the quota (the
+// snapshot limits still hold afterwards) and the first failure is logged
+// as a warning.
 type SnapshotWorkspaces struct {
 	// Backends holds the sandbox backends by name.
 	Backends *sandbox.Registry
@@ -37,6 +46,28 @@ type SnapshotWorkspaces struct {
 	Dir string
 	// Logger defaults to discarding.
 	Logger *slog.Logger
+
+	quotaWarned atomic.Bool
+}
+
+// errQuotaUnsupported: this worker cannot mount (not root, not Linux).
+var errQuotaUnsupported = errors.New("workspace quotas need a root worker on Linux")
+
+// mountQuota puts dir under b's disk quota, if it has one, and reports
+// whether it did.
+func (w *SnapshotWorkspaces) mountQuota(ctx context.Context, log *slog.Logger, b sandbox.Backend, dir string) bool {
+	q, ok := b.(sandbox.DiskQuota)
+	if !ok || q.DiskQuota() <= 0 {
+		return false
+	}
+	if err := mountQuota(dir, q.DiskQuota()); err != nil {
+		if !w.quotaWarned.Swap(true) {
+			log.WarnContext(ctx, "workspace: disk quota not enforced while tools run (the snapshot limits still apply)",
+				slog.String("backend", b.Name()), slog.Int64("quota_bytes", q.DiskQuota()), slog.Any("error", err))
+		}
+		return false
+	}
+	return true
 }
 
 // Open implements [Workspaces].
@@ -56,6 +87,15 @@ func (w *SnapshotWorkspaces) Open(ctx context.Context, in *session.Version) (san
 	dir, err := os.MkdirTemp(w.Dir, "rath-ws-")
 	if err != nil {
 		return nil, nil, fmt.Errorf("workspace: %w", err)
+	}
+	quota := w.mountQuota(ctx, log, b, dir)
+	removeTree := func(dir string) error {
+		if quota {
+			if err := unmountQuota(dir); err != nil {
+				return err
+			}
+		}
+		return removeTree(dir)
 	}
 	if _, err := w.Snapshots.Restore(ctx, place.Snapshot, dir); err != nil {
 		_ = removeTree(dir)

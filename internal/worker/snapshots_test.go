@@ -19,6 +19,7 @@ import (
 	"github.com/rath-run/rath/pkg/llm"
 	"github.com/rath-run/rath/pkg/sandbox"
 	"github.com/rath-run/rath/pkg/sandbox/local"
+	"github.com/rath-run/rath/pkg/sandbox/sandboxtest"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
 	"github.com/rath-run/rath/pkg/store/storeurl"
@@ -55,7 +56,7 @@ func newWSRig(t *testing.T, backends func() *sandbox.Registry) *wsRig {
 	t.Cleanup(func() { _ = db.Close() })
 	r := &wsRig{bus: b, graph: st, runs: rs, inspect: snapshotter(t, b)}
 	for i := range 2 {
-		r.tmp[i] = t.TempDir()
+		r.tmp[i] = sandboxtest.Dir(t)
 		r.startWorker(t, i, backends())
 	}
 	return r
@@ -301,7 +302,7 @@ func TestWorkspaceTravelsAndForks(t *testing.T) {
 func TestSnapshotWorkspacesHook(t *testing.T) {
 	t.Parallel()
 	b, _, _ := bustest.NewWith(t, bustest.Options{InProcess: true})
-	tmp := t.TempDir()
+	tmp := sandboxtest.Dir(t)
 	ws := &worker.SnapshotWorkspaces{
 		Backends:  sandbox.NewRegistry(local.New(local.Config{})),
 		Snapshots: snapshotter(t, b),

@@ -9,13 +9,14 @@ import (
 	"github.com/rath-run/rath/internal/worker"
 	"github.com/rath-run/rath/pkg/sandbox"
 	"github.com/rath-run/rath/pkg/sandbox/local"
+	"github.com/rath-run/rath/pkg/sandbox/sandboxtest"
 	"github.com/rath-run/rath/pkg/session"
 )
 
 func TestTempWorkspaces(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	parent := t.TempDir()
+	parent := sandboxtest.Dir(t)
 	ws := &worker.TempWorkspaces{Backends: sandbox.NewRegistry(local.New(local.Config{})), Dir: parent}
 	in := &session.Version{Placement: session.Placement{Snapshot: "sha256:kept"}}
 	sb, done, err := ws.Open(ctx, in)

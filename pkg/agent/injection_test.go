@@ -18,6 +18,7 @@ import (
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/llm"
 	"github.com/rath-run/rath/pkg/sandbox/local"
+	"github.com/rath-run/rath/pkg/sandbox/sandboxtest"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/tool"
 	"github.com/rath-run/rath/pkg/tool/builtin"
@@ -81,7 +82,7 @@ func TestPromptInjectionContained(t *testing.T) {
 	for _, tc := range corpus {
 		t.Run(tc.Name, func(t *testing.T) {
 			t.Parallel()
-			root := t.TempDir()
+			root := sandboxtest.Dir(t)
 			ws, other := filepath.Join(root, "ws"), filepath.Join(root, "tenant-b")
 			for _, d := range []string{ws, other} {
 				if err := os.Mkdir(d, 0o755); err != nil {

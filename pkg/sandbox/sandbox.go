@@ -76,6 +76,18 @@ type Backend interface {
 	Open(ctx context.Context, spec session.Spec, dir string) (Sandbox, error)
 }
 
+// DiskQuota is implemented by backends whose workspaces are size-limited
+// while commands run. DiskQuota returns the limit in bytes, 0 for none. A
+// backend cannot enforce it alone: the workspace directory exists (with
+// the restored files in it) before Open, so whoever creates the directory
+// enforces it; the worker mounts a tmpfs of that size there before
+// restoring into it (internal/worker.SnapshotWorkspaces), so a command
+// writing past it gets ENOSPC while the worker's disk and other
+// sandboxes are unaffected.
+type DiskQuota interface {
+	DiskQuota() int64
+}
+
 // Sandbox runs commands and file operations inside one workspace.
 type Sandbox interface {
 	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)

@@ -17,7 +17,9 @@
 //   - all capabilities dropped, no-new-privileges, the default seccomp
 //     profile, a private IPC namespace, an init process reaping orphans;
 //   - a read-only root filesystem; the workspace bind-mounted writable at
-//     /workspace; /tmp a small tmpfs (nosuid, nodev, noexec);
+//     /workspace, size-limited by Config.DiskQuotaBytes where the worker
+//     can mount (see [sandbox.DiskQuota]); /tmp a small tmpfs (nosuid,
+//     nodev, noexec);
 //   - pids, memory (no swap) and CPU limits;
 //   - a non-root user: Config.User, else the workspace directory's owner,
 //     else (a root-owned workspace) 65534:65534 — a root worker then chowns
@@ -103,6 +105,10 @@ const (
 	nobody             = "65534:65534"
 )
 
+// DefaultDiskQuota is the workspace limit while commands run, the same as
+// the snapshot limit (workspace.DefaultMaxTotalBytes).
+const DefaultDiskQuota = 1 << 30
+
 // Config configures the backend. Zero fields take the defaults above.
 type Config struct {
 	// Image when the spec names none. Default [DefaultImage], which
@@ -132,6 +138,13 @@ type Config struct {
 	// Engine's default, e.g. to refuse ptrace, which the default profile
 	// allows between the sandbox's own processes. Default: the Engine's.
 	SeccompProfile string
+	// DiskQuotaBytes is the size limit of a sandbox's workspace while
+	// commands run, which the worker's workspace manager enforces with a
+	// size-limited tmpfs under the bind mount (see [sandbox.DiskQuota]):
+	// this Engine's storage driver (fuse-overlayfs, overlay2 without
+	// project quotas) cannot limit a bind mount. Default
+	// [DefaultDiskQuota]; negative means no limit.
+	DiskQuotaBytes int64
 	// EgressNetwork is the Docker network for specs asking for "egress";
 	// [NoEgress] refuses them. Default "bridge". A spec never names a
 	// network itself.
@@ -162,6 +175,7 @@ func New(cfg Config) (*Backend, error) {
 	cfg.MaxOutput = cmp.Or(cfg.MaxOutput, DefaultMaxOutput)
 	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, DefaultIdleTimeout)
 	cfg.EgressNetwork = cmp.Or(cfg.EgressNetwork, "bridge")
+	cfg.DiskQuotaBytes = cmp.Or(cfg.DiskQuotaBytes, DefaultDiskQuota)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -232,6 +246,9 @@ func (b *Backend) Close() error {
 	}
 	return nil
 }
+
+// DiskQuota implements [sandbox.DiskQuota].
+func (b *Backend) DiskQuota() int64 { return max(b.cfg.DiskQuotaBytes, 0) }
 
 // Name returns "docker".
 func (b *Backend) Name() string { return Name }

@@ -7,12 +7,13 @@ import (
 
 	"github.com/rath-run/rath/pkg/sandbox"
 	"github.com/rath-run/rath/pkg/sandbox/local"
+	"github.com/rath-run/rath/pkg/sandbox/sandboxtest"
 	"github.com/rath-run/rath/pkg/session"
 )
 
 // BenchmarkExec: one local Exec of `true`.
 func BenchmarkExec(b *testing.B) {
-	sb, err := local.New(local.Config{}).Open(context.Background(), session.Spec{}, b.TempDir())
+	sb, err := local.New(local.Config{}).Open(context.Background(), session.Spec{}, sandboxtest.Dir(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func BenchmarkBareExec(b *testing.B) {
 
 // BenchmarkReadFile: a 4 KiB workspace read through the confinement.
 func BenchmarkReadFile(b *testing.B) {
-	sb, err := local.New(local.Config{}).Open(context.Background(), session.Spec{}, b.TempDir())
+	sb, err := local.New(local.Config{}).Open(context.Background(), session.Spec{}, sandboxtest.Dir(b))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,7 +13,7 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	b := local.New(local.Config{})
 	sandboxtest.Run(t, func(t *testing.T) (sandbox.Sandbox, string) {
-		dir := t.TempDir()
+		dir := sandboxtest.Dir(t)
 		sb, err := b.Open(t.Context(), session.Spec{}, dir)
 		if err != nil {
 			t.Fatalf("Open: %v", err)

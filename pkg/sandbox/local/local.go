@@ -1,11 +1,25 @@
 // Package local is the "local" sandbox backend: commands run as processes on
 // the worker host, in the workspace directory.
 //
-// Local is NOT an isolation boundary. A command runs with the worker's user,
-// sees the host's filesystem and network, and can do anything that user can;
-// use the "docker" backend ([github.com/rath-run/rath/pkg/sandbox/docker])
-// for code you do not trust. What local does confine:
+// Local is NOT an isolation boundary. A command sees the host's filesystem
+// and network, and can do anything its user can; use the "docker" backend
+// ([github.com/rath-run/rath/pkg/sandbox/docker]) for code you do not
+// trust. What local does confine:
 //
+//   - The user. When the worker runs as root, commands run as
+//     Config.User (default 65534:65534, nobody) with no supplementary
+//     groups, and the workspace and the command's TMPDIR are handed to that
+//     user; files the worker writes for the sandbox (WriteFile) are
+//     chowned to it. So a command cannot read the worker's
+//     /proc/<pid>/environ, mem or fd, signal it, or read files only root
+//     may read (protect secret files with mode 0600 or 0400). The
+//     workspace must be reachable by that user: a parent directory it
+//     cannot search fails Open with an error naming the directory. When
+//     the worker is not root, commands run as the worker's own user and
+//     Config.User is ignored; the worker's environment and memory are then
+//     kept out of reach only by the worker being non-dumpable and holding
+//     no secrets in its environment block (internal/app.HideSecrets), and
+//     files the worker can read are readable by commands too.
 //   - File operations (ReadFile, WriteFile, List, Stat) resolve inside the
 //     workspace only: absolute paths, ".." above the root and symlinks
 //     pointing out fail with [sandbox.ErrOutsideWorkspace] naming the path
@@ -38,6 +52,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -73,12 +88,32 @@ type Config struct {
 	// PassEnv names further worker environment variables passed through to
 	// commands. Empty by default; never list secrets here.
 	PassEnv []string
+	// User is the "uid:gid" commands run as when the worker runs as root.
+	// Default [DefaultUser] (nobody); root ("0") is refused. Ignored when
+	// the worker is not root (commands then run as the worker's user).
+	User string
+	// DiskQuotaBytes is the size limit of a sandbox's workspace while
+	// commands run, which the worker's workspace manager enforces with a
+	// size-limited tmpfs (see [sandbox.DiskQuota]). Default
+	// [DefaultDiskQuota]; negative means no limit.
+	DiskQuotaBytes int64
 }
+
+// DefaultUser is the user commands of a root worker run as: nobody.
+const DefaultUser = "65534:65534"
+
+// DefaultDiskQuota is the workspace size limit while commands run, the
+// same as the snapshot limit (workspace.DefaultMaxTotalBytes).
+const DefaultDiskQuota = 1 << 30
 
 // Backend opens local sandboxes. Safe for concurrent use.
 type Backend struct {
 	cfg       Config
 	languages []string
+	// asUser is set when commands run as another user (a root worker).
+	asUser   bool
+	uid, gid int
+	userErr  error // a bad Config.User, reported by Open
 }
 
 // New returns the backend.
@@ -86,11 +121,47 @@ func New(cfg Config) *Backend {
 	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
 	cfg.MaxOutput = cmp.Or(cfg.MaxOutput, DefaultMaxOutput)
 	cfg.Path = cmp.Or(cfg.Path, os.Getenv("PATH"), defaultPath)
-	langs := []string{"sh"}
-	if lookPath("python3", cfg.Path) != "" {
-		langs = append([]string{"python"}, langs...)
+	cfg.User = cmp.Or(cfg.User, DefaultUser)
+	cfg.DiskQuotaBytes = cmp.Or(cfg.DiskQuotaBytes, DefaultDiskQuota)
+	b := &Backend{cfg: cfg, languages: []string{"sh"}}
+	if os.Geteuid() == 0 {
+		b.asUser = true
+		b.uid, b.gid, b.userErr = parseUser(cfg.User)
 	}
-	return &Backend{cfg: cfg, languages: langs}
+	if b.lookPath("python3", cfg.Path) != "" {
+		b.languages = append([]string{"python"}, b.languages...)
+	}
+	return b
+}
+
+// parseUser parses "uid:gid" (or "uid", gid the same), refusing root.
+func parseUser(u string) (int, int, error) {
+	us, gs, ok := strings.Cut(u, ":")
+	if !ok {
+		gs = us
+	}
+	uid, err1 := strconv.Atoi(us)
+	gid, err2 := strconv.Atoi(gs)
+	if err1 != nil || err2 != nil || uid <= 0 || gid < 0 || uid > 1<<31-1 || gid > 1<<31-1 {
+		return 0, 0, fmt.Errorf("local: Config.User %q: want a non-root numeric uid[:gid]", u)
+	}
+	return uid, gid, nil
+}
+
+// Check reports a bad Config.User (which Open would report too), so a
+// worker can refuse it at startup.
+func (b *Backend) Check() error { return b.userErr }
+
+// DiskQuota implements [sandbox.DiskQuota].
+func (b *Backend) DiskQuota() int64 { return max(b.cfg.DiskQuotaBytes, 0) }
+
+// RunsAs reports the uid and gid commands run as, and whether that is
+// another user than the worker's (a root worker).
+func (b *Backend) RunsAs() (uid, gid int, other bool) {
+	if !b.asUser {
+		return os.Geteuid(), os.Getegid(), false
+	}
+	return b.uid, b.gid, true
 }
 
 // Name returns "local".
@@ -125,10 +196,23 @@ func (b *Backend) Open(ctx context.Context, spec session.Spec, dir string) (sand
 		fsys.Close()
 		return nil, fmt.Errorf("local: workspace %s is not a directory", dir)
 	}
+	if b.asUser {
+		if err := b.handOver(fsys); err != nil {
+			fsys.Close()
+			return nil, err
+		}
+	}
 	tmp, err := os.MkdirTemp("", "rath-local-tmp-")
 	if err != nil {
 		fsys.Close()
 		return nil, fmt.Errorf("local: temp dir: %w", err)
+	}
+	if b.asUser {
+		if err := os.Chown(tmp, b.uid, b.gid); err != nil {
+			fsys.Close()
+			_ = os.RemoveAll(tmp)
+			return nil, fmt.Errorf("local: hand the temp dir to uid %d: %w", b.uid, err)
+		}
 	}
 	timeout := b.cfg.Timeout
 	if spec.TimeoutSeconds > 0 {
@@ -162,6 +246,63 @@ func (b *Backend) baseEnv(home, tmp string, spec map[string]string) map[string]s
 		env[k] = v
 	}
 	return env
+}
+
+// handOver gives the workspace to the commands' user: it checks that the
+// user can reach it, chowns the tree and makes WriteFile chown too.
+func (b *Backend) handOver(fsys *hostfs.FS) error {
+	if b.userErr != nil {
+		return b.userErr
+	}
+	if err := searchable(filepath.Dir(fsys.Dir()), b.uid, b.gid); err != nil {
+		return fmt.Errorf("local: workspace %s: %w", fsys.Dir(), err)
+	}
+	err := filepath.WalkDir(fsys.Dir(), func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, b.uid, b.gid)
+	})
+	if err != nil {
+		return fmt.Errorf("local: hand the workspace to uid %d: %w", b.uid, err)
+	}
+	fsys.SetOwner(b.uid, b.gid)
+	return nil
+}
+
+// searchable reports an error naming the first directory from dir up to
+// the root that uid:gid (with no supplementary groups) may not search.
+func searchable(dir string, uid, gid int) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if !permits(fi, uid, gid) {
+			return fmt.Errorf("directory %s (mode %s) is not searchable by uid %d, whom commands run as: put workspaces under a directory it can reach (e.g. /tmp)", d, fi.Mode().Perm(), uid)
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
+// permits reports whether uid:gid (no supplementary groups) may execute
+// fi, or search it for a directory, by the owner, group and other
+// classes, as the kernel checks it.
+func permits(fi fs.FileInfo, uid, gid int) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	perm := fi.Mode().Perm()
+	switch {
+	case !ok:
+		return true
+	case int(st.Uid) == uid:
+		return perm&0o100 != 0
+	case int(st.Gid) == gid:
+		return perm&0o010 != 0
+	default:
+		return perm&0o001 != 0
+	}
 }
 
 // Sandbox is one open local sandbox.
@@ -220,7 +361,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	}
 	bin := argv[0]
 	if !strings.Contains(bin, "/") {
-		if bin = lookPath(bin, env["PATH"]); bin == "" {
+		if bin = s.b.lookPath(bin, env["PATH"]); bin == "" {
 			return sandbox.ExecResult{}, fmt.Errorf("local: %w: %q", sandbox.ErrCommandNotFound, argv[0])
 		}
 	}
@@ -239,6 +380,9 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if s.b.asUser {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(s.b.uid), Gid: uint32(s.b.gid), Groups: []uint32{}}
+	}
 	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
 	// After the command exits (or is killed), stop waiting for pipes held
 	// open by descendants that left the group.
@@ -331,16 +475,23 @@ func envList(env map[string]string) []string {
 }
 
 // lookPath finds an executable in path (relative entries are skipped so a
-// workspace file never shadows a system command).
-func lookPath(name, path string) string {
+// workspace file never shadows a system command) that the commands' user
+// may run: one under a directory it cannot search (root's pyenv shims in
+// /root) is not found rather than failing to start.
+func (b *Backend) lookPath(name, path string) string {
 	for dir := range strings.SplitSeq(path, ":") {
 		if dir == "" || !filepath.IsAbs(dir) {
 			continue
 		}
 		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p
+		fi, err := os.Stat(p)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+			continue
 		}
+		if b.asUser && (!permits(fi, b.uid, b.gid) || searchable(dir, b.uid, b.gid) != nil) {
+			continue
+		}
+		return p
 	}
 	return ""
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/sandbox"
 	"github.com/rath-run/rath/pkg/sandbox/local"
+	"github.com/rath-run/rath/pkg/sandbox/sandboxtest"
 	"github.com/rath-run/rath/pkg/session"
 )
 
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func open(t *testing.T, spec session.Spec) (sandbox.Sandbox, string) {
 	t.Helper()
-	dir := t.TempDir()
+	dir := sandboxtest.Dir(t)
 	sb, err := local.New(local.Config{}).Open(t.Context(), spec, dir)
 	if err != nil {
 		t.Fatalf("Open: %v", err)

@@ -13,6 +13,8 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -342,4 +344,20 @@ func testClosed(t *testing.T, open OpenFunc) {
 	if _, err := sb.Stat(ctx, "."); !errors.Is(err, sandbox.ErrClosed) {
 		t.Errorf("Stat after Close: %v, want ErrClosed", err)
 	}
+}
+
+// Dir returns a fresh directory, removed after the test, that a sandbox's
+// non-root user can reach: t.TempDir's parent is private (0700), and a
+// root worker's local backend runs commands as another user, who must be
+// able to search every directory above the workspace (as an operator's
+// workspace directory, under /tmp by default, is).
+func Dir(t testing.TB) string {
+	t.Helper()
+	d := t.TempDir()
+	for _, p := range []string{filepath.Dir(d), d} {
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
 }

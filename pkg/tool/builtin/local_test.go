@@ -9,6 +9,7 @@ import (
 
 	"github.com/rath-run/rath/pkg/sandbox"
 	"github.com/rath-run/rath/pkg/sandbox/local"
+	"github.com/rath-run/rath/pkg/sandbox/sandboxtest"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/tool"
 	"github.com/rath-run/rath/pkg/tool/builtin"
@@ -16,7 +17,7 @@ import (
 
 func openLocal(t *testing.T) sandbox.Sandbox {
 	t.Helper()
-	sb, err := local.New(local.Config{}).Open(context.Background(), session.Spec{}, t.TempDir())
+	sb, err := local.New(local.Config{}).Open(context.Background(), session.Spec{}, sandboxtest.Dir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
