@@ -352,6 +352,9 @@ func (im *importer) add(rec importRecord) error {
 	return nil
 }
 
+// stopped reports whether a check failed: nothing more is written.
+func (im *importer) stopped() bool { return im.failed != nil }
+
 func (im *importer) fail(m *missingLink, err error) {
 	if im.failed != nil {
 		return
@@ -409,7 +412,7 @@ func (im *importer) reaches(from, to ID) bool {
 func (im *importer) flush(ctx context.Context) error {
 	batch := im.batch
 	im.batch, im.batchBytes = nil, 0
-	if len(batch) == 0 || im.failed != nil {
+	if len(batch) == 0 || im.stopped() {
 		return nil
 	}
 	var ids []ID
@@ -443,7 +446,7 @@ func (im *importer) flush(ctx context.Context) error {
 			im.head = rec.v
 		}
 	}
-	if len(put) == 0 || im.failed != nil {
+	if len(put) == 0 || im.stopped() {
 		return nil
 	}
 	return im.sink.put(ctx, put)

@@ -183,7 +183,7 @@ func bulkInserts(vs []*session.Version, lp []graphrow.LanePos) (*pgx.Batch, erro
 		runs[i], steps[i], agents[i] = graphrow.NullString(p.Run), graphrow.NullString(p.Step), graphrow.NullString(p.Agent)
 		models[i], workers[i], trace[i] = graphrow.NullString(p.Model), graphrow.NullString(p.Worker), graphrow.NullString(p.TraceID)
 		lens[i], owns[i], pcounts[i], pos[i] = int32(v.Len), int32(len(v.Chunks)), int32(len(v.Parents)), int32(lp[i].Pos)
-		prompt[i], completion[i], total[i] = int64(v.Usage.PromptTokens), int64(v.Usage.CompletionTokens), int64(v.Usage.TotalTokens)
+		prompt[i], completion[i], total[i] = v.Usage.PromptTokens, v.Usage.CompletionTokens, v.Usage.TotalTokens
 		at := v.CreatedAt.UTC()
 		micro := at.Truncate(time.Microsecond)
 		created[i], nanos[i] = micro, int16(at.Sub(micro))
