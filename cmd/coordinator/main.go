@@ -8,6 +8,7 @@
 //	RATH_ADDR        listen address (default :7420)                --addr
 //	RATH_TOKEN       bootstrap admin token (default tenant); turns auth on
 //	RATH_AUTH        auth mode: required, off or auto (default)  --auth
+//	RATH_MAX_IMPORT_BYTES  largest session import body (default 64 MiB) --max-import-bytes
 //	OTEL_EXPORTER_OTLP_ENDPOINT  OTLP/HTTP trace collector (unset: no tracing)
 //	OTEL_SERVICE_NAME            service name (default rath-coordinator)
 //	RATH_JAEGER_URL  Jaeger UI base for the web UI's trace links
@@ -26,9 +27,11 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -49,8 +52,19 @@ func run(ctx context.Context, args []string) error {
 	interval := fs.Duration("reconcile-interval", 0, "how often the reconciler scans for lost steps (default 10s)")
 	staleAfter := fs.Duration("stale-after", 0, "how long an unfinished step may go untouched before it is reconciled (default 2m)")
 	authMode := fs.String("auth", os.Getenv("RATH_AUTH"), "API authentication: required, off, or auto (required when RATH_TOKEN is set or a live token is stored; docs/security.md)")
+	maxImport := fs.Int64("max-import-bytes", 0, "largest session import body in bytes (default 64 MiB; env RATH_MAX_IMPORT_BYTES)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if env := os.Getenv("RATH_MAX_IMPORT_BYTES"); *maxImport == 0 && env != "" {
+		n, err := strconv.ParseInt(env, 10, 64)
+		if err != nil {
+			return fmt.Errorf("RATH_MAX_IMPORT_BYTES: %q is not a byte count", env)
+		}
+		*maxImport = n
+	}
+	if *maxImport < 0 {
+		return fmt.Errorf("--max-import-bytes: %d is negative; give a byte count, or 0 for the default 64 MiB", *maxImport)
 	}
 	if err := conn.Check(); err != nil {
 		return err
@@ -107,8 +121,9 @@ func run(ctx context.Context, args []string) error {
 		SameDatabase:   b.SubmitInOneTx(),
 		RunReads:       b.RunReads,
 		TracerProvider: tel.TracerProvider, Metrics: tel.Metrics, Gatherer: tel.Registry,
-		JaegerURL: os.Getenv("RATH_JAEGER_URL"),
-		Memory:    b.Memory, // /v1/memory for requests bound to no tenant
+		JaegerURL:      os.Getenv("RATH_JAEGER_URL"),
+		Memory:         b.Memory, // /v1/memory for requests bound to no tenant
+		MaxImportBytes: *maxImport,
 	}
 	if err := app.RegisterBackendMetrics(ctx, tel.Registry, b, true, bus.DefaultQueue); err != nil {
 		return err

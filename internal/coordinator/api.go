@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
@@ -380,19 +381,25 @@ func (c *Coordinator) exportSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // importSession imports a session JSONL body of at most MaxImportBytes and
-// returns the imported head version.
+// returns the imported head version. The body is read whole (spooled to a
+// temporary file) before the import's one transaction begins, so a client
+// that stops or dies mid-upload stores nothing and holds no database
+// connection (importbody.go).
 func (c *Coordinator) importSession(w http.ResponseWriter, r *http.Request) {
-	body := http.MaxBytesReader(w, r.Body, c.cfg.MaxImportBytes)
-	s, err := session.Import(r.Context(), c.graph, body)
+	body, release, err := c.readImport(w, r)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("import body exceeds %d bytes", c.cfg.MaxImportBytes))
-			return
-		}
-		c.fail(w, r, err)
+		c.importFailed(w, r, err)
 		return
 	}
+	defer release()
+	start := time.Now()
+	s, err := session.Import(r.Context(), c.graph, body)
+	if err != nil {
+		c.importFailed(w, r, err)
+		return
+	}
+	c.log.InfoContext(r.Context(), "session imported", slog.String("path", r.URL.Path), slog.String("head", s.ID().String()),
+		slog.Int64("bytes", body.Size()), slog.Duration("took", time.Since(start)))
 	writeJSON(w, http.StatusCreated, view(s))
 }
 

@@ -59,7 +59,12 @@ type Config struct {
 	// MaxBodyBytes bounds a request body; default 1 MiB.
 	MaxBodyBytes int64
 	// MaxImportBytes bounds a session JSONL import body; default 64 MiB.
+	// The coordinator reads a body whole into a temporary file before
+	// importing it in one transaction.
 	MaxImportBytes int64
+	// MaxConcurrentImports bounds the session imports read and run at once
+	// (each may spool up to MaxImportBytes to disk); more wait. Default 4.
+	MaxConcurrentImports int
 	// ReconcileInterval is how often the leader scans for lost steps;
 	// default 10s.
 	ReconcileInterval time.Duration
@@ -118,6 +123,7 @@ func (c Config) WithDefaults() Config {
 	c.Queue = cmp.Or(c.Queue, "default")
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, 1<<20)
 	c.MaxImportBytes = cmp.Or(c.MaxImportBytes, 64<<20)
+	c.MaxConcurrentImports = cmp.Or(c.MaxConcurrentImports, 4)
 	c.ReconcileInterval = cmp.Or(c.ReconcileInterval, 10*time.Second)
 	c.StaleAfter = cmp.Or(c.StaleAfter, 2*time.Minute)
 	c.LeaseTTL = cmp.Or(c.LeaseTTL, 3*c.ReconcileInterval)
@@ -155,6 +161,8 @@ type Coordinator struct {
 	routes atomic.Pointer[apiMux]
 	// specs caches parsed agent specs of submits (specs.go).
 	specs *specCache
+	// imports holds a slot per session import in progress (importbody.go).
+	imports chan struct{}
 }
 
 // New returns a coordinator over a migrated store, its run store and a bus.
@@ -170,7 +178,8 @@ func New(graph store.Store, rs *runs.Store, b Bus, cfg Config) (*Coordinator, er
 			return nil, err
 		}
 	}
-	c := &Coordinator{cfg: cfg, sysGraph: graph, runs: rs, bus: b, log: cfg.Logger, manifests: manifests, specs: newSpecCache()}
+	c := &Coordinator{cfg: cfg, sysGraph: graph, runs: rs, bus: b, log: cfg.Logger, manifests: manifests, specs: newSpecCache(),
+		imports: make(chan struct{}, cfg.MaxConcurrentImports)}
 	c.graph = tenantGraph{c}
 	return c, nil
 }
