@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rath-run/rath/internal/testdb"
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/session"
 )
@@ -158,7 +159,7 @@ func TestAttackImportAllOrNothing(t *testing.T) {
 	}
 
 	// A body cut half-way: the server reads a short body.
-	cutData, _ := importFile(t, importVersions, "cut", 0)
+	cutData, _ := importFile(t, 5_000, "cut", 0)
 	if status := cutImport(t, s.server, tok, cutData, len(cutData)/2); status < 400 {
 		t.Fatalf("a cut import answered %d, want an error", status)
 	}
@@ -212,4 +213,83 @@ func TestAttackImportBodyLimit(t *testing.T) {
 	if n := tenantVersions(t, s.storeURL, "acme"); n != 0 {
 		t.Fatalf("a refused import left %d versions stored, want 0", n)
 	}
+}
+
+// TestImportStoreAllOrNothing: the same with `rathctl --store`, the
+// operator's direct path: rathctl killed while it writes an import (held
+// mid-way by a SHARE lock on lineage) leaves nothing once Postgres has
+// seen the client gone; then the whole import lands, at a rate the test
+// logs.
+func TestImportStoreAllOrNothing(t *testing.T) {
+	storeURL := testdb.Postgres(t)
+	dir := t.TempDir()
+	rathctl := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(bin(t, "rathctl"), append(args, "--store", storeURL)...)
+		cmd.Env = append(os.Environ(), "RATH_HOME="+filepath.Join(dir, "home"), "RATH_SERVER=", "RATH_TOKEN=", "RATH_STORE=")
+		return cmd
+	}
+	if out, err := rathctl("migrate").CombinedOutput(); err != nil {
+		t.Fatalf("migrate: %v: %s", err, out)
+	}
+	owner, err := sql.Open("pgx", storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	lock, err := owner.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback() }()
+	if _, err := lock.Exec(`LOCK TABLE lineage IN SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	data, head := importFile(t, importVersions, "store", 0)
+	path := filepath.Join(dir, "store.jsonl")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := rathctl("session", "import", path)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "the import waits on the lineage lock", func() bool {
+		var n int
+		return owner.QueryRow(`SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+			WHERE c.relname = 'lineage' AND NOT l.granted`).Scan(&n) == nil && n > 0
+	})
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	if err := lock.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "the killed client's transaction ends", func() bool {
+		var n int
+		return owner.QueryRow(`SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL`).Scan(&n) == nil && n == 0
+	})
+	db := func() int {
+		var n int
+		if err := owner.QueryRow(`SELECT count(*) FROM versions`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := db(); n != 0 {
+		t.Fatalf("an import whose rathctl was killed mid-write left %d versions stored, want 0", n)
+	}
+	start := time.Now()
+	out, err := rathctl("session", "import", path, "-o", "json").Output()
+	took := time.Since(start)
+	var got struct {
+		ID string `json:"id"`
+	}
+	if err != nil || json.Unmarshal(out, &got) != nil || got.ID != head.String() {
+		t.Fatalf("import: %v, printed %q; want head %s", err, out, head)
+	}
+	if n := db(); n != importVersions {
+		t.Fatalf("after a whole import the store holds %d versions, want %d", n, importVersions)
+	}
+	t.Logf("imported %d versions (%d bytes) with rathctl --store in %v: %.0f versions/s",
+		importVersions, len(data), took.Round(time.Millisecond), float64(importVersions)/took.Seconds())
 }
