@@ -34,16 +34,22 @@ const (
 // transaction: the file is streamed in batches of at most 2,000 versions or
 // 8 MiB, each checked and written with [BulkTx.PutBatch], and any error (a
 // bad line, a read error from a body cut short, ctx ending) rolls every
-// batch back, so nothing of a failed import is stored. Memory is then one
-// batch plus a header of about 200 bytes for each version of the file (id,
-// hash, length, links, line). For any other Graph, Import holds and checks
+// batch back, so nothing of a failed import is stored. A batch is written
+// while the next is read and checked. Memory is then two batches plus a
+// header of about 200 bytes for each version of the file (id, hash,
+// length, links, line). For any other Graph, Import holds and checks
 // the whole file, then puts its versions one by one.
 func Import(ctx context.Context, g Graph, r io.Reader) (Session, error) {
 	if bg, ok := g.(BulkGraph); ok {
 		var head *Version
 		err := bg.Bulk(ctx, func(ctx context.Context, tx BulkTx) error {
+			sink := &bulkSink{tx: tx}
 			var err error
-			head, err = newImporter(r, bulkSink{tx}, importBatchVersions, importBatchBytes).run(ctx)
+			head, err = newImporter(r, sink, importBatchVersions, importBatchBytes).run(ctx)
+			// The transaction must be idle when fn returns.
+			if werr := sink.wait(); err == nil {
+				err = werr
+			}
 			return err
 		})
 		if err != nil {
@@ -104,6 +110,10 @@ func (r *importReader) next() (importRecord, error) {
 		if !utf8.Valid(line) {
 			return importRecord{}, fmt.Errorf("line %d: %w: invalid UTF-8", n, ErrFormat)
 		}
+		if v := r.fastVersion(line); v != nil {
+			r.versions++
+			return importRecord{line: n, size: len(line), v: v}, nil
+		}
 		var peek struct {
 			Record        *string `json:"record"`
 			SchemaVersion *int    `json:"schema_version"`
@@ -141,6 +151,28 @@ func (r *importReader) next() (importRecord, error) {
 	}
 }
 
+// versionPrefix starts every version line Export writes.
+var versionPrefix = []byte(`{"record":"version",`)
+
+// fastVersion decodes a version line in one pass when it is one in every
+// respect the full path checks (after the header, starting as Export
+// writes it, one JSON object with no unknown field and nothing after it,
+// an id); otherwise it returns nil and the full path (which parses the
+// line twice) reads it and names its problem.
+func (r *importReader) fastVersion(line []byte) *Version {
+	if !r.hasHeader || !bytes.HasPrefix(line, versionPrefix) {
+		return nil
+	}
+	rec := jsonlVersion{Version: &Version{}}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rec); err != nil || rec.Record != recordVersion || rec.ID == (ID{}) ||
+		len(bytes.TrimSpace(line[dec.InputOffset():])) != 0 {
+		return nil
+	}
+	return rec.Version
+}
+
 // header reads the header record.
 func (r *importReader) header(line []byte, schema *int) error {
 	if r.hasHeader {
@@ -170,6 +202,8 @@ func (r *importReader) header(line []byte, schema *int) error {
 
 // importSink writes checked versions.
 type importSink interface {
+	// wait waits for the writes in flight and returns their error.
+	wait() error
 	// lookup returns the stored versions among ids (header fields at
 	// least) and, of keys, the id of the stored version holding each key
 	// when the sink can tell.
@@ -178,10 +212,28 @@ type importSink interface {
 	put(ctx context.Context, recs []importRecord) error
 }
 
-// bulkSink writes through a [BulkTx]: one transaction for the import.
-type bulkSink struct{ tx BulkTx }
+// bulkSink writes through a [BulkTx]: one transaction for the import. A
+// batch is written while the next one is read and checked (put returns
+// once the write has started; lookup, put and wait wait for it), so the
+// client's work and the database's overlap. Not safe for concurrent use.
+type bulkSink struct {
+	tx   BulkTx
+	done chan error // the write in flight; nil when none
+}
 
-func (s bulkSink) lookup(ctx context.Context, ids []ID, keys []string) (map[ID]*Version, map[string]ID, error) {
+func (s *bulkSink) wait() error {
+	if s.done == nil {
+		return nil
+	}
+	err := <-s.done
+	s.done = nil
+	return err
+}
+
+func (s *bulkSink) lookup(ctx context.Context, ids []ID, keys []string) (map[ID]*Version, map[string]ID, error) {
+	if err := s.wait(); err != nil {
+		return nil, nil, err
+	}
 	vs, err := s.tx.Lookup(ctx, ids, keys)
 	if err != nil {
 		return nil, nil, err
@@ -197,20 +249,32 @@ func (s bulkSink) lookup(ctx context.Context, ids []ID, keys []string) (map[ID]*
 	return byID, byKey, nil
 }
 
-func (s bulkSink) put(ctx context.Context, recs []importRecord) error {
+func (s *bulkSink) put(ctx context.Context, recs []importRecord) error {
+	if err := s.wait(); err != nil {
+		return err
+	}
 	vs := make([]*Version, len(recs))
 	for i, rec := range recs {
 		vs[i] = rec.v
 	}
-	if err := s.tx.PutBatch(ctx, vs); err != nil {
-		return fmt.Errorf("lines %d-%d: %w", recs[0].line, recs[len(recs)-1].line, err)
-	}
+	first, last := recs[0].line, recs[len(recs)-1].line
+	done := make(chan error, 1)
+	s.done = done
+	go func() {
+		err := s.tx.PutBatch(ctx, vs)
+		if err != nil {
+			err = fmt.Errorf("lines %d-%d: %w", first, last, err)
+		}
+		done <- err
+	}()
 	return nil
 }
 
 // graphSink writes through a plain [Graph], one Put per version. It sees no
 // keys: Put reports a key already taken.
 type graphSink struct{ g Graph }
+
+func (graphSink) wait() error { return nil }
 
 func (s graphSink) lookup(ctx context.Context, ids []ID, _ []string) (map[ID]*Version, map[string]ID, error) {
 	out := make(map[ID]*Version)
@@ -335,6 +399,9 @@ func (im *importer) run(ctx context.Context) (*Version, error) {
 	}
 	if im.failed != nil {
 		return nil, im.explain()
+	}
+	if err := im.sink.wait(); err != nil {
+		return nil, err
 	}
 	return im.head, nil
 }
