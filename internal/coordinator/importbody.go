@@ -39,7 +39,7 @@ func (c *Coordinator) readImport(w http.ResponseWriter, r *http.Request) (*spool
 	f, err := os.CreateTemp("", "rath-import-*.jsonl")
 	if err != nil {
 		<-c.imports
-		return nil, nil, fmt.Errorf("spool import body: %w", err)
+		return nil, nil, fmt.Errorf("spool import body (the coordinator needs a writable TMPDIR): %w", err)
 	}
 	release := func() {
 		_ = f.Close()
