@@ -16,7 +16,7 @@ func BenchmarkStore(b *testing.B) {
 	storetest.Bench(b, func(b *testing.B) store.Store { return openStore(b, pgstore.Options{}) })
 }
 
-// BenchmarkImport: go test -run '^$' -bench BenchmarkImport -benchtime 3x ./pkg/store/pgstore/
+// BenchmarkImport: go test -run '^$' -bench BenchmarkImport -benchtime 2x ./pkg/store/pgstore/
 func BenchmarkImport(b *testing.B) {
 	storetest.BenchImport(b, func(b *testing.B) store.Store { return openStore(b, pgstore.Options{}) }, backendCPU)
 }
