@@ -100,7 +100,7 @@ func (s *secured) newSession(token, text string) session.ID {
 // placing its own snapshot still works.
 func TestAttackSnapshotByID(t *testing.T) {
 	t.Parallel()
-	s := newSecured(t)
+	s := newSecured(t, allowLocal(t))
 	acme := s.mint("submit", "acme")
 	umbrella := s.mint("submit", "umbrella")
 

@@ -11,6 +11,7 @@
 //	RATH_SANDBOX_POLICY  the operator's sandbox policy (YAML)     --sandbox-policy
 //	                 (default: docker only on Postgres, local and docker on
 //	                 SQLite; the workers must load the same; docs/sandboxes.md)
+//	RATH_MAX_IMPORT_BYTES  largest session import body (default 64 MiB) --max-import-bytes
 //	OTEL_EXPORTER_OTLP_ENDPOINT  OTLP/HTTP trace collector (unset: no tracing)
 //	OTEL_SERVICE_NAME            service name (default rath-coordinator)
 //	RATH_JAEGER_URL  Jaeger UI base for the web UI's trace links
@@ -75,8 +76,19 @@ func run(ctx context.Context, args []string) error {
 	sandboxPolicy := fs.String("sandbox-policy", os.Getenv("RATH_SANDBOX_POLICY"), "operator's sandbox policy, a YAML file (default: docker only on Postgres; docs/sandboxes.md)")
 	healthAddr := fs.String("health-addr", os.Getenv("RATH_HEALTH_ADDR"), "separate listen address for /healthz, /readyz and /metrics, outside the API's connection cap (empty: none)")
 	authMode := fs.String("auth", os.Getenv("RATH_AUTH"), "API authentication: required, off, or auto (required when RATH_TOKEN is set or a live token is stored; docs/security.md)")
+	maxImport := fs.Int64("max-import-bytes", 0, "largest session import body in bytes (default 64 MiB; env RATH_MAX_IMPORT_BYTES)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if env := os.Getenv("RATH_MAX_IMPORT_BYTES"); *maxImport == 0 && env != "" {
+		n, err := strconv.ParseInt(env, 10, 64)
+		if err != nil {
+			return fmt.Errorf("RATH_MAX_IMPORT_BYTES: %q is not a byte count", env)
+		}
+		*maxImport = n
+	}
+	if *maxImport < 0 {
+		return fmt.Errorf("--max-import-bytes: %d is negative; give a byte count, or 0 for the default 64 MiB", *maxImport)
 	}
 	if err := conn.Check(); err != nil {
 		return err
@@ -159,6 +171,7 @@ func run(ctx context.Context, args []string) error {
 		// Placements entering through the API are checked against it.
 		SandboxPolicy:        pol,
 		EventStreamsPerToken: perToken, EventStreamsPerTenant: perTenant,
+		MaxImportBytes: *maxImport,
 	}
 	if err := app.RegisterBackendMetrics(ctx, tel.Registry, b, true, bus.DefaultQueue); err != nil {
 		return err

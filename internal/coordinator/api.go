@@ -1,7 +1,7 @@
 package coordinator
 
 import (
-	"bytes"
+	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -427,70 +427,69 @@ func (c *Coordinator) exportSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // importSession imports a session JSONL body of at most MaxImportBytes and
-// returns the imported head version.
+// returns the imported head version. The body is read whole (spooled to a
+// temporary file) before the import's one transaction begins, so a client
+// that stops or dies mid-upload stores nothing and holds no database
+// connection (importbody.go).
 //
 // Under a sandbox policy every version's placement is checked before
 // anything is imported, so a refused placement on any line imports
-// nothing; the body is then held in memory (it is bounded by
-// MaxImportBytes).
+// nothing. Client keys are refused as the versions are written
+// (keylessImport), inside the same transaction.
 func (c *Coordinator) importSession(w http.ResponseWriter, r *http.Request) {
 	holdConn(w, transferWindow)
-	var body io.Reader = http.MaxBytesReader(w, r.Body, c.cfg.MaxImportBytes)
-	tooLarge := func(err error) bool {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("import body exceeds %d bytes", c.cfg.MaxImportBytes))
-			return true
-		}
-		return false
-	}
-	if c.cfg.SandboxPolicy != nil {
-		data, err := io.ReadAll(body)
-		if err != nil {
-			if !tooLarge(err) {
-				c.fail(w, r, badRequest("read body: %v", err))
-			}
-			return
-		}
-		if err := c.validateImportPlacements(data); err != nil {
-			c.fail(w, r, err)
-			return
-		}
-		body = bytes.NewReader(data)
-	}
-	s, err := session.Import(r.Context(), &keylessImport{Graph: c.graph}, body)
+	body, release, err := c.readImport(w, r)
 	if err != nil {
-		if !tooLarge(err) {
-			c.fail(w, r, err)
-		}
+		c.importFailed(w, r, err)
 		return
 	}
+	defer release()
+	if c.cfg.SandboxPolicy != nil {
+		if err := c.validateImportPlacements(body); err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		if _, err := body.Seek(0, io.SeekStart); err != nil {
+			c.fail(w, r, fmt.Errorf("rewind the import body: %w", err))
+			return
+		}
+	}
+	start := time.Now()
+	s, err := session.Import(r.Context(), &keylessImport{Graph: c.graph}, body)
+	if err != nil {
+		c.importFailed(w, r, err)
+		return
+	}
+	c.log.InfoContext(r.Context(), "session imported", slog.String("path", r.URL.Path), slog.String("head", s.ID().String()),
+		slog.Int64("bytes", body.Size()), slog.Duration("took", time.Since(start)))
 	writeJSON(w, http.StatusCreated, view(s))
 }
 
 // validateImportPlacements calls validatePlacement on the placement of
-// every version record of a session JSONL body. Lines that do not decode
-// are left to session.Import, which reports them.
-func (c *Coordinator) validateImportPlacements(data []byte) error {
-	for n := 1; len(data) > 0; n++ {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			data = nil
+// every version record of a session JSONL body, a line at a time. Lines that
+// do not decode are left to session.Import, which reports them.
+func (c *Coordinator) validateImportPlacements(body io.Reader) error {
+	rd := bufio.NewReader(body)
+	for n := 1; ; n++ {
+		line, err := rd.ReadBytes('\n')
+		if len(line) > 0 {
+			var rec struct {
+				Record    string            `json:"record"`
+				Placement session.Placement `json:"placement"`
+			}
+			if json.Unmarshal(line, &rec) == nil && rec.Record == "version" && placed(rec.Placement) {
+				if err := c.validatePlacement(rec.Placement); err != nil {
+					return fmt.Errorf("line %d: version: %w", n, err)
+				}
+			}
 		}
-		var rec struct {
-			Record    string            `json:"record"`
-			Placement session.Placement `json:"placement"`
+		if errors.Is(err, io.EOF) {
+			return nil
 		}
-		if json.Unmarshal(line, &rec) != nil || rec.Record != "version" || !placed(rec.Placement) {
-			continue
-		}
-		if err := c.validatePlacement(rec.Placement); err != nil {
-			return fmt.Errorf("line %d: version: %w", n, err)
+		if err != nil {
+			return fmt.Errorf("read the import body: %w", err)
 		}
 	}
-	return nil
 }
 
 func (c *Coordinator) respond(w http.ResponseWriter, r *http.Request, s session.Session, err error) {

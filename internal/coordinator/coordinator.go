@@ -60,6 +60,8 @@ type Config struct {
 	// MaxBodyBytes bounds a request body; default 1 MiB.
 	MaxBodyBytes int64
 	// MaxImportBytes bounds a session JSONL import body; default 64 MiB.
+	// The coordinator reads a body whole into a temporary file before
+	// importing it in one transaction.
 	MaxImportBytes int64
 	// EventStreamsPerToken caps the live GET /v1/runs/{id}/events streams
 	// one token holds at once on this replica (each holds a JetStream
@@ -73,6 +75,9 @@ type Config struct {
 	// consumer limit (NATS: 1,000 by default). Default
 	// DefaultEventStreamsPerTenant (100).
 	EventStreamsPerTenant int
+	// MaxConcurrentImports bounds the session imports read and run at once
+	// (each may spool up to MaxImportBytes to disk); more wait. Default 4.
+	MaxConcurrentImports int
 	// ReconcileInterval is how often the leader scans for lost steps;
 	// default 10s.
 	ReconcileInterval time.Duration
@@ -139,6 +144,7 @@ func (c Config) WithDefaults() Config {
 	c.MaxImportBytes = cmp.Or(c.MaxImportBytes, 64<<20)
 	c.EventStreamsPerToken = cmp.Or(c.EventStreamsPerToken, DefaultEventStreamsPerToken)
 	c.EventStreamsPerTenant = cmp.Or(c.EventStreamsPerTenant, DefaultEventStreamsPerTenant)
+	c.MaxConcurrentImports = cmp.Or(c.MaxConcurrentImports, 4)
 	c.ReconcileInterval = cmp.Or(c.ReconcileInterval, 10*time.Second)
 	c.StaleAfter = cmp.Or(c.StaleAfter, 2*time.Minute)
 	c.LeaseTTL = cmp.Or(c.LeaseTTL, 3*c.ReconcileInterval)
@@ -178,6 +184,8 @@ type Coordinator struct {
 	specs *specCache
 	// streams caps live event streams per token and tenant (limits.go).
 	streams *streamLimiter
+	// imports holds a slot per session import in progress (importbody.go).
+	imports chan struct{}
 }
 
 // New returns a coordinator over a migrated store, its run store and a bus.
@@ -197,7 +205,8 @@ func New(graph store.Store, rs *runs.Store, b Bus, cfg Config) (*Coordinator, er
 		}
 	}
 	c := &Coordinator{cfg: cfg, sysGraph: graph, runs: rs, bus: b, log: cfg.Logger, manifests: manifests, specs: newSpecCache(),
-		streams: newStreamLimiter(cfg.EventStreamsPerToken, cfg.EventStreamsPerTenant)}
+		streams: newStreamLimiter(cfg.EventStreamsPerToken, cfg.EventStreamsPerTenant),
+		imports: make(chan struct{}, cfg.MaxConcurrentImports)}
 	c.graph = tenantGraph{c}
 	return c, nil
 }

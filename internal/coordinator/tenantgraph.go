@@ -53,6 +53,10 @@ func (g tenantGraph) List(ctx context.Context, p store.ListParams) (store.Page, 
 	return g.of(ctx).List(ctx, p)
 }
 
+func (g tenantGraph) Bulk(ctx context.Context, fn func(ctx context.Context, tx session.BulkTx) error) error {
+	return g.of(ctx).Bulk(ctx, fn)
+}
+
 func (g tenantGraph) PutMany(ctx context.Context, vs []*session.Version) error {
 	return g.of(ctx).PutMany(ctx, vs)
 }

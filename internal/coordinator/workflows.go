@@ -666,3 +666,35 @@ func (g *keylessImport) Put(ctx context.Context, v *session.Version) (*session.V
 	}
 	return g.Graph.Put(ctx, v)
 }
+
+// Bulk implements [session.BulkGraph]: an import writes in one transaction
+// of the underlying graph, through a transaction that refuses client keys
+// the way Put does.
+func (g *keylessImport) Bulk(ctx context.Context, fn func(ctx context.Context, tx session.BulkTx) error) error {
+	bg, ok := g.Graph.(session.BulkGraph)
+	if !ok {
+		return errors.New("coordinator: the graph cannot import in one transaction")
+	}
+	return bg.Bulk(ctx, func(ctx context.Context, tx session.BulkTx) error {
+		return fn(ctx, keylessTx{BulkTx: tx, g: g})
+	})
+}
+
+// keylessTx is [keylessImport]'s transaction.
+type keylessTx struct {
+	session.BulkTx
+	g *keylessImport
+}
+
+// PutBatch implements [session.BulkTx].
+func (tx keylessTx) PutBatch(ctx context.Context, vs []*session.Version) error {
+	for _, v := range vs {
+		tx.g.n++
+		if v != nil {
+			if err := clientKey(fmt.Sprintf("versions[%d].key", tx.g.n-1), v); err != nil {
+				return err
+			}
+		}
+	}
+	return tx.BulkTx.PutBatch(ctx, vs)
+}

@@ -36,7 +36,9 @@ package session
 // # Import
 //
 // [Import] reads a file, checks it, and puts each version into a [Graph] in
-// file order. Every hash is verified by the graph ([ErrHashMismatch] when a
+// file order, all or nothing: into a [BulkGraph] (the stores) in one
+// transaction, streamed in batches; into any other graph after the whole
+// file has been checked. Every hash is verified ([ErrHashMismatch] when a
 // byte of a version was changed); versions already stored with the same hash
 // are accepted, so importing a file twice is a no-op. A parent or base that is
 // not in the file must already be in the graph. Errors name the line and the
@@ -52,13 +54,9 @@ import (
 	"bytes"
 	"container/heap"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"unicode/utf8"
-
-	"github.com/rath-run/rath/internal/jsonl"
 )
 
 // ErrFormat means the input is not well-formed session JSONL.
@@ -259,210 +257,4 @@ func topoOrder(vs map[ID]*Version) ([]*Version, error) {
 		}
 	}
 	return out, nil
-}
-
-type importedVersion struct {
-	line int
-	v    *Version
-}
-
-// Import reads session JSONL from r and puts its versions into g, returning
-// a handle on the file's head version. See the format above for what is
-// checked and which errors are returned.
-func Import(ctx context.Context, g Graph, r io.Reader) (Session, error) {
-	lr := jsonl.NewReader(r, MaxJSONLLineBytes)
-	var (
-		head      ID
-		hasHeader bool
-		recs      []importedVersion
-		index     = make(map[ID]int)
-	)
-	for {
-		if err := ctx.Err(); err != nil {
-			return Session{}, err
-		}
-		line, _, err := lr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		n := lr.Line()
-		if errors.Is(err, jsonl.ErrLineTooLong) {
-			return Session{}, fmt.Errorf("line %d: %w: longer than %d bytes", n, ErrTooLarge, MaxJSONLLineBytes)
-		}
-		if err != nil {
-			return Session{}, fmt.Errorf("line %d: read: %w", n, err)
-		}
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		if !utf8.Valid(line) {
-			return Session{}, fmt.Errorf("line %d: %w: invalid UTF-8", n, ErrFormat)
-		}
-		var peek struct {
-			Record        *string `json:"record"`
-			SchemaVersion *int    `json:"schema_version"`
-		}
-		if err := json.Unmarshal(line, &peek); err != nil {
-			return Session{}, fmt.Errorf("line %d: %w: malformed JSON: %w", n, ErrFormat, err)
-		}
-		if peek.Record == nil {
-			return Session{}, fmt.Errorf("line %d: %w: record has no \"record\" field", n, ErrFormat)
-		}
-		switch *peek.Record {
-		case recordHeader:
-			if hasHeader {
-				return Session{}, fmt.Errorf("line %d: %w: second header record", n, ErrFormat)
-			}
-			if len(recs) > 0 {
-				return Session{}, fmt.Errorf("line %d: %w: header after version records", n, ErrFormat)
-			}
-			switch {
-			case peek.SchemaVersion == nil:
-				return Session{}, fmt.Errorf("line %d: %w: header has no schema_version", n, ErrFormat)
-			case *peek.SchemaVersion > JSONLSchemaVersion:
-				return Session{}, fmt.Errorf("line %d: %w: schema_version %d is newer than this reader's %d", n, ErrFormat, *peek.SchemaVersion, JSONLSchemaVersion)
-			case *peek.SchemaVersion < 1:
-				return Session{}, fmt.Errorf("line %d: %w: unsupported schema_version %d", n, ErrFormat, *peek.SchemaVersion)
-			}
-			var h jsonlHeader
-			if err := decodeStrict(line, &h); err != nil {
-				return Session{}, fmt.Errorf("line %d: %w: header: %w", n, ErrFormat, err)
-			}
-			if h.Head == (ID{}) {
-				return Session{}, fmt.Errorf("line %d: %w: header has no head version id", n, ErrFormat)
-			}
-			head, hasHeader = h.Head, true
-		case recordVersion:
-			if !hasHeader {
-				return Session{}, fmt.Errorf("line %d: %w: version record before the header", n, ErrFormat)
-			}
-			rec := jsonlVersion{Version: &Version{}}
-			if err := decodeStrict(line, &rec); err != nil {
-				if errors.Is(err, ErrInvalidChunk) || errors.Is(err, ErrTooLarge) {
-					return Session{}, fmt.Errorf("line %d: version: %w", n, err)
-				}
-				return Session{}, fmt.Errorf("line %d: %w: version: %w", n, ErrFormat, err)
-			}
-			v := rec.Version
-			if v.ID == (ID{}) {
-				return Session{}, fmt.Errorf("line %d: %w: version has no id", n, ErrFormat)
-			}
-			if prev, dup := index[v.ID]; dup {
-				return Session{}, fmt.Errorf("line %d: %w: version %s already appeared on line %d", n, ErrFormat, v.ID, recs[prev].line)
-			}
-			index[v.ID] = len(recs)
-			recs = append(recs, importedVersion{line: n, v: v})
-		default:
-			return Session{}, fmt.Errorf("line %d: %w: unknown record type %q", n, ErrFormat, *peek.Record)
-		}
-	}
-	if !hasHeader {
-		return Session{}, fmt.Errorf("%w: no header record (empty input)", ErrFormat)
-	}
-	if _, ok := index[head]; !ok {
-		return Session{}, fmt.Errorf("%w: head version %s is not in the input (truncated file?)", ErrFormat, head)
-	}
-	if err := checkAcyclic(recs, index); err != nil {
-		return Session{}, err
-	}
-	// Every version is checked against its parents and base (shape, length,
-	// hash) before the first Put, so a bad line anywhere in the file writes
-	// nothing, not the good versions before it.
-	for i, rec := range recs {
-		v := rec.v
-		linked := make(map[ID]*Version, len(v.Parents)+1)
-		for _, d := range deps(v) {
-			j, inFile := index[d]
-			if inFile {
-				if j > i {
-					return Session{}, fmt.Errorf("line %d: version %s: %w: parent %s comes later, on line %d (versions must be in topological order)", rec.line, v.ID, ErrFormat, d, recs[j].line)
-				}
-				linked[d] = recs[j].v
-				continue
-			}
-			stored, err := g.Get(ctx, d)
-			if err != nil {
-				if errors.Is(err, ErrNotFound) {
-					return Session{}, fmt.Errorf("line %d: version %s: parent %s is neither in the input nor in the graph: %w", rec.line, v.ID, d, err)
-				}
-				return Session{}, fmt.Errorf("line %d: version %s: load parent %s: %w", rec.line, v.ID, d, err)
-			}
-			linked[d] = stored
-		}
-		parents := make([]*Version, len(v.Parents))
-		for k, p := range v.Parents {
-			parents[k] = linked[p]
-		}
-		var base *Version
-		if v.Base != nil {
-			base = linked[*v.Base]
-		}
-		if err := VerifyLinks(v, parents, base); err != nil {
-			// A different version already stored under this id is the
-			// conflict Put would report; say that rather than the hash.
-			if stored, gerr := g.Get(ctx, v.ID); gerr == nil && stored.Hash != v.Hash {
-				return Session{}, fmt.Errorf("line %d: version %s: %w: the graph holds another version with this id (hash %s)", rec.line, v.ID, ErrConflict, stored.Hash)
-			}
-			return Session{}, fmt.Errorf("line %d: version %s: %w", rec.line, v.ID, err)
-		}
-	}
-	var got *Version
-	for _, rec := range recs {
-		v := rec.v
-		p, err := g.Put(ctx, v)
-		if err != nil {
-			return Session{}, fmt.Errorf("line %d: version %s: %w", rec.line, v.ID, err)
-		}
-		if p.ID != v.ID || p.Hash != v.Hash {
-			return Session{}, fmt.Errorf("line %d: version %s: %w: key %q already commits version %s", rec.line, v.ID, ErrConflict, v.Key, p.ID)
-		}
-		if v.ID == head {
-			got = p
-		}
-	}
-	return Session{g: g, v: got}, nil
-}
-
-// checkAcyclic reports a cycle among the in-file parent and base links.
-func checkAcyclic(recs []importedVersion, index map[ID]int) error {
-	const (
-		white = iota
-		grey
-		black
-	)
-	color := make([]uint8, len(recs))
-	type frame struct {
-		i    int
-		deps []ID
-	}
-	for start := range recs {
-		if color[start] != white {
-			continue
-		}
-		stack := []frame{{i: start, deps: deps(recs[start].v)}}
-		color[start] = grey
-		for len(stack) > 0 {
-			top := &stack[len(stack)-1]
-			if len(top.deps) == 0 {
-				color[top.i] = black
-				stack = stack[:len(stack)-1]
-				continue
-			}
-			d := top.deps[0]
-			top.deps = top.deps[1:]
-			j, ok := index[d]
-			if !ok {
-				continue
-			}
-			switch color[j] {
-			case grey:
-				rec := recs[top.i]
-				return fmt.Errorf("line %d: version %s: %w: parent %s (line %d) descends from it", rec.line, rec.v.ID, ErrCycle, d, recs[j].line)
-			case white:
-				color[j] = grey
-				stack = append(stack, frame{i: j, deps: deps(recs[j].v)})
-			}
-		}
-	}
-	return nil
 }

@@ -36,6 +36,9 @@ type Store interface {
 	// key is already stored makes it fail with [session.ErrConflict] and
 	// write nothing.
 	PutMany(ctx context.Context, vs []*session.Version) error
+	// Bulk runs fn in one transaction for many writes ([session.BulkGraph]):
+	// [session.Import] writes a whole file through it, all or nothing.
+	Bulk(ctx context.Context, fn func(ctx context.Context, tx session.BulkTx) error) error
 	// Tx runs fn with a [TxStore] whose writes commit together when fn
 	// returns nil and are rolled back otherwise. fn must not use the Store
 	// itself for writes while it runs (the embedded store has one writer).

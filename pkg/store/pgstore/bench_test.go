@@ -1,7 +1,11 @@
 package pgstore_test
 
 import (
+	"context"
 	"testing"
+	"time"
+
+	"github.com/rath-run/rath/internal/cpustat"
 
 	"github.com/rath-run/rath/pkg/store"
 	"github.com/rath-run/rath/pkg/store/pgstore"
@@ -10,4 +14,33 @@ import (
 
 func BenchmarkStore(b *testing.B) {
 	storetest.Bench(b, func(b *testing.B) store.Store { return openStore(b, pgstore.Options{}) })
+}
+
+// BenchmarkImport: go test -run '^$' -bench BenchmarkImport -benchtime 2x ./pkg/store/pgstore/
+func BenchmarkImport(b *testing.B) {
+	storetest.BenchImport(b, func(b *testing.B) store.Store { return openStore(b, pgstore.Options{}) }, backendCPU)
+}
+
+// backendCPU sums the CPU time of the Postgres server processes serving
+// st's database (its pool's connections), read from /proc: the benchmark
+// runs on the database's host.
+func backendCPU(st store.Store) (time.Duration, bool) {
+	var pids []int32
+	rows, err := st.(*pgstore.Store).Pool().Query(context.Background(),
+		`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
+	if err != nil {
+		return 0, false
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var pid int32
+		if rows.Scan(&pid) != nil {
+			return 0, false
+		}
+		pids = append(pids, pid)
+	}
+	if rows.Err() != nil {
+		return 0, false
+	}
+	return cpustat.Processes(pids)
 }

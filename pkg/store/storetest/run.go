@@ -205,4 +205,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			t.Fatalf("verify report %+v", rep)
 		}
 	})
+
+	t.Run("BulkImport", func(t *testing.T) {
+		t.Parallel()
+		runBulkImport(t, open)
+	})
 }

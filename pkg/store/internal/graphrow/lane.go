@@ -52,6 +52,43 @@ func BatchLanes(vs []*session.Version) []LanePos {
 	return out
 }
 
+// BulkLanes assigns lanes across the batches of one bulk transaction (an
+// import): a version joins its base's lane when that lane was started in
+// this transaction and the next position is still free; any other version
+// starts its own lane. Lanes of versions stored before the transaction are
+// never joined, so concurrent commits extending the same base cannot race
+// the bulk write for a position. It keeps one entry per lane started.
+type BulkLanes struct {
+	tip map[session.ID]int // lane started in this transaction -> highest position taken
+}
+
+// NewBulkLanes returns an empty BulkLanes.
+func NewBulkLanes() *BulkLanes { return &BulkLanes{tip: make(map[session.ID]int)} }
+
+// Assign returns the lanes of vs, written next in this order. stored holds
+// the lanes of the bases vs extends that were written by earlier batches
+// (bases stored before the transaction may be absent: they are not
+// joined).
+func (b *BulkLanes) Assign(vs []*session.Version, stored map[session.ID]LanePos) []LanePos {
+	out := make([]LanePos, len(vs))
+	at := make(map[session.ID]int, len(vs))
+	for i, v := range vs {
+		out[i] = LanePos{Lane: v.ID}
+		if ExtendsBase(v) {
+			base, ok := stored[*v.Base]
+			if j, in := at[*v.Base]; in {
+				base, ok = out[j], true
+			}
+			if tip, started := b.tip[base.Lane]; ok && started && tip == base.Pos {
+				out[i] = LanePos{Lane: base.Lane, Pos: base.Pos + 1}
+			}
+		}
+		b.tip[out[i].Lane] = out[i].Pos
+		at[v.ID] = i
+	}
+	return out
+}
+
 // CheckLane checks v's stored lane against the lanes already checked (fed in
 // commit order) and the lanes of its chunk rows, recording problems.
 func (c *Checker) CheckLane(v *session.Version, lp LanePos, chunkLanes []session.ID) {
