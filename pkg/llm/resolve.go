@@ -103,7 +103,6 @@ func Resolve(spec ProviderSpec, model string, getenv func(string) string) (Provi
 	}
 
 	var cfg *Config
-	var cfgPath string
 	loadCfg := func(required bool) error {
 		if cfg != nil {
 			return nil
@@ -115,7 +114,6 @@ func Resolve(spec ProviderSpec, model string, getenv func(string) string) (Provi
 			}
 			return nil
 		}
-		cfgPath = p
 		c, err := LoadConfig(p)
 		if errors.Is(err, fs.ErrNotExist) && !required {
 			return nil
@@ -137,7 +135,7 @@ func Resolve(spec ProviderSpec, model string, getenv func(string) string) (Provi
 		pc, ok := cfg.Providers[spec.Name]
 		if !ok {
 			return nil, "", &Error{Op: op, cause: ErrNotConfigured, Message: fmt.Sprintf(
-				"provider %q is not in %s (it has: %v)", spec.Name, cfgPath, cfg.providerNames())}
+				"provider %q is not in the config file (it has: %v)", spec.Name, cfg.providerNames())}
 		}
 		top = top.over(fromConfig(pc, getenv))
 	} else {
@@ -172,10 +170,10 @@ func Resolve(spec ProviderSpec, model string, getenv func(string) string) (Provi
 		ep.model = model
 	}
 
-	where := "set OPENAI_API_KEY (with OPENAI_BASE_URL and OPENAI_DEFAULT_MODEL as needed), pass a provider, or add one to the config file"
-	if cfgPath != "" {
-		where += " " + cfgPath
-	}
+	// The config file's path is not named: a worker's error reaches the
+	// tenant whose step failed, and the worker's file layout is none of its
+	// business (docs/models.md says where the file is).
+	where := "set OPENAI_API_KEY (with OPENAI_BASE_URL and OPENAI_DEFAULT_MODEL as needed), pass a provider, or add one to the config file ($RATH_HOME/config.yaml)"
 	switch {
 	case ep.base == "" && ep.key == "":
 		return nil, "", &Error{Op: op, cause: ErrNotConfigured, Message: fmt.Sprintf(

@@ -333,3 +333,25 @@ func TestConfigSaveLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveErrorsNameNoHostPath: a worker's resolve error becomes the
+// run's error, which the tenant reads, so it names the provider and the
+// configured names but not where the worker keeps its config file.
+func TestResolveErrorsNameNoHostPath(t *testing.T) {
+	home := writeConfig(t, "providers:\n  ours:\n    base_url: http://127.0.0.1:1/v1\n    api_key: k\n    model: m\n", 0o600)
+	empty := t.TempDir()
+	for _, tc := range []struct {
+		home  string
+		spec  llm.ProviderSpec
+		model string
+		want  string
+	}{
+		{home, llm.ProviderSpec{Name: "theirs"}, "m", `provider "theirs" is not in the config file (it has: [ours])`},
+		{empty, llm.ProviderSpec{}, "gpt-x", "no model provider configured"},
+	} {
+		_, _, err := llm.Resolve(tc.spec, tc.model, envOf(map[string]string{"RATH_HOME": tc.home}))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), tc.home) {
+			t.Errorf("Resolve(%+v, %q): %v; want %q and not the path %s", tc.spec, tc.model, err, tc.want, tc.home)
+		}
+	}
+}
