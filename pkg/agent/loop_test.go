@@ -172,10 +172,18 @@ func TestStepRunsToolsAndCommitsOneVersion(t *testing.T) {
 	if sum := rounds[0].Add(rounds[1]); v.Usage != in.Usage().Add(sum) || sum.TotalTokens == 0 {
 		t.Fatalf("usage %+v, rounds %+v", v.Usage, rounds)
 	}
-	// The same step again (a redelivery) returns the committed version.
-	again, err := newAgent(t, a.Provider.(*llm.Scripted).Replies, echo).Step(context.Background(), in, agent.Meta{Key: "run/0"})
+	// The same step again (a redelivery: the same key and producer) returns
+	// the committed version.
+	again, err := newAgent(t, a.Provider.(*llm.Scripted).Replies, echo).Step(context.Background(), in,
+		agent.Meta{Key: "run/0", Producer: session.Producer{Run: "run", Step: "run/0"}})
 	if err != nil || again.ID() != out.ID() {
-		t.Fatalf("redelivery: %v %v", again.ID(), err)
+		t.Fatalf("redelivery: %v, want the committed %s", err, out.ID())
+	}
+	// Another producer under the same key is not a redelivery: it is refused,
+	// never answered with the committed version.
+	if _, err := newAgent(t, a.Provider.(*llm.Scripted).Replies, echo).Step(context.Background(), in,
+		agent.Meta{Key: "run/0", Producer: session.Producer{Run: "other", Step: "other/0"}}); !errors.Is(err, session.ErrConflict) {
+		t.Fatalf("a step of another run under key run/0: %v, want ErrConflict", err)
 	}
 }
 
