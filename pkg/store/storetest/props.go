@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
@@ -20,11 +21,16 @@ import (
 // [Uncached], from the database) equals the model's, lineage ancestors never
 // include the version itself and start with its parents, and at the end
 // Store.Verify recomputes every hash from the stored rows.
+//
+// Each sequence gets its own deadline: a bound on the whole check would
+// measure how loaded the machine is (100 sequences under -race beside the
+// rest of the suite), not the store.
 func RunProperties(t *testing.T, open func(t *testing.T) store.Store) {
-	ctx := ctxFor(t)
 	st := open(t)
 	iteration := 0
 	rapid.Check(t, func(rt *rapid.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
 		iteration++
 		model := session.NewMemoryGraph()
 		type pair struct{ s, m session.Session } // the store's session and the model's
@@ -219,7 +225,7 @@ func RunProperties(t *testing.T, open func(t *testing.T) store.Store) {
 			}
 		}
 	})
-	rep, err := st.Verify(ctx)
+	rep, err := st.Verify(ctxFor(t))
 	if err != nil {
 		t.Fatalf("verify after the property run: %v (%+v)", err, rep)
 	}
