@@ -34,19 +34,8 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	ctx := context.Background()
 	b, _, _ := bustest.NewWith(t, bustest.Options{Config: bus.Config{AckWait: ackWait}})
-	url := "sqlite:" + filepath.Join(t.TempDir(), "rath.db")
-	st, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	rs, db, err := runs.Open(ctx, url)
-	if err != nil {
-		t.Fatalf("open run store: %v", err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	st, rs := openStores(t)
 	return &rig{bus: b, graph: st, runs: rs}
 }
 
@@ -159,4 +148,23 @@ func TestNoHeartbeatsRedeliver(t *testing.T) {
 		t.Fatalf("step started %d times, want a redelivery (>= 2) without heartbeats", got)
 	}
 	r.checkOneCommit(t, run, in)
+}
+
+// openStores opens a migrated embedded store and its run store in a
+// temporary directory, closed when t ends: the worker rigs' database.
+func openStores(t *testing.T) (store.Store, *runs.Store) {
+	t.Helper()
+	ctx := context.Background()
+	url := "sqlite:" + filepath.Join(t.TempDir(), "rath.db")
+	st, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	rs, db, err := runs.Open(ctx, url)
+	if err != nil {
+		t.Fatalf("open run store: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return st, rs
 }

@@ -3,7 +3,6 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +20,6 @@ import (
 	"github.com/rath-run/rath/pkg/sandbox/policy"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
-	"github.com/rath-run/rath/pkg/store/storeurl"
 	"github.com/rath-run/rath/pkg/tool/builtin"
 )
 
@@ -63,17 +61,7 @@ func newPolicyRig(t *testing.T, pol *policy.Policy) *policyRig {
 	t.Helper()
 	ctx := context.Background()
 	b, _, _ := bustest.NewWith(t, bustest.Options{InProcess: true})
-	url := "sqlite:" + filepath.Join(t.TempDir(), "rath.db")
-	st, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	rs, db, err := runs.Open(ctx, url)
-	if err != nil {
-		t.Fatalf("open run store: %v", err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	st, rs := openStores(t)
 	r := &policyRig{bus: b, graph: st, runs: rs,
 		local:  &spyBackend{name: "local", inner: local.New(local.Config{})},
 		docker: &spyBackend{name: "docker", inner: local.New(local.Config{})},

@@ -22,7 +22,6 @@ import (
 	"github.com/rath-run/rath/pkg/sandbox/sandboxtest"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
-	"github.com/rath-run/rath/pkg/store/storeurl"
 	"github.com/rath-run/rath/pkg/tool/builtin"
 	"github.com/rath-run/rath/pkg/workspace"
 )
@@ -41,19 +40,8 @@ type wsRig struct {
 
 func newWSRig(t *testing.T, backends func() *sandbox.Registry) *wsRig {
 	t.Helper()
-	ctx := context.Background()
 	b, _, _ := bustest.NewWith(t, bustest.Options{InProcess: true})
-	url := "sqlite:" + filepath.Join(t.TempDir(), "rath.db")
-	st, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	rs, db, err := runs.Open(ctx, url)
-	if err != nil {
-		t.Fatalf("open run store: %v", err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	st, rs := openStores(t)
 	r := &wsRig{bus: b, graph: st, runs: rs, inspect: snapshotter(t, b)}
 	for i := range 2 {
 		r.tmp[i] = sandboxtest.Dir(t)
