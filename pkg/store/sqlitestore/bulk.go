@@ -66,26 +66,12 @@ func (b *bulkTx) prepare(ctx context.Context) error {
 
 // insert writes v in lane lp with the prepared statements.
 func (b *bulkTx) insert(ctx context.Context, v *session.Version, lp graphrow.LanePos) error {
-	placement, err := graphrow.Placement(v.Placement)
+	args, err := versionArgs(v)
 	if err != nil {
 		return err
-	}
-	extras, err := graphrow.Extras(v.Extras)
-	if err != nil {
-		return err
-	}
-	var base *string
-	if v.Base != nil {
-		s := v.Base.String()
-		base = &s
 	}
 	id, lane := v.ID.String(), lp.Lane.String()
-	if _, err := b.versions.ExecContext(ctx, id, base, string(v.Op), v.Len, len(v.Chunks),
-		len(v.Parents), placement, v.Usage.PromptTokens, v.Usage.CompletionTokens, v.Usage.TotalTokens,
-		graphrow.NullString(v.Producer.Run), graphrow.NullString(v.Producer.Step),
-		graphrow.NullString(v.Producer.Agent), graphrow.NullString(v.Producer.Model),
-		graphrow.NullString(v.Producer.Worker), graphrow.NullString(v.Producer.TraceID),
-		extras, graphrow.NullString(v.Key), v.CreatedAt.UTC().Format(timeLayout), v.Hash, lane, lp.Pos); err != nil {
+	if _, err := b.versions.ExecContext(ctx, append(args, lane, lp.Pos)...); err != nil {
 		return err
 	}
 	start := v.Len - len(v.Chunks)

@@ -150,26 +150,11 @@ RETURNING lane`
 // bulk put assigns lanes itself); otherwise the version claims its base's
 // lane when it extends it.
 func insert(ctx context.Context, q querier, v *session.Version, lane *graphrow.LanePos) error {
-	placement, err := graphrow.Placement(v.Placement)
+	args, err := versionArgs(v)
 	if err != nil {
 		return err
-	}
-	extras, err := graphrow.Extras(v.Extras)
-	if err != nil {
-		return err
-	}
-	var base *string
-	if v.Base != nil {
-		s := v.Base.String()
-		base = &s
 	}
 	id := v.ID.String()
-	args := []any{id, base, string(v.Op), v.Len, len(v.Chunks),
-		len(v.Parents), placement, v.Usage.PromptTokens, v.Usage.CompletionTokens, v.Usage.TotalTokens,
-		graphrow.NullString(v.Producer.Run), graphrow.NullString(v.Producer.Step),
-		graphrow.NullString(v.Producer.Agent), graphrow.NullString(v.Producer.Model),
-		graphrow.NullString(v.Producer.Worker), graphrow.NullString(v.Producer.TraceID),
-		extras, graphrow.NullString(v.Key), v.CreatedAt.UTC().Format(timeLayout), v.Hash}
 	var laneID string
 	if lane != nil {
 		laneID = lane.Lane.String()
@@ -242,4 +227,28 @@ func (d *db) PutMany(ctx context.Context, vs []*session.Version) error {
 		d.remember(v)
 	}
 	return nil
+}
+
+// versionArgs are v's columns of a versions row, id to hash, in the order
+// of the inserts' column lists (lane and position follow).
+func versionArgs(v *session.Version) ([]any, error) {
+	placement, err := graphrow.Placement(v.Placement)
+	if err != nil {
+		return nil, err
+	}
+	extras, err := graphrow.Extras(v.Extras)
+	if err != nil {
+		return nil, err
+	}
+	var base *string
+	if v.Base != nil {
+		s := v.Base.String()
+		base = &s
+	}
+	return []any{v.ID.String(), base, string(v.Op), v.Len, len(v.Chunks),
+		len(v.Parents), placement, v.Usage.PromptTokens, v.Usage.CompletionTokens, v.Usage.TotalTokens,
+		graphrow.NullString(v.Producer.Run), graphrow.NullString(v.Producer.Step),
+		graphrow.NullString(v.Producer.Agent), graphrow.NullString(v.Producer.Model),
+		graphrow.NullString(v.Producer.Worker), graphrow.NullString(v.Producer.TraceID),
+		extras, graphrow.NullString(v.Key), v.CreatedAt.UTC().Format(timeLayout), v.Hash}, nil
 }
