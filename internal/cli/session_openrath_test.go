@@ -446,6 +446,24 @@ func TestSessionImportDetectsFormat(t *testing.T) {
 			t.Errorf("%s: exit %d (want %d)\nstdout %q (want %q)\nstderr %q (want %q)", tc.name, code, tc.code, out, tc.out, errOut, tc.errOut)
 		}
 	}
+	// A directory with a damaged transcript beside a good one: the good one
+	// is imported, the damaged one skipped with a warning naming it.
+	mixed := filepath.Join(dir, "mixed")
+	if err := os.Mkdir(mixed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	good := other.ID.String()
+	if err := os.WriteFile(filepath.Join(mixed, good+".jsonl"), []byte(transcript), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	damaged := filepath.Join(mixed, "0199a3a4-7d5c-7000-8000-000000000000.jsonl")
+	if err := os.WriteFile(damaged, []byte("{\"record_type\": \"chunk\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := rathctl(t, "", with(g, "session", "import", mixed)...)
+	if code != 0 || !strings.HasPrefix(out, good+"  import") || !strings.Contains(errOut, "skipped "+damaged+": line 1") {
+		t.Errorf("import a directory with a damaged file: exit %d %q %q", code, out, errOut)
+	}
 	if code, _, errOut := rathctl(t, "", with(g, "session", "export", root.ID.String(), "--format", "svg")...); code != 2 || !strings.Contains(errOut, "--format must be rath or openrath") {
 		t.Errorf("export --format svg: exit %d %s", code, errOut)
 	}

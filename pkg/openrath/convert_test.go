@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -184,4 +187,35 @@ func FuzzDetectConvert(f *testing.F) {
 			t.Fatalf("export → import changed the version:\n%s", out.Bytes())
 		}
 	})
+}
+
+// BenchmarkImportDir measures what rathctl session import does with a
+// sessions directory before it sends anything: load every transcript,
+// convert, write one session JSONL body.
+func BenchmarkImportDir(b *testing.B) {
+	dir := b.TempDir()
+	const n = 200
+	for i := range n {
+		id := fmt.Sprintf("3d6c15ef-af16-4699-b2d2-%012d", i)
+		body := strings.ReplaceAll(hdrLine+chunk0+chunk1+trailerLine, "3d6c15ef-af16-4699-b2d2-3c17e2519c90", id)
+		if err := os.WriteFile(filepath.Join(dir, id+openrath.FinalSuffix), []byte(body), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		ps, _, err := openrath.LoadDir(dir)
+		if err != nil || len(ps) != n {
+			b.Fatal(len(ps), err)
+		}
+		c, err := openrath.ConvertTranscripts(ctx, ps)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.WriteJSONL(io.Discard); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/transcript")
 }
