@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rath-run/rath/pkg/openrath"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
 	"github.com/rath-run/rath/pkg/store/storeurl"
@@ -222,35 +223,44 @@ func newSessionCmd(env *Env) *cobra.Command {
 	listCmd.Flags().StringVar(&lp.After, "after", "", "cursor from the previous page")
 	listCmd.Flags().StringVar(&lp.Run, "run", "", "only versions produced by this run")
 
+	var exportFormat string
 	exportCmd := &cobra.Command{
 		Use:   "export ID",
-		Short: "write a version and its ancestry as JSONL to stdout",
+		Short: "write a version and its ancestry as session JSONL (--format openrath: its transcript as an OpenRath transcript) to stdout",
 		Args:  cobra.ExactArgs(1),
 		RunE: f.with(func(ctx context.Context, g sessionGraph, args []string) error {
 			id, err := parseID(args[0])
 			if err != nil {
 				return err
 			}
-			return g.Export(ctx, id, env.Out)
-		}),
-	}
-	importCmd := &cobra.Command{
-		Use:   "import FILE",
-		Short: "import a JSONL export (FILE, or - for stdin) and print the imported head",
-		Args:  cobra.ExactArgs(1),
-		RunE: f.with(func(ctx context.Context, g sessionGraph, args []string) error {
-			r := env.In
-			if args[0] != "-" {
-				file, err := os.Open(args[0])
-				if err != nil {
-					return err
-				}
-				defer file.Close()
-				r = file
+			switch exportFormat {
+			case "rath":
+				return g.Export(ctx, id, env.Out)
+			case "openrath":
+				return exportOpenRath(ctx, g, id, env.Out)
 			}
-			return p.version(g.Import(ctx, r))
+			return &exitError{code: 2, err: fmt.Errorf("--format must be rath or openrath, not %q", exportFormat)}
 		}),
 	}
+	exportCmd.Flags().StringVar(&exportFormat, "format", "rath", "rath (session JSONL) or openrath (an OpenRath persisted transcript)")
+	var importFormat string
+	importCmd := &cobra.Command{
+		Use: "import FILE",
+		Short: "import Rath session JSONL, an OpenRath transcript, a directory of them or OpenRath lineage JSONL " +
+			"(FILE, or - for stdin) and print what was imported",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := openrath.ParseFormat(importFormat)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			return f.with(func(ctx context.Context, g sessionGraph, args []string) error {
+				return importAny(ctx, env, p, g, args[0], format)
+			})(cmd, args)
+		},
+	}
+	importCmd.Flags().StringVar(&importFormat, "format", "auto",
+		"auto (detect from the first record), rath, openrath-transcript or openrath-lineage")
 	c.AddCommand(newCmd, appendCmd, showCmd, logCmd, forkCmd, detachCmd, mergeCmd, listCmd, exportCmd, importCmd)
 	c.AddCommand(newSessionFilesCmds(p, &f)...)
 	return c

@@ -177,7 +177,8 @@ func TestSessionCommandErrorsServer(t *testing.T) {
 	}{
 		{"unknown id", []string{"session", "show", "0199a3a4-7d5c-7000-8000-000000000000", "--server", d.URL}, 1, "version not found"},
 		{"unknown id export", []string{"session", "export", "0199a3a4-7d5c-7000-8000-000000000000", "--server", d.URL}, 1, "404"},
-		{"bad import", []string{"session", "import", bad, "--server", d.URL}, 1, "400"},
+		{"bad import", []string{"session", "import", bad, "--server", d.URL}, 1, "line 1: not Rath session JSONL"},
+		{"bad import forced", []string{"session", "import", bad, "--format", "rath", "--server", d.URL}, 1, "400"},
 		{"both", []string{"session", "list", "--server", d.URL, "--store", "sqlite:x.db"}, 2, "not both"},
 		{"bad server", []string{"session", "list", "--server", "ftp://x"}, 2, "server URL"},
 		{"down", []string{"session", "list", "--server", "http://127.0.0.1:1"}, 1, "connection refused"},

@@ -53,6 +53,21 @@
 //	run_session_compress  compress
 //	Session.create        create (also implicit, create_user_session, create_system_session)
 //
+// # Importing as a user
+//
+// rathctl session import reads these files through [Detect], which tells
+// Rath session JSONL, a transcript and a lineage file apart by the first
+// record's keys, and [ConvertTranscripts] or [ConvertLineage], which turn
+// them into versions that [Converted.WriteJSONL] writes as one session
+// JSONL file, imported all or nothing into a store or through the
+// coordinator's API. Converted versions carry no key and no placement:
+// OpenRath's sandbox stays in the openrath.sandbox_* extras (it says where
+// the session ran, not where Rath should run it), so the import passes the
+// API's key rule and the operator's sandbox policy. [PersistedOf] (behind
+// rathctl session export --format openrath) writes a version's transcript
+// back; for an imported transcript it gives the same file, without a
+// trailer when the original had none.
+//
 // Usage maps field for field; OpenRath's null usage becomes zero usage,
 // with the null kept in the extras. The sandbox backend, spec and handle id
 // become the version's Placement (the handle id as Spec.HandleID).

@@ -156,14 +156,29 @@ func placementOf(h *Header) session.Placement {
 // [ExtraOp]. OpenRath parents are not graph parents: a transcript file
 // holds full rows, not a delta, and its parents are usually not in g.
 func ImportPersisted(ctx context.Context, g session.Graph, p *Persisted) (session.Session, error) {
+	v, err := persistedVersion(p, true)
+	if err != nil {
+		return session.Session{}, err
+	}
+	got, err := g.Put(ctx, v)
+	if err != nil {
+		return session.Session{}, fmt.Errorf("import %s: %w", p.Header.ID, err)
+	}
+	return session.Wrap(g, got), nil
+}
+
+// persistedVersion returns p as one sealed root version (see
+// [ImportPersisted]); with placed false the sandbox fields are kept only as
+// extras and the version has no Placement.
+func persistedVersion(p *Persisted, placed bool) (*session.Version, error) {
 	h := &p.Header
 	id, err := uuid.Parse(h.ID)
 	if err != nil {
-		return session.Session{}, fmt.Errorf("import %s: %w: %w", h.ID, ErrFormat, err)
+		return nil, fmt.Errorf("import %s: %w: %w", h.ID, ErrFormat, err)
 	}
 	created, err := h.Created()
 	if err != nil {
-		return session.Session{}, fmt.Errorf("import %s: %w: %w", h.ID, ErrFormat, err)
+		return nil, fmt.Errorf("import %s: %w: %w", h.ID, ErrFormat, err)
 	}
 	var l extraList
 	l.add(ExtraSource, "persisted")
@@ -185,25 +200,23 @@ func ImportPersisted(ctx context.Context, g session.Graph, p *Persisted) (sessio
 	}
 	l.add(ExtraUsage, p.Usage())
 	if l.err != nil {
-		return session.Session{}, fmt.Errorf("import %s: %w", h.ID, l.err)
+		return nil, fmt.Errorf("import %s: %w", h.ID, l.err)
 	}
 	v := &session.Version{
 		ID:        id,
 		Op:        session.OpImport,
 		Chunks:    p.Chunks(),
-		Placement: placementOf(h),
 		Usage:     usageOf(p.Usage()),
 		Extras:    l.out,
 		CreatedAt: created,
 	}
+	if placed {
+		v.Placement = placementOf(h)
+	}
 	if err := session.Seal(v, nil, nil); err != nil {
-		return session.Session{}, fmt.Errorf("import %s: %w", h.ID, err)
+		return nil, fmt.Errorf("import %s: %w", h.ID, err)
 	}
-	got, err := g.Put(ctx, v)
-	if err != nil {
-		return session.Session{}, fmt.Errorf("import %s: %w", h.ID, err)
-	}
-	return session.Wrap(g, got), nil
+	return v, nil
 }
 
 func nonNil(s []string) []string {
@@ -472,19 +485,66 @@ func deriveRecord(v *session.Version) (LineageRecord, error) {
 	return rec, nil
 }
 
-// WriteSession writes s's transcript to dir as a closed OpenRath
-// transcript (<dir>/<id>.jsonl) and returns its path. The header carries
-// s's lineage as [LineageRecordOf] gives it and its placement as the
-// sandbox fields; Rath's evidence chunks (memory recall, selector
-// decisions, approvals, notes, summaries), which OpenRath cannot read, are
-// left out, so the file may hold fewer chunks than s.Len().
+// WriteSession writes s's transcript to dir as an OpenRath transcript
+// (<dir>/<id>.jsonl, or <id>.jsonl.__partial__ for a version imported from
+// a transcript that had no trailer) and returns its path: [PersistedOf]'s
+// transcript, closed now when s does not record its own closed_at.
 func WriteSession(ctx context.Context, dir string, s session.Session) (string, error) {
-	v := s.Version()
-	rec, err := LineageRecordOf(v)
+	p, err := persistedOf(ctx, s, time.Now())
 	if err != nil {
 		return "", err
 	}
+	w, err := Create(dir, p.Header)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range p.Rows {
+		if err := w.WriteChunk(r.Chunk); err != nil {
+			_ = w.Abandon()
+			return "", err
+		}
+	}
+	if p.Trailer == nil {
+		if err := w.Abandon(); err != nil {
+			return "", err
+		}
+		return w.Path(), nil
+	}
+	closedAt, err := parsePyTime(p.Trailer.ClosedAt)
+	if err != nil {
+		_ = w.Abandon()
+		return "", err
+	}
+	if err := w.CloseAt(closedAt, p.Trailer.CumulativeUsage); err != nil {
+		_ = w.Abandon()
+		return "", err
+	}
+	return w.Path(), nil
+}
+
+// PersistedOf returns s's transcript as OpenRath would persist it. The
+// header carries s's lineage as [LineageRecordOf] gives it and its
+// sandbox as the openrath.sandbox_* extras record it (a version imported
+// from OpenRath), else as its Placement. Rath's evidence chunks (memory
+// recall, selector decisions, approvals, notes, summaries), which OpenRath
+// cannot read, are left out, so the transcript may hold fewer chunks than
+// s.Len(). The trailer is the one s was imported with: none when the
+// imported transcript had none (a partial write), and otherwise closed at
+// the recorded closed_at, or at s's CreatedAt for versions Rath made. So
+// exporting a version imported from a transcript gives the transcript back,
+// and importing that again gives the same version.
+func PersistedOf(ctx context.Context, s session.Session) (*Persisted, error) {
+	return persistedOf(ctx, s, s.Version().CreatedAt)
+}
+
+func persistedOf(ctx context.Context, s session.Session, closeAt time.Time) (*Persisted, error) {
+	v := s.Version()
+	rec, err := LineageRecordOf(v)
+	if err != nil {
+		return nil, err
+	}
 	h := Header{
+		SchemaVersion:    SchemaVersion,
 		ID:               rec.ID,
 		CreatedAt:        pyISOTime(v.CreatedAt),
 		ParentSessionIDs: rec.ParentSessionIDs,
@@ -493,10 +553,10 @@ func WriteSession(ctx context.Context, dir string, s session.Session) (string, e
 		LineageExtras:    rec.LineageExtras,
 	}
 	if _, err := decodeExtra(v, ExtraCreatedAt, &h.CreatedAt); err != nil {
-		return "", err
+		return nil, err
 	}
 	if ok, err := decodeExtra(v, ExtraSandboxSpec, &h.SandboxSpec); err != nil {
-		return "", err
+		return nil, err
 	} else if !ok && !v.Placement.Spec.IsZero() {
 		sp := v.Placement.Spec
 		h.SandboxSpec = &SandboxSpec{Entrypoint: sp.Entrypoint, Env: sp.Env}
@@ -510,41 +570,40 @@ func WriteSession(ctx context.Context, dir string, s session.Session) (string, e
 			h.SandboxSpec.WorkingDir = &sp.WorkingDir
 		}
 	}
-	if v.Placement.Backend != "" {
+	if ok, err := decodeExtra(v, ExtraSandboxBackend, &h.SandboxBackend); err != nil {
+		return nil, err
+	} else if !ok && v.Placement.Backend != "" {
 		h.SandboxBackend = &v.Placement.Backend
 	}
-	if v.Placement.Spec.HandleID != "" {
+	if ok, err := decodeExtra(v, ExtraSandboxHandleID, &h.SandboxHandleID); err != nil {
+		return nil, err
+	} else if !ok && v.Placement.Spec.HandleID != "" {
 		h.SandboxHandleID = &v.Placement.Spec.HandleID
 	}
 	chunks, err := s.Chunks(ctx)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	w, err := Create(dir, h)
-	if err != nil {
-		return "", err
-	}
+	p := &Persisted{Header: h}
 	for _, c := range chunks {
-		if !openRathKind(c.Kind()) {
-			continue
-		}
-		if err := w.WriteChunk(c); err != nil {
-			_ = w.Abandon()
-			return "", err
+		if openRathKind(c.Kind()) {
+			p.Rows = append(p.Rows, Row{Index: len(p.Rows), Chunk: c})
 		}
 	}
-	closedAt := time.Now()
-	var tr struct {
+	var tr *struct {
 		ClosedAt string `json:"closed_at"`
 	}
-	if ok, err := decodeExtra(v, ExtraTrailer, &tr); err == nil && ok && tr.ClosedAt != "" {
-		if t, err := parsePyTime(tr.ClosedAt); err == nil {
-			closedAt = t
-		}
+	hasTrailer, err := decodeExtra(v, ExtraTrailer, &tr)
+	if err != nil {
+		return nil, err
 	}
-	if err := w.CloseAt(closedAt, rec.CumulativeUsage); err != nil {
-		_ = w.Abandon()
-		return "", err
+	if hasTrailer && tr == nil {
+		return p, nil // imported from a transcript without a trailer
 	}
-	return w.Path(), nil
+	closed := pyISOTime(closeAt)
+	if tr != nil && tr.ClosedAt != "" {
+		closed = tr.ClosedAt
+	}
+	p.Trailer = &Trailer{ClosedAt: closed, FinalChunkCount: len(p.Rows), CumulativeUsage: rec.CumulativeUsage}
+	return p, nil
 }
