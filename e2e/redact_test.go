@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,19 +13,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/llm/llmtest"
 	"github.com/rath-run/rath/pkg/session"
 )
 
 // TestRedactEverywhereAtOnce runs two coordinator processes and a worker on
-// one Postgres database. A run commits a transcript holding a secret; both
-// coordinators serve it (warming their caches: transcript and version);
-// then `rathctl redact --store` erases the chunk in a third process. As
-// soon as redact returns, both coordinators serve the marker and never the
-// secret, through the transcript endpoint, the version endpoint and
-// `rathctl session show`, without a restart or a purge (the redaction
-// epoch of migration 00018).
+// one Postgres database. A run commits a transcript holding a secret (the
+// worker read it to call the model); both coordinators serve it (warming
+// their caches: transcript and version); then `rathctl redact --store`
+// erases the chunk in a third process. As soon as redact returns, both
+// coordinators serve the marker and never the secret, through the
+// transcript endpoint, the version endpoint and `rathctl session show`,
+// and a run continuing the session sends the model the marker's text, not
+// the secret: the worker's cache dropped it too. No restart, no purge (the
+// redaction epoch of migration 00018).
 func TestRedactEverywhereAtOnce(t *testing.T) {
-	c := newCluster(t, clusterConfig{workers: 1})
+	model, env := fakeModel(t, 0)
+	c := newCluster(t, clusterConfig{workers: 1, env: env})
 	port := freePort(t)
 	second := fmt.Sprintf("http://127.0.0.1:%d", port)
 	coord2 := c.add("coordinator", "--store", c.storeURL, "--nats", c.natsURL, "--addr", "127.0.0.1:"+strconv.Itoa(port))
@@ -39,8 +45,15 @@ func TestRedactEverywhereAtOnce(t *testing.T) {
 	})
 
 	const secret = "sk-live-E2E-REDACT-31337"
-	r := c.submit(0, "please remember "+secret)
+	ctx := context.Background()
+	r, err := submitRun(ctx, c.client(), "please remember "+secret)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r = c.waitSucceeded(r.ID)
+	if !modelSaw(model, secret) {
+		t.Fatal("the model was not sent the secret before the redaction (the check below could not fail)")
+	}
 	if r.Output == nil {
 		t.Fatalf("run %s has no output version", r.ID)
 	}
@@ -121,4 +134,35 @@ func TestRedactEverywhereAtOnce(t *testing.T) {
 			t.Errorf("rathctl session show on %s after redact:\n%s", server, b)
 		}
 	}
+
+	// The worker: a run continuing the redacted session sends the model
+	// the marker's text.
+	before := len(model.Requests())
+	var next runs.Run
+	if err := c.client().Do(ctx, "POST", "/v1/runs", map[string]any{"agent": faultSpec, "session": out}, &next); err != nil {
+		t.Fatal(err)
+	}
+	c.waitSucceeded(next.ID)
+	reqs := model.Requests()[before:]
+	if len(reqs) == 0 {
+		t.Fatal("the continuing run made no model request")
+	}
+	for _, rq := range reqs {
+		if strings.Contains(string(rq.Body), secret) {
+			t.Errorf("the worker sent the model the erased text after redact returned: %s", rq.Body)
+		}
+		if !strings.Contains(string(rq.Body), session.RedactedText) {
+			t.Errorf("the worker's model request lacks the marker text %q: %s", session.RedactedText, rq.Body)
+		}
+	}
+}
+
+// modelSaw reports whether any request to the fake model held s.
+func modelSaw(model *llmtest.Server, s string) bool {
+	for _, rq := range model.Requests() {
+		if strings.Contains(string(rq.Body), s) {
+			return true
+		}
+	}
+	return false
 }
