@@ -31,9 +31,19 @@ DO $$
 BEGIN
     -- rath_redact (the SECURITY DEFINER function's owner) inserts the
     -- redactions rows, so the trigger runs as that role.
-    GRANT SELECT, UPDATE ON redaction_epoch TO rath_redact;
-EXCEPTION WHEN undefined_object OR insufficient_privilege THEN
-    RAISE NOTICE 'rath: cannot grant redaction_epoch to rath_redact (%)', SQLERRM;
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'rath_redact') THEN
+        GRANT SELECT, UPDATE ON redaction_epoch TO rath_redact;
+    END IF;
+    -- Every store reads the epoch, whatever role its connections act as
+    -- (00011): without it a store would serve nothing from its cache.
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'rath_coordinator') THEN
+        GRANT SELECT ON redaction_epoch TO rath_coordinator;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'rath_worker') THEN
+        GRANT SELECT ON redaction_epoch TO rath_worker;
+    END IF;
+EXCEPTION WHEN insufficient_privilege THEN
+    RAISE NOTICE 'rath: cannot grant redaction_epoch to the rath roles (%)', SQLERRM;
 END;
 $$;
 -- +goose StatementEnd
