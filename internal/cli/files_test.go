@@ -166,4 +166,8 @@ func TestSessionFilesNeedsACoordinator(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, "--server") {
 		t.Errorf("files with --store: exit %d, %q; want 2 asking for --server", code, errOut)
 	}
+	code, _, errOut = rathctl(t, "", "session", "cat", session.NewID().String(), "a.txt", "--store", "sqlite:"+filepath.Join(t.TempDir(), "x.db"))
+	if code != 2 || !strings.Contains(errOut, "--server") {
+		t.Errorf("cat with --store: exit %d, %q; want 2 asking for --server", code, errOut)
+	}
 }
