@@ -185,6 +185,22 @@ func TestAttackSnapshotByID(t *testing.T) {
 	if code, resp := s.call(umbrella, "GET", "/v1/sessions/"+r.Output.String()+"/files", "", nil); code != http.StatusNotFound || strings.Contains(resp, secretFile) {
 		t.Errorf("umbrella GET files of acme's version: %d %s", code, resp)
 	}
+	// A file's bytes too: 404 for umbrella, the content for acme (also
+	// through rathctl session cat).
+	filePath := "/v1/sessions/" + r.Output.String() + "/files/" + secretFile
+	if code, resp := s.call(umbrella, "GET", filePath, "", nil); code != http.StatusNotFound || strings.Contains(resp, secret) {
+		t.Errorf("umbrella GET a file of acme's version: %d %s", code, resp)
+	}
+	if code, resp := s.call(acme, "GET", filePath, "", nil); code != http.StatusOK || resp != secret {
+		t.Errorf("acme GET its own file: %d %q", code, resp)
+	}
+	if out := s.as(acme, "session", "cat", r.Output.String(), secretFile); out != secret {
+		t.Errorf("acme's rathctl session cat = %q, want %q", out, secret)
+	}
+	if out, errOut, code := s.rathctl([]string{"RATH_TOKEN=" + umbrella}, "", "session", "cat", r.Output.String(), secretFile); code != 1 ||
+		strings.Contains(out+errOut, secret) {
+		t.Errorf("umbrella's rathctl session cat of acme's file: exit %d, %q %q", code, out, errOut)
+	}
 	if code, resp := s.call(umbrella, "GET", "/v1/sessions/"+own.String()+"/diff?to="+r.Output.String(), "", nil); code != http.StatusNotFound || strings.Contains(resp, secretFile) {
 		t.Errorf("umbrella diff against acme's version: %d %s", code, resp)
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -22,7 +23,8 @@ func newDossierCmd(env *Env) *cobra.Command {
 	var f storeFlags
 	var format, out string
 	var prices []string
-	c := &cobra.Command{
+	var c *cobra.Command
+	c = &cobra.Command{
 		Use:   "dossier RUN",
 		Short: "write a run's evidence dossier (graph, route, rejected branches, tool calls, workspace, memory, approvals, usage, output, hash) as md or html",
 		Long: "dossier writes one self-contained document per run. The HTML needs no network: inline CSS and SVG, no scripts.\n" +
@@ -31,6 +33,9 @@ func newDossierCmd(env *Env) *cobra.Command {
 		RunE: f.withStore(func(ctx context.Context, st store.Store, args []string) error {
 			if format != "md" && format != "html" {
 				return &exitError{code: 2, err: fmt.Errorf("--format must be md or html, not %q", format)}
+			}
+			if f.output == "json" && c.Flags().Changed("format") {
+				return &exitError{code: 2, err: fmt.Errorf("-o json writes the dossier as JSON: drop --format %s", format)}
 			}
 			opts := lineage.DossierOptions{Prices: map[string]lineage.Price{}}
 			for _, p := range prices {
@@ -70,6 +75,11 @@ func newDossierCmd(env *Env) *cobra.Command {
 				}
 				defer file.Close()
 				w = file
+			}
+			if f.output == "json" {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				return enc.Encode(d)
 			}
 			if format == "html" {
 				return d.WriteHTML(w)

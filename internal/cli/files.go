@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -14,7 +15,8 @@ import (
 	"github.com/rath-run/rath/pkg/workspace"
 )
 
-// newSessionFilesCmds returns `session files ID` and `session diff A B`.
+// newSessionFilesCmds returns `session files ID`, `session diff A B` and
+// `session cat VERSION PATH`.
 // Workspace snapshots live in the coordinator's JetStream object store, so
 // these always ask a coordinator (or `rathctl dev`): the session command's
 // --server, else RATH_SERVER, else http://127.0.0.1:7420. p prints with the
@@ -75,7 +77,30 @@ func newSessionFilesCmds(p *printer, f *sessionFlags) []*cobra.Command {
 			return p.diff(v)
 		},
 	}
-	return []*cobra.Command{files, diff}
+	cat := &cobra.Command{
+		Use:   "cat VERSION PATH",
+		Short: "print the content of one file of a version's workspace, through the coordinator (up to 8 MiB)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			if err := workspace.ValidPath(args[1]); err != nil {
+				return &exitError{code: 2, err: fmt.Errorf("PATH: %w", err)}
+			}
+			cl, err := apiClient()
+			if err != nil {
+				return err
+			}
+			segs := strings.Split(args[1], "/")
+			for i, s := range segs {
+				segs[i] = url.PathEscape(s)
+			}
+			return cl.Stream(cmd.Context(), "GET", "/v1/sessions/"+id.String()+"/files/"+strings.Join(segs, "/"), nil, "", p.env.Out)
+		},
+	}
+	return []*cobra.Command{files, diff, cat}
 }
 
 // modeString formats an entry like ls -l: "drwxr-xr-x", "-rw-r--r--",

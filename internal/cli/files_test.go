@@ -121,6 +121,30 @@ func TestSessionFilesAndDiff(t *testing.T) {
 		t.Errorf("diff root A -o json = %+v", dv)
 	}
 
+	// session cat prints one file's bytes, as stored at each version.
+	for _, tc := range []struct {
+		id   session.ID
+		path string
+		want string
+	}{{a, "notes/todo.txt", "v1"}, {b, "notes/todo.txt", "v2"}, {b, "b.txt", "new"}} {
+		if code, out, errOut := rathctl(t, "", "session", "cat", tc.id.String(), tc.path, srv); code != 0 || out != tc.want {
+			t.Errorf("cat %s %s: exit %d %q (%s), want %q", tc.id, tc.path, code, out, errOut, tc.want)
+		}
+	}
+	for _, bad := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"session", "cat", a.String(), "b.txt", srv}, 1},         // not in a's workspace
+		{[]string{"session", "cat", a.String(), "notes", srv}, 1},         // a directory
+		{[]string{"session", "cat", a.String(), "../etc/passwd", srv}, 2}, // not a workspace path
+		{[]string{"session", "cat", "nope", "b.txt", srv}, 2},
+	} {
+		if code, out, errOut := rathctl(t, "", bad.args...); code != bad.code {
+			t.Errorf("rathctl %v: exit %d %q (%s), want %d", bad.args, code, out, errOut, bad.code)
+		}
+	}
+
 	code, out, _ = rathctl(t, "", "session", "files", root.ID.String(), srv)
 	if code != 0 || !strings.Contains(out, "empty workspace") {
 		t.Errorf("files of a version without a workspace: exit %d, %q", code, out)
@@ -141,5 +165,9 @@ func TestSessionFilesNeedsACoordinator(t *testing.T) {
 	code, _, errOut := rathctl(t, "", "session", "files", session.NewID().String(), "--store", "sqlite:"+filepath.Join(t.TempDir(), "x.db"))
 	if code != 2 || !strings.Contains(errOut, "--server") {
 		t.Errorf("files with --store: exit %d, %q; want 2 asking for --server", code, errOut)
+	}
+	code, _, errOut = rathctl(t, "", "session", "cat", session.NewID().String(), "a.txt", "--store", "sqlite:"+filepath.Join(t.TempDir(), "x.db"))
+	if code != 2 || !strings.Contains(errOut, "--server") {
+		t.Errorf("cat with --store: exit %d, %q; want 2 asking for --server", code, errOut)
 	}
 }

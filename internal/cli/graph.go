@@ -90,7 +90,8 @@ func newGraphCmd(env *Env) *cobra.Command {
 	var f lineageFlags
 	var run, format, out string
 	var depth int
-	c := &cobra.Command{
+	var c *cobra.Command
+	c = &cobra.Command{
 		Use:   "graph [ID] [--run RUN]",
 		Short: "draw the Session Graph below a version, around it (--depth) or of a run (--run) as svg, dot, mermaid, json or openrath-jsonl",
 		Long: "graph draws versions as boxes (op, agent, chunks, tokens; colored by status: the output, the route to it,\n" +
@@ -101,6 +102,13 @@ func newGraphCmd(env *Env) *cobra.Command {
 			fm, err := lineage.ParseFormat(format)
 			if err != nil {
 				return &exitError{code: 2, err: fmt.Errorf("--format: %w", err)}
+			}
+			if f.output == "json" {
+				// -o json is the graph's JSON (the API's lineage.Graph).
+				if c.Flags().Changed("format") && fm != lineage.FormatJSON {
+					return &exitError{code: 2, err: fmt.Errorf("-o json writes the graph as JSON: drop --format %s", fm)}
+				}
+				fm = lineage.FormatJSON
 			}
 			if (run == "") == (len(args) == 0) {
 				return &exitError{code: 2, err: errors.New("give a version ID or --run RUN (one of them)")}

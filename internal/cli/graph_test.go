@@ -61,6 +61,15 @@ func TestGraphBlameDiffCommands(t *testing.T) {
 			if len(g.Nodes) != 2 || g.Output == nil || g.Output.String() != out {
 				t.Errorf("graph of the run = %+v", g)
 			}
+			// -o json is the same JSON (lineage.Graph) as --format json.
+			var gj lineage.Graph
+			okJSON(t, &gj, with(flags, "graph", "--run", run.ID)...)
+			if len(gj.Nodes) != 2 || gj.Output == nil || gj.Output.String() != out {
+				t.Errorf("graph -o json = %+v", gj)
+			}
+			if code, _, errOut := rathctl(t, "", with(flags, "graph", in, "-o", "json", "--format", "svg")...); code != 2 || !strings.Contains(errOut, "--format") {
+				t.Errorf("graph -o json --format svg: exit %d (%s), want 2 naming --format", code, errOut)
+			}
 			svg := filepath.Join(t.TempDir(), "g.svg")
 			if code, _, errOut := rathctl(t, "", with(flags, "graph", in, "--out", svg)...); code != 0 {
 				t.Fatalf("graph ID --out: exit %d: %s", code, errOut)
@@ -147,7 +156,12 @@ func TestDossierCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(md, "# Evidence dossier: run "+run.ID) || !strings.Contains(md, "echo") {
 		t.Errorf("dossier md: exit %d\n%s", code, md)
 	}
-	for _, bad := range [][]string{{"dossier", run.ID, "--format", "pdf"}, {"dossier", run.ID, "--price", "x=1"}} {
+	var dj lineage.Dossier
+	okJSON(t, &dj, with(storeFlag, "dossier", run.ID)...)
+	if dj.Run.ID != run.ID || dj.Output == nil || dj.Graph == nil || len(dj.Graph.Nodes) != 2 || dj.Verified == nil {
+		t.Errorf("dossier -o json = %+v", dj)
+	}
+	for _, bad := range [][]string{{"dossier", run.ID, "--format", "pdf"}, {"dossier", run.ID, "--price", "x=1"}, {"dossier", run.ID, "-o", "json", "--format", "html"}} {
 		if code, _, errOut := rathctl(t, "", with(storeFlag, bad...)...); code != 2 {
 			t.Errorf("rathctl %v: exit %d (%s), want 2", bad, code, errOut)
 		}

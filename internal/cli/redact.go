@@ -22,8 +22,8 @@ func newRedactCmds(env *Env) []*cobra.Command {
 		Long: "redact replaces the content of chunk N (its ord in VERSION's transcript) with a marker that keeps the chunk's\n" +
 			"hash, in the row that stores it and in every other row holding the same chunk (a merge stores copies), and\n" +
 			"records each in the redactions table. It is the one path allowed to change graph rows (Postgres: the\n" +
-			"rath_redact function and role; see docs/lineage.md). Other running processes may serve the old content\n" +
-			"from their in-process caches until they restart.",
+			"rath_redact function and role; see docs/lineage.md). It takes effect everywhere at once: once redact\n" +
+			"returns, no running coordinator or worker on the same database serves the old content from its cache.",
 		Args: cobra.ExactArgs(1),
 		RunE: f.withRetention(func(ctx context.Context, st store.Store, ret lineage.Retention, args []string) error {
 			id, err := parseID(args[0])
@@ -39,9 +39,6 @@ func newRedactCmds(env *Env) []*cobra.Command {
 			done, err := ret.Redact(ctx, id, ord, reason)
 			if err != nil {
 				return err
-			}
-			if p, ok := st.(interface{ PurgeCache() }); ok {
-				p.PurgeCache()
 			}
 			if f.output == "json" {
 				return (&printer{env: env}).json(map[string]any{"redactions": done})

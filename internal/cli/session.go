@@ -135,9 +135,10 @@ func newSessionCmd(env *Env) *cobra.Command {
 	appendCmd.Flags().StringVar(&user, "user", "", "user message")
 	appendCmd.Flags().StringVar(&assistant, "assistant", "", "assistant message")
 
+	var short bool
 	showCmd := &cobra.Command{
 		Use:   "show ID",
-		Short: "print a version and its full transcript",
+		Short: "print a version and its full transcript (--short: one cut line per chunk)",
 		Args:  cobra.ExactArgs(1),
 		RunE: f.with(func(ctx context.Context, g sessionGraph, args []string) error {
 			id, err := parseID(args[0])
@@ -148,9 +149,10 @@ func newSessionCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return p.show(in, chunks)
+			return p.show(in, chunks, short)
 		}),
 	}
+	showCmd.Flags().BoolVar(&short, "short", false, "one line per chunk, cut at 120 characters")
 
 	var depth int
 	logCmd := &cobra.Command{
@@ -305,7 +307,7 @@ func (p *printer) version(in store.Info, err error) error {
 	return err
 }
 
-func (p *printer) show(in store.Info, chunks []session.Chunk) error {
+func (p *printer) show(in store.Info, chunks []session.Chunk, short bool) error {
 	if p.f.output == "json" {
 		if chunks == nil {
 			chunks = []session.Chunk{}
@@ -319,12 +321,37 @@ func (p *printer) show(in store.Info, chunks []session.Chunk) error {
 		return err
 	}
 	for i, c := range chunks {
-		if _, err := fmt.Fprintf(p.env.Out, "%4d  %s\n", i, c); err != nil {
+		line := c.String()
+		if !short {
+			line = fullChunk(c)
+		}
+		if _, err := fmt.Fprintf(p.env.Out, "%4d  %s\n", i, line); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// fullChunk renders a chunk whole for `session show`: its kind, its text,
+// each tool call with its arguments, a tool result's name and content.
+// Lines after the first are indented under the text.
+func fullChunk(c session.Chunk) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: ", c.Kind())
+	if c.Kind() == session.KindToolResult && !c.Redacted() {
+		if r, ok := c.ToolResult(); ok {
+			fmt.Fprintf(&b, "%s (%s) → %s", r.Name, r.ToolCallID, r.Content)
+			return indent(b.String())
+		}
+	}
+	b.WriteString(c.Text())
+	for _, tc := range c.ToolCalls() {
+		fmt.Fprintf(&b, "\ncall %s %s(%s)", tc.ID, tc.Function.Name, tc.Function.Arguments)
+	}
+	return indent(b.String())
+}
+
+func indent(s string) string { return strings.ReplaceAll(s, "\n", "\n      ") }
 
 func (p *printer) relatives(rs []store.Relative) error {
 	if p.f.output == "json" {

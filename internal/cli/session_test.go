@@ -144,6 +144,19 @@ func sessionCommands(t *testing.T, dir string, graph func(name string) []string)
 	if code != 0 || !strings.Contains(out, "len=4") {
 		t.Fatalf("import from stdin: %d %q", code, out)
 	}
+
+	// show prints the whole transcript; --short cuts each chunk to a line.
+	long := strings.Repeat("a long plan, ", 20) + "END-OF-PLAN\nsecond line"
+	var longV store.Info
+	okJSON(t, &longV, with(graph("third"), "session", "new", "--user", long)...)
+	if code, out, errOut := rathctl(t, "", with(graph("third"), "session", "show", longV.ID.String())...); code != 0 ||
+		!strings.Contains(out, "END-OF-PLAN\n      second line") {
+		t.Errorf("show does not print the whole chunk (exit %d, %s):\n%s", code, errOut, out)
+	}
+	if code, out, errOut := rathctl(t, "", with(graph("third"), "session", "show", longV.ID.String(), "--short")...); code != 0 ||
+		strings.Contains(out, "END-OF-PLAN") || !strings.Contains(out, "…") {
+		t.Errorf("show --short does not cut the chunk (exit %d, %s):\n%s", code, errOut, out)
+	}
 }
 
 func TestMigrateCommand(t *testing.T) {

@@ -57,6 +57,9 @@ var RouteScopes = map[string]auth.Scope{
 	"GET /v1/tokens":              auth.ScopeAdmin,
 	"POST /v1/tokens":             auth.ScopeAdmin,
 	"POST /v1/tokens/{id}/revoke": auth.ScopeAdmin,
+
+	// A workspace file's bytes (issue #20).
+	"GET /v1/sessions/{id}/files/{path...}": auth.ScopeRead,
 }
 
 // TenantStores gives each tenant a graph store and run store confined to

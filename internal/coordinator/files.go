@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -81,6 +82,49 @@ func (c *Coordinator) sessionFiles(w http.ResponseWriter, r *http.Request) {
 		ID: s.ID(), Snapshot: s.Placement().Snapshot,
 		Files: m.Files(), Bytes: m.TotalBytes(), Entries: nonNil(m.Entries),
 	})
+}
+
+// MaxFileContent caps GET /v1/sessions/{id}/files/{path...}: a larger
+// file is refused with 413 (restore the snapshot to read it whole).
+const MaxFileContent = 8 << 20
+
+// fileReader is what the file-content endpoint needs of Manifests (a
+// *workspace.Snapshotter has it).
+type fileReader interface {
+	ReadFile(ctx context.Context, id, path string, max int64) ([]byte, workspace.Entry, error)
+}
+
+// sessionFile serves the bytes of one file of a version's workspace, as
+// application/octet-stream, with the file's size, mode and sha256 in
+// headers. The version is opened through the caller's tenant-confined
+// graph first, so another tenant's version is 404 like a missing one.
+func (c *Coordinator) sessionFile(w http.ResponseWriter, r *http.Request) {
+	s, ok := c.open(w, r)
+	if !ok {
+		return
+	}
+	p := r.PathValue("path")
+	if err := workspace.ValidPath(p); err != nil {
+		c.fail(w, r, fmt.Errorf("%w: path: %w", ErrBadRequest, err))
+		return
+	}
+	fr, ok := c.manifests.(fileReader)
+	if !ok || c.manifests == nil {
+		c.fail(w, r, errNoWorkspaces)
+		return
+	}
+	b, e, err := fr.ReadFile(r.Context(), s.Placement().Snapshot, p, MaxFileContent)
+	if err != nil {
+		c.fail(w, r, fmt.Errorf("workspace of version %s: %w", s.ID(), err))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Rath-File-Mode", e.Mode.String())
+	h.Set("Rath-File-Sha256", e.SHA256)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
 }
 
 func (c *Coordinator) sessionDiff(w http.ResponseWriter, r *http.Request) {

@@ -87,6 +87,14 @@ func TestFilesAndDiffEndpoints(t *testing.T) {
 		t.Errorf("diff = %+v", dv)
 	}
 
+	// One file's bytes.
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/sessions/"+placed.ID().String()+"/files/d/b.txt", nil))
+	if rec.Code != http.StatusOK || rec.Body.String() != "B" || rec.Header().Get("Content-Type") != "application/octet-stream" ||
+		len(rec.Header().Get("Rath-File-Sha256")) != 64 {
+		t.Errorf("file content: %d %q %v", rec.Code, rec.Body, rec.Header())
+	}
+
 	missing, err := root.To(ctx, session.Placement{Snapshot: strings.Repeat("ab", 32)})
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +109,11 @@ func TestFilesAndDiffEndpoints(t *testing.T) {
 		{"/v1/sessions/" + root.ID().String() + "/diff?to=" + session.NewID().String(), http.StatusNotFound, "not_found"},
 		{"/v1/sessions/" + session.NewID().String() + "/files", http.StatusNotFound, "not_found"},
 		{"/v1/sessions/" + missing.ID().String() + "/files", http.StatusNotFound, strings.Repeat("ab", 32)},
+		{"/v1/sessions/" + placed.ID().String() + "/files/nope.txt", http.StatusNotFound, "nope.txt"},
+		{"/v1/sessions/" + placed.ID().String() + "/files/d", http.StatusNotFound, "not a file"},
+		{"/v1/sessions/" + placed.ID().String() + "/files/a%00b", http.StatusBadRequest, "path:"},
+		{"/v1/sessions/" + root.ID().String() + "/files/a.txt", http.StatusNotFound, "a.txt"},
+		{"/v1/sessions/" + session.NewID().String() + "/files/a.txt", http.StatusNotFound, "not_found"},
 	} {
 		if code, body := get(t, h, tc.path, nil); code != tc.code || !strings.Contains(body, tc.want) {
 			t.Errorf("GET %s = %d %s; want %d containing %q", tc.path, code, body, tc.code, tc.want)

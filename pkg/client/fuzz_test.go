@@ -194,7 +194,7 @@ func FuzzGraphGet(f *testing.F) {
 		}
 		want := uuid.MustParse(id)
 		g := cannedClient(t, status, body).Graph()
-		for range 2 { // the second Get may come from the cache
+		for range 2 { // both Gets ask the coordinator
 			v, err := g.Get(context.Background(), want)
 			if err != nil {
 				if status == http.StatusNotFound && !errors.Is(err, session.ErrNotFound) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sync"
 
 	"github.com/rath-run/rath/pkg/session"
 )
@@ -14,33 +13,21 @@ import (
 // Graph is a [session.Graph] over the coordinator's API: sessions opened on
 // it fork, append and merge in the calling program, and every new version
 // is sealed here and committed through POST /v1/versions (the coordinator
-// verifies its links and hash like any store). Versions are immutable, so
-// Graph caches those it has seen. It is safe for concurrent use.
+// verifies its links and hash like any store). Graph keeps no cache: a
+// redaction changes a stored chunk's content (never its hash), and it must
+// take effect in every process as soon as `redact` returns, so every read
+// asks the coordinator, whose own cache checks the redaction epoch
+// (pkg/store). It is safe for concurrent use.
 type Graph struct {
 	c *Client
-
-	mu    sync.Mutex
-	cache map[session.ID]*session.Version
 }
-
-// maxCachedVersions bounds Graph's cache; past it the cache starts over.
-const maxCachedVersions = 4096
 
 // Graph returns the coordinator's Session Graph as a session.Graph.
 func (c *Client) Graph() *Graph {
-	return &Graph{c: c, cache: map[session.ID]*session.Version{}}
+	return &Graph{c: c}
 }
 
 var _ session.Graph = (*Graph)(nil)
-
-func (g *Graph) remember(v *session.Version) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if len(g.cache) >= maxCachedVersions {
-		clear(g.cache)
-	}
-	g.cache[v.ID] = v
-}
 
 // Put implements [session.Graph].
 func (g *Graph) Put(ctx context.Context, v *session.Version) (*session.Version, error) {
@@ -48,28 +35,20 @@ func (g *Graph) Put(ctx context.Context, v *session.Version) (*session.Version, 
 	if err := g.c.Do(ctx, http.MethodPost, "/v1/versions", v, &out); err != nil {
 		return nil, translate(err)
 	}
-	g.remember(&out)
 	return &out, nil
 }
 
 // Get implements [session.Graph].
 func (g *Graph) Get(ctx context.Context, id session.ID) (*session.Version, error) {
-	g.mu.Lock()
-	v, ok := g.cache[id]
-	g.mu.Unlock()
-	if ok {
-		return v, nil
-	}
 	var out session.Version
 	if err := g.c.Do(ctx, http.MethodGet, "/v1/versions/"+url.PathEscape(id.String()), nil, &out); err != nil {
 		return nil, translate(err)
 	}
 	if out.ID != id {
 		// A reply for another version (or none, as null or {}) must not be
-		// returned, nor cached under its own id.
+		// returned.
 		return nil, fmt.Errorf("GET /v1/versions/%s: the reply holds version %q, not the one asked for", id, out.ID)
 	}
-	g.remember(&out)
 	return &out, nil
 }
 

@@ -95,10 +95,10 @@ const MaxNodes = 20_000
 // versions: its input, its output (nil until it succeeded) and the inputs
 // of its failed steps.
 type RunInfo struct {
-	ID           string
-	Input        *session.ID
-	Output       *session.ID
-	FailedInputs []session.ID
+	ID           string       `json:"id"`
+	Input        *session.ID  `json:"input,omitempty"`
+	Output       *session.ID  `json:"output,omitempty"`
+	FailedInputs []session.ID `json:"failed_inputs,omitempty"`
 }
 
 // ForRoot returns the graph of root and every version descending from it.

@@ -48,10 +48,12 @@ const markerPrefix = `{"rath_redacted":`
 // rath_redact; on SQLite a marker row that exists only inside Redact's own
 // write transaction.
 //
-// Stores cache transcripts in process: the process that redacts must drop
-// its caches afterwards (the stores' PurgeCache); other processes serve
-// the old content from their caches until the entry is evicted or the
-// process restarts.
+// Every insert into redactions bumps the redaction epoch (migration 00018)
+// in the same transaction, and every store reads that epoch before serving
+// content from its in-process cache, dropping the cache when it changed: as
+// soon as Redact returns, no process on this database (coordinators,
+// workers, rathctl) serves the erased content. On a schema before 00018 the
+// stores do not serve content from their caches at all.
 func (r Retention) Redact(ctx context.Context, version session.ID, ord int, reason string) ([]Redaction, error) {
 	if ord < 0 {
 		return nil, fmt.Errorf("redact %s: --chunk %d: ord must be >= 0", version, ord)

@@ -94,7 +94,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, translate("open postgres store", err)
 	}
 	s := &Store{pool: pool, cache: graphrow.NewCache(opts.CachedVersions, opts.CachedTranscripts)}
-	s.db = db{q: pool, cache: s.cache, tenant: cmp.Or(opts.Tenant, DefaultTenant)}
+	s.db = db{q: pool, cache: s.cache, epochs: &epochs{}, tenant: cmp.Or(opts.Tenant, DefaultTenant)}
 	if opts.GroupCommit >= 0 {
 		s.group = newGrouper(pool, cmp.Or(opts.GroupCommit, DefaultGroupCommit), s.tenant)
 	}
@@ -173,8 +173,9 @@ func migrateDB(ctx context.Context, sqlDB *sql.DB) error {
 func (s *Store) Tx(ctx context.Context, fn func(ctx context.Context, tx store.TxStore) error) error {
 	var pending []*session.Version
 	var fnErr error
+	e := s.cache.Epoch()
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		fnErr = fn(ctx, &txStore{db: db{q: tx, cache: s.cache, tenant: s.tenant, inTx: true, pending: &pending}})
+		fnErr = fn(ctx, &txStore{db: db{q: tx, cache: s.cache, epochs: s.epochs, tenant: s.tenant, inTx: true, pending: &pending}})
 		return fnErr
 	})
 	if fnErr != nil {
@@ -184,7 +185,7 @@ func (s *Store) Tx(ctx context.Context, fn func(ctx context.Context, tx store.Tx
 		return translate("tx", err)
 	}
 	for _, v := range pending {
-		s.cache.AddVersion(v)
+		s.cache.AddVersion(v, e)
 	}
 	return nil
 }
@@ -216,6 +217,9 @@ type querier interface {
 type db struct {
 	q     querier
 	cache *graphrow.Cache
+	// epochs remembers whether the schema has the redaction epoch
+	// (migration 00018); shared by the pool's db and its transactions.
+	epochs *epochs
 	// group, when set (the pool's db), sends single commits as group
 	// commits.
 	group *grouper
@@ -226,12 +230,14 @@ type db struct {
 	pending *[]*session.Version
 }
 
-func (d *db) remember(v *session.Version) {
+// remember caches v, read or written at epoch e, or in a transaction
+// queues it for the commit (Tx adds it with the epoch it started at).
+func (d *db) remember(v *session.Version, e graphrow.Epoch) {
 	if d.inTx {
 		*d.pending = append(*d.pending, v)
 		return
 	}
-	d.cache.AddVersion(v)
+	d.cache.AddVersion(v, e)
 }
 
 const versionCols = `v.id, v.base_id, v.op, v.len, v.own_count, v.placement::text, v.prompt_tokens,
@@ -306,8 +312,16 @@ func scanChunks(rows pgx.Rows) ([]session.Chunk, error) {
 
 // Get implements [session.Graph].
 func (d *db) Get(ctx context.Context, id session.ID) (*session.Version, error) {
-	if v, ok := d.cache.Version(id); ok {
-		return v, nil
+	return d.get(ctx, id, d.fresh(ctx))
+}
+
+// get reads version id, from the cache when useCache (the caller synced
+// it with [db.fresh]).
+func (d *db) get(ctx context.Context, id session.ID, useCache bool) (*session.Version, error) {
+	if useCache {
+		if v, ok := d.cache.Version(id); ok {
+			return v, nil
+		}
 	}
 	v, err := d.load(ctx, `WHERE v.id = $1`, id)
 	if err != nil {
@@ -330,6 +344,7 @@ func (d *db) GetByKey(ctx context.Context, key string) (*session.Version, error)
 
 // load reads one version and its own chunks in one pipelined round trip.
 func (d *db) load(ctx context.Context, where string, arg any) (*session.Version, error) {
+	e := d.cache.Epoch()
 	b := &pgx.Batch{}
 	b.Queue(`SELECT `+versionCols+` FROM versions v `+where, arg)
 	b.Queue(`SELECT c.kind, c.payload FROM versions v JOIN chunks c ON c.version_id = v.id `+where+` ORDER BY c.ord`, arg)
@@ -352,7 +367,7 @@ func (d *db) load(ctx context.Context, where string, arg any) (*session.Version,
 	if err := br.Close(); err != nil {
 		return nil, err
 	}
-	d.remember(v)
+	d.remember(v, e)
 	return v, nil
 }
 
@@ -368,18 +383,24 @@ SELECT c.kind, c.payload FROM seg JOIN chunks c ON c.lane = seg.lane AND c.ord <
 
 // Transcript implements [session.Graph]: one recursive query, then cached.
 func (d *db) Transcript(ctx context.Context, id session.ID) ([]session.Chunk, error) {
-	if t, ok := d.cache.Transcript(id); ok {
-		return t, nil
+	useCache := d.fresh(ctx)
+	if useCache {
+		if t, ok := d.cache.Transcript(id); ok {
+			return t, nil
+		}
 	}
-	v, err := d.Get(ctx, id)
+	e := d.cache.Epoch()
+	v, err := d.get(ctx, id, useCache)
 	if err != nil {
 		return nil, fmt.Errorf("transcript: %w", err)
 	}
-	if t, ok := d.cache.Transcript(id); ok {
-		return t, nil
+	if useCache {
+		if t, ok := d.cache.Transcript(id); ok {
+			return t, nil
+		}
 	}
 	if v.Base == nil {
-		d.addTranscript(id, v.Chunks)
+		d.addTranscript(id, v.Chunks, e)
 		return v.Chunks, nil
 	}
 	t, err := d.loadTranscript(ctx, id)
@@ -389,15 +410,15 @@ func (d *db) Transcript(ctx context.Context, id session.ID) ([]session.Chunk, er
 	if len(t) != v.Len {
 		return nil, fmt.Errorf("transcript %s: %w: %d chunks stored, len %d", id, session.ErrHashMismatch, len(t), v.Len)
 	}
-	d.addTranscript(id, t)
+	d.addTranscript(id, t, e)
 	return t, nil
 }
 
-// addTranscript caches a transcript, unless it was read inside a
-// transaction that may yet roll back.
-func (d *db) addTranscript(id session.ID, t []session.Chunk) {
+// addTranscript caches a transcript read at epoch e, unless it was read
+// inside a transaction that may yet roll back.
+func (d *db) addTranscript(id session.ID, t []session.Chunk, e graphrow.Epoch) {
 	if !d.inTx {
-		d.cache.AddTranscript(id, t)
+		d.cache.AddTranscript(id, t, e)
 	}
 }
 
@@ -520,6 +541,7 @@ func (d *db) put(ctx context.Context, v *session.Version, after []Stmt) (*sessio
 	if v == nil {
 		return nil, false, fmt.Errorf("put: %w: nil version", session.ErrInvalidVersion)
 	}
+	e := d.cache.Epoch()
 	if got, ok := d.cache.Version(v.ID); ok && (v.Key == "" || got.Key == v.Key) {
 		got, err := sameOrConflict(got, v)
 		return got, false, err
@@ -546,7 +568,7 @@ func (d *db) put(ctx context.Context, v *session.Version, after []Stmt) (*sessio
 		err = d.insertOne(ctx, v, false, after)
 	}
 	if err == nil {
-		d.remember(v)
+		d.remember(v, e)
 		return v, true, nil
 	}
 	var pgErr *pgconn.PgError
@@ -757,6 +779,7 @@ func (d *db) PutMany(ctx context.Context, vs []*session.Version) error {
 	if len(vs) == 0 {
 		return nil
 	}
+	e := d.cache.Epoch()
 	ext := graphrow.External(vs)
 	stored, err := d.headers(ctx, ext)
 	if err != nil {
@@ -820,7 +843,7 @@ func (d *db) PutMany(ctx context.Context, vs []*session.Version) error {
 		return translate("put many", err)
 	}
 	for _, v := range vs {
-		d.remember(v)
+		d.remember(v, e)
 	}
 	if len(vs) >= analyzeAfter && !d.inTx {
 		// Fresh statistics keep the recursive walks on their indexes; without

@@ -61,6 +61,7 @@ func (d *db) Put(ctx context.Context, v *session.Version) (*session.Version, err
 	if v == nil {
 		return nil, fmt.Errorf("put: %w: nil version", session.ErrInvalidVersion)
 	}
+	e := d.cache.Epoch()
 	if got, ok := d.cache.Version(v.ID); ok && (v.Key == "" || got.Key == v.Key) {
 		return sameOrConflict(got, v)
 	}
@@ -73,7 +74,7 @@ func (d *db) Put(ctx context.Context, v *session.Version) (*session.Version, err
 	}
 	err = d.write(ctx, func(q querier) error { return insert(ctx, q, v, nil) })
 	if err == nil {
-		d.remember(v)
+		d.remember(v, e)
 		return v, nil
 	}
 	if !isUnique(err) {
@@ -201,6 +202,7 @@ func (d *db) PutMany(ctx context.Context, vs []*session.Version) error {
 	if len(vs) == 0 {
 		return nil
 	}
+	e := d.cache.Epoch()
 	err := d.write(ctx, func(q querier) error {
 		stored, err := d.headers(ctx, q, graphrow.External(vs))
 		if err != nil {
@@ -224,7 +226,7 @@ func (d *db) PutMany(ctx context.Context, vs []*session.Version) error {
 		return translate("put many", err)
 	}
 	for _, v := range vs {
-		d.remember(v)
+		d.remember(v, e)
 	}
 	return nil
 }

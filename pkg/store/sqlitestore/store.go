@@ -175,6 +175,7 @@ func (s *Store) Tx(ctx context.Context, fn func(ctx context.Context, tx store.Tx
 		return translate("tx", err)
 	}
 	var pending []*session.Version
+	e := s.cache.Epoch()
 	if err := fn(ctx, &txStore{db{r: tx, w: tx, cache: s.cache, inTx: true, pending: &pending}}); err != nil {
 		_ = tx.Rollback()
 		return err
@@ -183,7 +184,7 @@ func (s *Store) Tx(ctx context.Context, fn func(ctx context.Context, tx store.Tx
 		return translate("tx commit", err)
 	}
 	for _, v := range pending {
-		s.cache.AddVersion(v)
+		s.cache.AddVersion(v, e)
 	}
 	return nil
 }
@@ -212,18 +213,36 @@ type db struct {
 	pending *[]*session.Version
 }
 
-func (d *db) remember(v *session.Version) {
+// remember caches v, read or written at epoch e, or in a transaction
+// queues it for the commit (Tx adds it with the epoch it started at).
+func (d *db) remember(v *session.Version, e graphrow.Epoch) {
 	if d.inTx {
 		*d.pending = append(*d.pending, v)
 		return
 	}
-	d.cache.AddVersion(v)
+	d.cache.AddVersion(v, e)
 }
 
-func (d *db) addTranscript(id session.ID, t []session.Chunk) {
+func (d *db) addTranscript(id session.ID, t []session.Chunk, e graphrow.Epoch) {
 	if !d.inTx {
-		d.cache.AddTranscript(id, t)
+		d.cache.AddTranscript(id, t, e)
 	}
+}
+
+// fresh reads the database's redaction epoch (migration 00018) and syncs
+// the cache with it (graphrow.Cache's contract), reporting whether the
+// cache may serve content. When the epoch cannot be read (a schema before
+// 00018) nothing is served from the cache.
+func (d *db) fresh(ctx context.Context) bool {
+	if d.cache == nil {
+		return false
+	}
+	var e int64
+	if err := d.r.QueryRowContext(ctx, `SELECT epoch FROM redaction_epoch`).Scan(&e); err != nil {
+		return false
+	}
+	d.cache.Sync(e)
+	return true
 }
 
 const versionCols = `v.id, v.base_id, v.op, v.len, v.own_count, v.placement, v.prompt_tokens,
@@ -307,8 +326,16 @@ func scanChunks(rows *sql.Rows) ([]session.Chunk, error) {
 
 // Get implements [session.Graph].
 func (d *db) Get(ctx context.Context, id session.ID) (*session.Version, error) {
-	if v, ok := d.cache.Version(id); ok {
-		return v, nil
+	return d.get(ctx, id, d.fresh(ctx))
+}
+
+// get reads version id, from the cache when useCache (the caller synced
+// it with [db.fresh]).
+func (d *db) get(ctx context.Context, id session.ID, useCache bool) (*session.Version, error) {
+	if useCache {
+		if v, ok := d.cache.Version(id); ok {
+			return v, nil
+		}
 	}
 	v, err := d.load(ctx, `v.id = ?`, id.String())
 	return v, translate(fmt.Sprintf("get %s", id), err)
@@ -330,6 +357,7 @@ func (d *db) GetByKey(ctx context.Context, key string) (*session.Version, error)
 }
 
 func (d *db) load(ctx context.Context, where string, arg any) (*session.Version, error) {
+	e := d.cache.Epoch()
 	v, own, err := scanVersion(d.r.QueryRowContext(ctx, `SELECT `+versionCols+` FROM versions v WHERE `+where, arg))
 	if err != nil {
 		return nil, err
@@ -346,7 +374,7 @@ func (d *db) load(ctx context.Context, where string, arg any) (*session.Version,
 	if len(v.Chunks) != own {
 		return nil, fmt.Errorf("%w: version %s has %d chunk rows, want %d", session.ErrHashMismatch, v.ID, len(v.Chunks), own)
 	}
-	d.remember(v)
+	d.remember(v, e)
 	return v, nil
 }
 
@@ -368,18 +396,24 @@ FROM (SELECT lane, hi FROM seg ORDER BY hi) s CROSS JOIN chunks c ON c.lane = s.
 
 // Transcript implements [session.Graph]: one recursive query, then cached.
 func (d *db) Transcript(ctx context.Context, id session.ID) ([]session.Chunk, error) {
-	if t, ok := d.cache.Transcript(id); ok {
-		return t, nil
+	useCache := d.fresh(ctx)
+	if useCache {
+		if t, ok := d.cache.Transcript(id); ok {
+			return t, nil
+		}
 	}
-	v, err := d.Get(ctx, id)
+	e := d.cache.Epoch()
+	v, err := d.get(ctx, id, useCache)
 	if err != nil {
 		return nil, fmt.Errorf("transcript: %w", err)
 	}
-	if t, ok := d.cache.Transcript(id); ok {
-		return t, nil
+	if useCache {
+		if t, ok := d.cache.Transcript(id); ok {
+			return t, nil
+		}
 	}
 	if v.Base == nil {
-		d.addTranscript(id, v.Chunks)
+		d.addTranscript(id, v.Chunks, e)
 		return v.Chunks, nil
 	}
 	t, err := d.loadTranscript(ctx, id)
@@ -389,7 +423,7 @@ func (d *db) Transcript(ctx context.Context, id session.ID) ([]session.Chunk, er
 	if len(t) != v.Len {
 		return nil, fmt.Errorf("transcript %s: %w: %d chunks stored, len %d", id, session.ErrHashMismatch, len(t), v.Len)
 	}
-	d.addTranscript(id, t)
+	d.addTranscript(id, t, e)
 	return t, nil
 }
 

@@ -7,6 +7,7 @@ package graphrow
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
@@ -118,12 +119,38 @@ func FromNull(s *string) string {
 	return *s
 }
 
-// Cache keeps immutable versions and transcripts in process. Because
-// versions never change, a cached entry is always correct (DESIGN §3
-// invariant 5); the bounds only limit memory. Safe for concurrent use.
+// Cache keeps versions and transcripts in process. Versions never change
+// except through a redaction, which replaces a chunk's content and keeps its
+// hash, so a cached entry is correct for as long as no redaction happened
+// since it was read (DESIGN §3 invariant 5); the bounds only limit memory.
+// Safe for concurrent use.
+//
+// # Redaction epochs
+//
+// The database keeps a redaction epoch, a counter every redaction bumps in
+// its own transaction (migration 00018, table redaction_epoch). The contract
+// that makes a redaction take effect in every process at once:
+//
+//   - Before serving content from the cache, a store reads the epoch from
+//     the database and calls [Cache.Sync], which drops every entry when the
+//     epoch differs from the one the cache holds. A read that starts after
+//     the redaction committed sees the new epoch, so it is served from the
+//     database, never from an entry read before the redaction.
+//   - Every entry is added with the epoch the cache held before its content
+//     was read from (or written to) the database ([Cache.Epoch]); an add
+//     whose epoch is no longer the cache's is dropped. So a load that raced
+//     a redaction and a purge cannot put the old content back.
+//
+// Header fields (id, hash, len, links) are never changed by a redaction;
+// link checks read them from the cache without a Sync.
 type Cache struct {
 	versions    *lru.Cache[session.ID, *session.Version]
 	transcripts *lru.Cache[session.ID, []session.Chunk]
+
+	mu    sync.RWMutex // guards following; held for reading by adds, for writing by Sync and Purge
+	epoch int64        // the database's redaction epoch, as last synced
+	known bool         // epoch was read from the database (Sync) since the last purge
+	gen   uint64       // bumped by every purge; adds carry the gen they started at
 }
 
 // Default cache sizes, in entries.
@@ -152,7 +179,44 @@ func NewCache(nVersions, nTranscripts int) *Cache {
 	return c
 }
 
-// Version returns a cached version.
+// Epoch is a token of the cache's current redaction epoch: take it before
+// reading or writing the content that is then added with it.
+type Epoch struct{ gen uint64 }
+
+// Epoch returns the cache's current epoch token.
+func (c *Cache) Epoch() Epoch {
+	if c == nil {
+		return Epoch{}
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return Epoch{gen: c.gen}
+}
+
+// Sync records the database's redaction epoch, read just now: when it is
+// not the one the cache holds, every entry is dropped first. Call it before
+// serving content from the cache.
+func (c *Cache) Sync(dbEpoch int64) {
+	if c == nil {
+		return
+	}
+	c.mu.RLock()
+	same := c.known && c.epoch == dbEpoch
+	c.mu.RUnlock()
+	if same {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.known && c.epoch == dbEpoch {
+		return
+	}
+	c.purgeLocked()
+	c.epoch, c.known = dbEpoch, true
+}
+
+// Version returns a cached version. Its chunks are current only after a
+// Sync; its header fields always are.
 func (c *Cache) Version(id session.ID) (*session.Version, bool) {
 	if c == nil || c.versions == nil {
 		return nil, false
@@ -160,9 +224,14 @@ func (c *Cache) Version(id session.ID) (*session.Version, bool) {
 	return c.versions.Get(id)
 }
 
-// AddVersion caches v.
-func (c *Cache) AddVersion(v *session.Version) {
-	if c != nil && c.versions != nil {
+// AddVersion caches v, read or written at epoch e (see [Cache.Epoch]).
+func (c *Cache) AddVersion(v *session.Version, e Epoch) {
+	if c == nil || c.versions == nil {
+		return
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if e.gen == c.gen {
 		c.versions.Add(v.ID, v)
 	}
 }
@@ -173,6 +242,10 @@ func (c *Cache) Transcript(id session.ID) ([]session.Chunk, bool) {
 	if c == nil || c.transcripts == nil {
 		return nil, false
 	}
+	// Hold the epoch for reading: the parts and the composed transcript
+	// belong to one epoch.
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	if t, ok := c.transcripts.Get(id); ok {
 		return t, true
 	}
@@ -195,9 +268,14 @@ func (c *Cache) Transcript(id session.ID) ([]session.Chunk, bool) {
 	return t, true
 }
 
-// AddTranscript caches a transcript.
-func (c *Cache) AddTranscript(id session.ID, t []session.Chunk) {
-	if c != nil && c.transcripts != nil {
+// AddTranscript caches a transcript read at epoch e (see [Cache.Epoch]).
+func (c *Cache) AddTranscript(id session.ID, t []session.Chunk, e Epoch) {
+	if c == nil || c.transcripts == nil {
+		return
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if e.gen == c.gen {
 		c.transcripts.Add(id, t)
 	}
 }

@@ -75,13 +75,20 @@ func (c *Checker) CheckAlteredRedactions(_ context.Context, rows Rows) error {
 	return rows.Err()
 }
 
-// Purge drops every cached version and transcript. A redaction changes
-// stored chunks (their content, never their hash), so the process that
-// redacts purges its cache.
+// Purge drops every cached version and transcript. Adds made with an
+// epoch taken before the purge are dropped too.
 func (c *Cache) Purge() {
 	if c == nil {
 		return
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.purgeLocked()
+	c.known = false
+}
+
+func (c *Cache) purgeLocked() {
+	c.gen++
 	if c.versions != nil {
 		c.versions.Purge()
 	}
