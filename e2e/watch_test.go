@@ -35,11 +35,14 @@ func TestWatchNeverLosesReply(t *testing.T) {
 	start := time.Now()
 	var lost []string
 	lostReply := 0
+	var slowest time.Duration
 	for i := range n {
+		t0 := time.Now()
 		out, err := c.rathctl("run", "--agent", agent, "--message", fmt.Sprintf("hello %d", i), "--watch")
 		if err != nil {
 			t.Fatalf("run %d: %v\n%s", i, err, out)
 		}
+		slowest = max(slowest, time.Since(t0))
 		// The reply streamed as step tokens, then the final answer line.
 		if !strings.Contains(string(out), reply) {
 			lostReply++
@@ -48,8 +51,8 @@ func TestWatchNeverLosesReply(t *testing.T) {
 			lost = append(lost, string(out))
 		}
 	}
-	t.Logf("%d watched runs in %s: %d printed no reply at all, %d lack the streamed reply or the final answer",
-		n, time.Since(start).Round(time.Millisecond), lostReply, len(lost))
+	t.Logf("%d watched runs in %s (slowest %s): %d printed no reply at all, %d lack the streamed reply or the final answer",
+		n, time.Since(start).Round(time.Millisecond), slowest.Round(time.Millisecond), lostReply, len(lost))
 	if len(lost) > 0 {
 		t.Fatalf("%d of %d watched runs lost the reply or the final answer; the first:\n%s", len(lost), n, lost[0])
 	}

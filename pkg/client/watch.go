@@ -40,7 +40,7 @@ type Event struct {
 	// SSE id: [WatchOptions.After] resumes after it. 0 for an event the
 	// server made for this stream (an end made from the stored run, a
 	// notice), which has no place to resume from.
-	ID     uint64          `json:"-"`
+	ID     uint64          `json:"id,omitempty"`
 	RunID  string          `json:"run_id"`
 	StepID string          `json:"step_id,omitempty"`
 	Type   string          `json:"type"`
