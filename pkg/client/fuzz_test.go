@@ -139,7 +139,7 @@ func FuzzWatch(f *testing.F) {
 	f.Add([]byte("data: {\"type\":\n\n"))
 	f.Add([]byte("data: {\"time\":\"yesterday\"}\n\n"))
 	f.Add([]byte("data: {\"type\":\"run.failed\"}")) // no final newline
-	f.Add([]byte("data:{\"type\":\"t\"}\n\n"))        // no space
+	f.Add([]byte("data:{\"type\":\"t\"}\n\n"))       // no space
 	f.Add([]byte("data: null\ndata: []\n\n"))
 	f.Add([]byte("id: 3\ndata: {\"type\":\"a\"}\n\nid: 3\ndata: {\"type\":\"a\"}\n\nid: x\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
