@@ -371,7 +371,12 @@ func newRunsCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return watchRun(cmd.Context(), env, cl, wf.output, args[0])
+			// An unknown run is an error before anything is printed.
+			var r runs.Run
+			if err := cl.Do(cmd.Context(), "GET", "/v1/runs/"+url.PathEscape(args[0]), nil, &r); err != nil {
+				return err
+			}
+			return watchRun(cmd.Context(), env, cl, wf.output, r.ID)
 		},
 	}
 	wf.register(watch)

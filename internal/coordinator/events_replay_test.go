@@ -239,3 +239,39 @@ func TestRunEventsExpired(t *testing.T) {
 		t.Fatalf("expired run's stream: %+v, want events.missing then run.canceled made from the stored run (no id)", got)
 	}
 }
+
+// TestRunEventsLostEnd: a live run's stream whose end event never reaches
+// the events stream (here the run is ended in the store, publishing
+// nothing) still ends, with the end made from the stored run, once the
+// stream looks at the run; and another tenant resuming the stream gets 404.
+func TestRunEventsLostEnd(t *testing.T) {
+	t.Parallel()
+	s := newAuthStack(t, "postgres", -1)
+	tok := s.mint(t, auth.ScopeSubmit, "acme")
+	eve := s.mint(t, auth.ScopeRead, "umbrella")
+	var sess, run struct {
+		ID string `json:"id"`
+	}
+	s.mustCall(t, http.StatusCreated, tok.Secret, "POST", "/v1/sessions", `{"user":"hello"}`, &sess)
+	s.mustCall(t, http.StatusCreated, tok.Secret, "POST", "/v1/runs", `{"agent":`+spec+`,"session":"`+sess.ID+`"}`, &run)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	resp := openSSE(ctx, t, s, tok.Secret, run.ID, 0)
+	defer func() { _ = resp.Body.Close() }()
+	sc := bufio.NewScanner(resp.Body)
+	first := readSSE(t, sc, 1)
+	if _, err := s.dev.Backend.Runs.Cancel(ctx, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	rest := readSSE(t, sc, -1)
+	if names(first) != "run.submitted" || names(rest) != "run.canceled" || rest[0].id != 0 {
+		t.Fatalf("stream %+v then %+v; want run.submitted, then run.canceled made from the stored run (no id)", first, rest)
+	}
+
+	for _, q := range []string{"", "?after=1"} {
+		code, b := s.call(t, eve.Secret, "GET", "/v1/runs/"+run.ID+"/events"+q, "")
+		if code != http.StatusNotFound || strings.Contains(string(b), "data:") {
+			t.Errorf("another tenant's GET events%s = %d %s, want 404 without events", q, code, b)
+		}
+	}
+}
