@@ -129,7 +129,9 @@ func (c *Coordinator) runEvents(w http.ResponseWriter, r *http.Request) {
 		case <-tick.C:
 			// The end event may have been lost: ask the stored run.
 			run, err := c.runsOf(ctx).Get(ctx, id)
-			if err != nil || !run.Status.Terminal() && run.Status != runs.RunWaiting {
+			// (Not a waiting run: its stream ends at run.waiting, and a
+			// stream resumed past that waits for the run to go on.)
+			if err != nil || !run.Status.Terminal() {
 				continue
 			}
 			// Stop following (which deletes the consumer) and finish
@@ -141,30 +143,28 @@ func (c *Coordinator) runEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// finishEvents ends the stream of a run stored as ended (or waiting): it
+// finishEvents ends the stream of a run stored as ended: it
 // replays the run's stored events after the last one sent, waits up to
 // endGrace for the end event, and sends one made from run when none came.
 func (c *Coordinator) finishEvents(ctx context.Context, s *eventStream, run runs.Run) {
 	var deadline <-chan time.Time
 	var poll *time.Ticker
 	for {
-		ended := false
-		if _, err := c.bus.ReplayRun(ctx, run.ID, s.after, func(e bus.StoredEvent) error {
+		_, err := c.bus.ReplayRun(ctx, run.ID, s.after, func(e bus.StoredEvent) error {
 			if !s.send(e) {
 				return errStreamGone
 			}
-			ended = ended || endsRun(e.Type)
+			if endsRun(e.Type) {
+				return errRunEnded // the stream ends after the end event
+			}
 			return nil
-		}); err != nil {
-			if !errors.Is(err, errStreamGone) && ctx.Err() == nil {
-				c.log.WarnContext(ctx, "run events: replay", "run", run.ID, "error", err.Error())
-			}
-			if errors.Is(err, errStreamGone) || ctx.Err() != nil {
-				return
-			}
-			break // the stored run below ends the stream
-		}
-		if ended || s.lastType == "run.waiting" && run.Status == runs.RunWaiting {
+		})
+		switch {
+		case errors.Is(err, errRunEnded), errors.Is(err, errStreamGone), ctx.Err() != nil:
+			return
+		case err != nil:
+			c.log.WarnContext(ctx, "run events: replay", "run", run.ID, "error", err.Error())
+			s.send(bus.StoredEvent{Event: storedEnd(run)})
 			return
 		}
 		if deadline == nil {
@@ -181,7 +181,6 @@ func (c *Coordinator) finishEvents(ctx context.Context, s *eventStream, run runs
 		case <-poll.C:
 		}
 	}
-	s.send(bus.StoredEvent{Event: storedEnd(run)})
 }
 
 // storedEnd is the end event of a run made from the stored run, timed when
@@ -192,8 +191,12 @@ func storedEnd(run runs.Run) bus.Event {
 	return e
 }
 
-// errStreamGone ends a replay whose client has gone.
-var errStreamGone = errors.New("event stream closed")
+// Errors that end a replay: the client has gone, or the run's end event
+// was sent.
+var (
+	errStreamGone = errors.New("event stream closed")
+	errRunEnded   = errors.New("run ended")
+)
 
 // endsRun reports whether an event of type typ is a run's end: run.completed,
 // run.failed, run.canceled, run.timed_out.
@@ -230,7 +233,6 @@ type eventStream struct {
 	after     uint64 // the sequence of the last stored event sent
 	fromStart bool   // the stream replays from the run's start
 	sent      int    // events sent
-	lastType  string // the type of the last event sent
 }
 
 // send writes e and reports whether the client is still there. A stored
@@ -253,7 +255,6 @@ func (s *eventStream) send(e bus.StoredEvent) bool {
 	if e.Seq != 0 {
 		s.after = e.Seq
 	}
-	s.lastType = e.Type
 	return true
 }
 
