@@ -37,6 +37,9 @@ const (
 	// stored run; endPoll is how often it looks meanwhile.
 	endGrace = time.Second
 	endPoll  = 100 * time.Millisecond
+	// endSettled is how long after a run's end its end event is no longer
+	// waited for: it was lost or has expired.
+	endSettled = 10 * time.Second
 )
 
 // runEvents streams a run's events as server-sent events: its stored
@@ -143,9 +146,10 @@ func (c *Coordinator) runEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// finishEvents ends the stream of a run stored as ended: it
-// replays the run's stored events after the last one sent, waits up to
-// endGrace for the end event, and sends one made from run when none came.
+// finishEvents ends the stream of a run stored as ended: it replays the
+// run's stored events after the last one sent, waits up to endGrace for the
+// end event when the run ended within endSettled, and sends one made from
+// run when none came.
 func (c *Coordinator) finishEvents(ctx context.Context, s *eventStream, run runs.Run) {
 	var deadline <-chan time.Time
 	var poll *time.Ticker
@@ -168,6 +172,11 @@ func (c *Coordinator) finishEvents(ctx context.Context, s *eventStream, run runs
 			return
 		}
 		if deadline == nil {
+			if time.Since(run.UpdatedAt) > endSettled {
+				// Long ended: its end event is not on its way.
+				s.send(bus.StoredEvent{Event: storedEnd(run)})
+				return
+			}
 			deadline = time.After(endGrace)
 			poll = time.NewTicker(endPoll)
 			defer poll.Stop()
