@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,6 +34,9 @@ type Bus struct {
 	js         jetstream.JetStream
 	cfg        Config
 	workspaces jetstream.ObjectStore
+
+	eventsMu sync.Mutex       // guards events
+	events   jetstream.Stream // RATH_EVENTS, looked up on first use (eventsStream)
 }
 
 // New declares the streams RATH_JOBS (subjects rath.jobs.>, work-queue
@@ -84,6 +88,9 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Bus, error) {
 		// The server refuses a duplicate window longer than MaxAge.
 		Duplicates: min(cfg.DedupeWindow, cfg.EventsMaxAge),
 		MaxMsgSize: MaxEventSize + 64<<10,
+		// Replays read a run's events with direct gets (Bus.ReplayRun):
+		// no consumer, and not through the JetStream API queue.
+		AllowDirect: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("declare stream %s: %w", EventsStream, translate(ctx, err))

@@ -43,7 +43,10 @@
 //
 // [Bus.PublishEvent] publishes without waiting (events are best effort);
 // [Bus.WatchRun] replays a run's events from the start and then follows it
-// live; [Bus.WatchAll] follows every new event. Trace context travels in
+// live ([Bus.WatchRunAfter] from a stream sequence, with each event's
+// sequence), holding an ordered consumer while it lasts; [Bus.ReplayRun]
+// reads a run's stored events with direct gets and no consumer (the events
+// stream allows direct gets); [Bus.WatchAll] follows every new event. Trace context travels in
 // message headers through [HeaderCarrier].
 //
 // # Errors

@@ -113,7 +113,7 @@ func (b *Bus) WatchRun(ctx context.Context, runID string) (<-chan Event, func() 
 	if err := validRunID(runID); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
-	return b.watch(ctx, "rath.events."+runID+".>", jetstream.DeliverAllPolicy)
+	return plain(b.watch(ctx, "rath.events."+runID+".>", 0))
 }
 
 // dropConsumer deletes a finished watch's consumer at once rather than
@@ -135,13 +135,26 @@ func (b *Bus) dropConsumer(ctx context.Context, cons jetstream.Consumer) {
 // WatchAll streams every event stored from now on (DeliverNew) until ctx
 // ends, with the same channel contract as [Bus.WatchRun].
 func (b *Bus) WatchAll(ctx context.Context) (<-chan Event, func() error, error) {
-	return b.watch(ctx, EventsSubjects, jetstream.DeliverNewPolicy)
+	return plain(b.watch(ctx, EventsSubjects, deliverNew))
 }
 
-func (b *Bus) watch(ctx context.Context, filter string, policy jetstream.DeliverPolicy) (<-chan Event, func() error, error) {
+// deliverNew, as watch's after, starts at the next event stored.
+const deliverNew = ^uint64(0)
+
+// watch streams the events on filter stored after stream sequence after
+// (0: from the start; deliverNew: from now on).
+func (b *Bus) watch(ctx context.Context, filter string, after uint64) (<-chan StoredEvent, func() error, error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	switch {
+	case after == deliverNew:
+		cfg.DeliverPolicy = jetstream.DeliverNewPolicy
+	case after > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
+	}
 	cons, err := b.js.OrderedConsumer(ctx, EventsStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{filter},
-		DeliverPolicy:  policy,
+		FilterSubjects: cfg.FilterSubjects,
+		DeliverPolicy:  cfg.DeliverPolicy,
+		OptStartSeq:    cfg.OptStartSeq,
 		// Ordered consumers are not deleted on Stop: dropConsumer deletes
 		// a finished watch's consumer, and the server drops one whose
 		// process died soon (the default is 5m). A live watch keeps
@@ -157,7 +170,7 @@ func (b *Bus) watch(ctx context.Context, filter string, policy jetstream.Deliver
 		b.dropConsumer(ctx, cons)
 		return nil, nil, fmt.Errorf("watch %s: %w", filter, translate(ctx, err))
 	}
-	ch := make(chan Event, 64)
+	ch := make(chan StoredEvent, 64)
 	var (
 		mu      sync.Mutex
 		failure error // guarded by mu; set before ch is closed
@@ -185,8 +198,12 @@ func (b *Bus) watch(ctx context.Context, filter string, policy jetstream.Deliver
 				b.cfg.Logger.DebugContext(ctx, "bus: undecodable event skipped", "subject", m.Subject(), "error", err.Error())
 				continue
 			}
+			var seq uint64
+			if md, err := m.Metadata(); err == nil {
+				seq = md.Sequence.Stream
+			}
 			select {
-			case ch <- e:
+			case ch <- StoredEvent{Seq: seq, Event: e}:
 			case <-ctx.Done():
 				return
 			}

@@ -17,8 +17,9 @@ func newApprovalCmds(env *Env) []*cobra.Command {
 	mk := func(decision, short string) *cobra.Command {
 		var f serverFlags
 		var callID, reason string
+		var watch bool
 		c := &cobra.Command{
-			Use:   decision + " RUN [--call ID] [--reason TEXT]",
+			Use:   decision + " RUN [--call ID] [--reason TEXT] [--watch]",
 			Short: short,
 			Args:  cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
@@ -37,7 +38,10 @@ func newApprovalCmds(env *Env) []*cobra.Command {
 				if f.output == "json" {
 					enc := json.NewEncoder(env.Out)
 					enc.SetIndent("", "  ")
-					return enc.Encode(res)
+					if err := enc.Encode(res); err != nil || !watch {
+						return err
+					}
+					return watchRun(cmd.Context(), env, cl, f.output, res.Run.ID)
 				}
 				tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
 				for _, d := range res.Decided {
@@ -57,12 +61,16 @@ func newApprovalCmds(env *Env) []*cobra.Command {
 				} else {
 					fmt.Fprintf(env.Out, "run %s %s\n", res.Run.ID, res.Run.Status)
 				}
+				if watch {
+					return watchRun(cmd.Context(), env, cl, f.output, res.Run.ID)
+				}
 				return nil
 			},
 		}
 		f.register(c)
 		c.Flags().StringVar(&callID, "call", "", "decide this tool call id only (default: every pending call)")
 		c.Flags().StringVar(&reason, "reason", "", "why; required to reject, and shown to the model")
+		c.Flags().BoolVarP(&watch, "watch", "w", false, "then watch the run (its story from the start) until it ends or waits again")
 		return c
 	}
 	return []*cobra.Command{

@@ -17,7 +17,8 @@ import (
 
 // TestApproveRejectCommands drives two gated runs on a dev stack with
 // rathctl: run --watch stops at the wait (exit 3), approve resumes one,
-// reject (which needs --reason) the other, and errors carry exit codes.
+// reject --watch (which needs --reason) the other and follows it to its
+// answer, and errors carry exit codes.
 func TestApproveRejectCommands(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -89,9 +90,12 @@ script:
 	}
 
 	rejected := start()
-	code, out, errOut = rathctl(t, "", "reject", rejected, "--reason", "change freeze", "--server", d.URL)
-	if code != 0 || !strings.Contains(out, "rejected") {
-		t.Fatalf("reject: exit %d, stdout %q, stderr %q", code, out, errOut)
+	// reject --watch follows the run to its end: its story from the start
+	// (the wait included), the continuation, and the final answer.
+	code, out, errOut = rathctl(t, "", "reject", rejected, "--reason", "change freeze", "--watch", "--server", d.URL)
+	if code != 0 || !strings.Contains(out, "rejected") || !strings.Contains(out, "step.waiting") ||
+		!strings.Contains(out, "run.completed") || !strings.Contains(out, "answer: Done.") {
+		t.Fatalf("reject --watch: exit %d, stdout %q, stderr %q; want the story to run.completed and the answer", code, out, errOut)
 	}
 	for _, id := range []string{approved, rejected} {
 		testenv.Eventually(t, 30*time.Second, "run "+id+" to succeed", func() bool {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/llm"
+	"github.com/rath-run/rath/pkg/session"
 )
 
 // serverFlags are the flags of commands that talk to a coordinator.
@@ -149,8 +151,11 @@ func newRunCmd(env *Env) *cobra.Command {
 	return c
 }
 
-// watchRun streams a run's events, then prints its final state. It returns
-// an error (exit 1) when the run did not succeed.
+// watchRun streams a run's events through pkg/client's watch (from the
+// run's start, so a run that ended before the watch attached still prints
+// its whole story), then prints its final state and answer. It returns an
+// error (exit 1) when the run did not succeed, and exit 3 when it waits for
+// a decision.
 func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID string) error {
 	if output == "text" {
 		fmt.Fprintf(env.Out, "run %s\n", runID)
@@ -158,15 +163,16 @@ func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID st
 	midLine := false
 	err := cl.Watch(ctx, runID, func(e client.Event) error {
 		if output == "json" {
-			b, _ := json.Marshal(e)
+			b, err := json.Marshal(e)
+			if err != nil {
+				return err
+			}
 			fmt.Fprintln(env.Out, string(b))
 			return nil
 		}
 		switch e.Type {
-		case "step.token":
-			var d struct{ Text string }
-			_ = json.Unmarshal(e.Data, &d)
-			fmt.Fprint(env.Out, d.Text)
+		case client.EventStepToken:
+			fmt.Fprint(env.Out, e.Token())
 			midLine = true
 		default:
 			if midLine {
@@ -174,7 +180,7 @@ func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID st
 				midLine = false
 			}
 			data := strings.TrimSpace(string(e.Data))
-			if e.Type == "step.tool_call" || e.Type == "step.tool_result" {
+			if e.Type == client.EventStepToolCall || e.Type == client.EventStepToolResult {
 				data = toolEventText(e.Data)
 			}
 			fmt.Fprintf(env.Out, "  %s %-15s %s\n", e.Time.Local().Format("15:04:05.000"), e.Type, data)
@@ -184,10 +190,15 @@ func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID st
 	if err != nil {
 		return err
 	}
-	// Events may be lost; the stored run is the truth. Wait for it to end.
+	if midLine {
+		fmt.Fprintln(env.Out)
+	}
+	// The stored run is the truth; its end may lag its end event a moment.
 	var r runs.Run
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
 	for {
-		if err := cl.Do(ctx, "GET", "/v1/runs/"+runID, nil, &r); err != nil {
+		if err := cl.Do(ctx, "GET", "/v1/runs/"+url.PathEscape(runID), nil, &r); err != nil {
 			return err
 		}
 		if r.Status.Terminal() || r.Status == runs.RunWaiting {
@@ -196,7 +207,7 @@ func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID st
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		case <-tick.C:
 		}
 	}
 	if output == "text" {
@@ -213,6 +224,8 @@ func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID st
 	return nil
 }
 
+// printRunSummary prints a run's status, its output version and usage, and
+// its final answer: the text of the output's last assistant chunk.
 func printRunSummary(ctx context.Context, w io.Writer, cl *client.Client, r runs.Run) error {
 	fmt.Fprintf(w, "run %s %s\n", r.ID, r.Status)
 	if r.Output == nil {
@@ -232,6 +245,18 @@ func printRunSummary(ctx context.Context, w io.Writer, cl *client.Client, r runs
 	}
 	fmt.Fprintf(w, "output version %s (%d chunks), usage prompt=%d completion=%d total=%d\n",
 		v.ID, v.Len, v.Usage.Prompt, v.Usage.Completion, v.Usage.Total)
+	var t struct {
+		Chunks []session.Chunk `json:"chunks"`
+	}
+	if err := cl.Do(ctx, "GET", "/v1/sessions/"+r.Output.String()+"/transcript", nil, &t); err != nil {
+		return err
+	}
+	for i := len(t.Chunks) - 1; i >= 0; i-- {
+		if c := t.Chunks[i]; c.Kind() == session.KindAssistant && c.Text() != "" {
+			fmt.Fprintf(w, "answer: %s\n", c.Text())
+			break
+		}
+	}
 	return nil
 }
 
@@ -264,7 +289,7 @@ func printRun(w io.Writer, output string, r runs.Run) error {
 }
 
 func newRunsCmd(env *Env) *cobra.Command {
-	c := &cobra.Command{Use: "runs", Short: "list, show and cancel runs"}
+	c := &cobra.Command{Use: "runs", Short: "list, show, watch and cancel runs"}
 	var lf serverFlags
 	var limit int
 	var status string
@@ -333,7 +358,29 @@ func newRunsCmd(env *Env) *cobra.Command {
 		},
 	}
 	cf.register(cancel)
-	c.AddCommand(list, show, cancel)
+
+	var wf serverFlags
+	watch := &cobra.Command{
+		Use:   "watch RUN",
+		Short: "print a run's events from its start and follow it until it ends, then its final answer",
+		Long: "Attach to a run, running or finished: its stored events from the start, then its live events,\n" +
+			"then its final state and answer. Exit 1 when the run did not succeed, 3 when it waits for approval.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := wf.client()
+			if err != nil {
+				return err
+			}
+			// An unknown run is an error before anything is printed.
+			var r runs.Run
+			if err := cl.Do(cmd.Context(), "GET", "/v1/runs/"+url.PathEscape(args[0]), nil, &r); err != nil {
+				return err
+			}
+			return watchRun(cmd.Context(), env, cl, wf.output, r.ID)
+		},
+	}
+	wf.register(watch)
+	c.AddCommand(list, show, cancel, watch)
 	return c
 }
 

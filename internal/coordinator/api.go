@@ -2,8 +2,6 @@ package coordinator
 
 import (
 	"bufio"
-	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,10 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/telemetry"
@@ -134,89 +130,6 @@ func (c *Coordinator) cancelRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, run)
-}
-
-// runEvents streams a run's events as server-sent events. The stream ends
-// after the run's terminal event. Events may be lost in transit (Postgres is
-// the truth), so when the run has already ended the stream is its terminal
-// event made from the stored run, and no JetStream consumer is created for
-// it. A live run's stream holds one consumer while it lasts; the streams
-// of a token and of a tenant are capped (Config.EventStreamsPerToken and
-// EventStreamsPerTenant; past either, 429 with Retry-After), so that no
-// tenant can fill the events stream's consumer limit for the others.
-func (c *Coordinator) runEvents(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	id := r.PathValue("id")
-	run, err := c.runsOf(ctx).Get(ctx, id)
-	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		writeError(w, http.StatusInternalServerError, "internal", "streaming unsupported")
-		return
-	}
-	rc := http.NewResponseController(w)
-	send := func(e bus.Event) bool {
-		b, err := json.Marshal(e)
-		if err != nil {
-			return false
-		}
-		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteWindow))
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Type, b); err != nil {
-			return false
-		}
-		flusher.Flush()
-		return true
-	}
-	start := func() {
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Header().Set("Cache-Control", "no-cache")
-		w.WriteHeader(http.StatusOK)
-		flusher.Flush()
-	}
-	if run.Status.Terminal() {
-		start()
-		send(runEndEvent(run))
-		return
-	}
-	p, _ := auth.PrincipalFrom(ctx)
-	release, err := c.streams.acquire(cmp.Or(p.Tenant, auth.DefaultTenant), p.TokenID)
-	if err != nil {
-		tooManyStreams(w, err)
-		return
-	}
-	defer release()
-	// The stream outlives the server's write timeout: only the client's
-	// leaving, the run's end or a write stalled for streamWriteWindow
-	// (send) ends it.
-	holdConn(w, 0)
-	// Ending the watch deletes its consumer (bus.Bus.WatchRun).
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	events, _, err := c.bus.WatchRun(ctx, id)
-	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	start()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case e, ok := <-events:
-			if !ok {
-				return
-			}
-			if !send(e) {
-				return
-			}
-			if strings.HasPrefix(e.Type, "run.") && e.Type != "run.submitted" && !c.resumedSince(ctx, e) {
-				return
-			}
-		}
-	}
 }
 
 // sessionRequest is the body of POST /v1/sessions and …/append.

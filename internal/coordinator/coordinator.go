@@ -160,7 +160,8 @@ func (c Config) WithDefaults() Config {
 type Bus interface {
 	Publish(ctx context.Context, job bus.Job, hdr nats.Header) (bool, error)
 	PublishEvent(ctx context.Context, e bus.Event) error
-	WatchRun(ctx context.Context, runID string) (<-chan bus.Event, func() error, error)
+	WatchRunAfter(ctx context.Context, runID string, after uint64) (<-chan bus.StoredEvent, func() error, error)
+	ReplayRun(ctx context.Context, runID string, after uint64, fn func(bus.StoredEvent) error) (uint64, error)
 	QueuedSteps(ctx context.Context, queue string, limit int) (map[string]bool, bool, error)
 }
 

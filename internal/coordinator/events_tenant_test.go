@@ -21,7 +21,7 @@ import (
 // event type.
 func TestRunEventsTenantIsolation(t *testing.T) {
 	t.Parallel()
-	s := newAuthStack(t, "postgres", 0) // no worker: the run stays pending
+	s := newAuthStack(t, "postgres", -1) // no worker: the run stays pending (0 would start 2)
 	acme := s.mint(t, auth.ScopeSubmit, "acme")
 	eve := s.mint(t, auth.ScopeSubmit, "umbrella")
 	eveRead := s.mint(t, auth.ScopeRead, "umbrella")

@@ -3,7 +3,6 @@
 package client
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 )
 
 // Client talks to one coordinator. It is safe for concurrent use.
@@ -132,44 +130,4 @@ func (c *Client) sendRaw(ctx context.Context, method, path string, body io.Reade
 		return nil, &e.Error
 	}
 	return resp, nil
-}
-
-// Event is one run event (see docs/api.md for the types).
-type Event struct {
-	RunID  string          `json:"run_id"`
-	StepID string          `json:"step_id,omitempty"`
-	Type   string          `json:"type"`
-	Time   time.Time       `json:"time"`
-	Data   json.RawMessage `json:"data,omitempty"`
-}
-
-// Watch streams a run's events from its start and calls fn for each until
-// the run's terminal event, ctx ends, or fn returns an error.
-func (c *Client) Watch(ctx context.Context, runID string, fn func(Event) error) error {
-	resp, err := c.send(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(runID)+"/events", nil)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	rd := bufio.NewReaderSize(resp.Body, 64<<10)
-	for {
-		line, err := rd.ReadString('\n')
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("watch %s: %w", runID, err)
-		}
-		data, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), "data: ")
-		if !ok {
-			continue
-		}
-		var e Event
-		if err := json.Unmarshal([]byte(data), &e); err != nil {
-			return fmt.Errorf("watch %s: bad event: %w", runID, err)
-		}
-		if err := fn(e); err != nil {
-			return err
-		}
-	}
 }

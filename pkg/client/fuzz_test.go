@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -121,49 +122,87 @@ func FuzzDo(f *testing.F) {
 }
 
 // FuzzWatch: a run's event stream (server-sent events) never panics
-// Watch. Every complete "data: " line is one event, delivered in order
-// with the fields encoding/json gives it; other lines are skipped; the
-// first data line that is not an event ends Watch with a "bad event" error
-// naming the run, after the events before it.
+// WatchRun. Lines are "id:", "data:" (one optional space after the colon;
+// several are joined by newlines) and others, which are skipped; a blank
+// line dispatches the event its data lines hold (none when they hold
+// nothing), with the id before it.
+// Events are delivered in order with the fields encoding/json gives them,
+// skipping any whose id is not past the last id delivered; the run's end
+// event ends the watch without error. A data that is not an event, or an
+// id that is not a number, ends it with a "bad event" error naming the
+// run, after the events before it; so does a stream that ends before the
+// run's end (without reconnects: "ended before the run's end").
 func FuzzWatch(f *testing.F) {
-	f.Add([]byte("data: {\"run_id\":\"run_a\",\"type\":\"run.queued\",\"time\":\"2026-01-01T00:00:00Z\"}\n\n" +
-		"data: {\"run_id\":\"run_a\",\"step_id\":\"s\",\"type\":\"run.succeeded\",\"time\":\"2026-01-01T00:00:01Z\",\"data\":{\"x\":1}}\r\n\r\n"))
+	f.Add([]byte("data: {\"run_id\":\"run_a\",\"type\":\"run.submitted\",\"time\":\"2026-01-01T00:00:00Z\"}\n\n" +
+		"id: 7\r\ndata: {\"run_id\":\"run_a\",\"step_id\":\"s\",\"type\":\"run.completed\",\"time\":\"2026-01-01T00:00:01Z\",\"data\":{\"x\":1}}\r\n\r\n"))
 	f.Add([]byte(": keepalive\n\nevent: x\ndata: {\"type\":\"t\"}\n"))
-	f.Add([]byte("data: {\"type\":\n"))
-	f.Add([]byte("data: {\"time\":\"yesterday\"}\n"))
-	f.Add([]byte("data: {\"type\":\"t\"}"))  // no final newline
-	f.Add([]byte("data:{\"type\":\"t\"}\n")) // no space
-	f.Add([]byte("data: null\ndata: []\n"))
+	f.Add([]byte("data: {\"type\":\n\n"))
+	f.Add([]byte("data: {\"time\":\"yesterday\"}\n\n"))
+	f.Add([]byte("data: {\"type\":\"run.failed\"}")) // no final newline
+	f.Add([]byte("data:{\"type\":\"t\"}\n\n"))       // no space
+	f.Add([]byte("data: null\ndata: []\n\n"))
+	f.Add([]byte("id: 3\ndata: {\"type\":\"a\"}\n\nid: 3\ndata: {\"type\":\"a\"}\n\nid: x\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		c := cannedClient(t, 200, body)
 		var got []Event
-		err := c.Watch(context.Background(), "run_a", func(e Event) error {
+		err := c.WatchRun(context.Background(), "run_a", WatchOptions{Reconnects: -1}, func(e Event) error {
 			got = append(got, e)
 			return nil
 		})
 		var want []Event
-		var wantErr bool
-		lines := strings.SplitAfter(string(body), "\n")
+		wantErr, ended := "", false
+		lines := strings.Split(string(body), "\n")
+		if lines[len(lines)-1] == "" {
+			lines = lines[:len(lines)-1] // the newline ended the last line
+		}
+		var (
+			id, after uint64
+			data      []string
+		)
+	read:
 		for _, l := range lines {
-			if !strings.HasSuffix(l, "\n") {
-				break // an unterminated last line is not read
+			l = strings.TrimSuffix(l, "\r")
+			switch {
+			case l == "":
+				raw := strings.Join(data, "\n")
+				if raw == "" {
+					data = nil // no data: no event
+					continue
+				}
+				var e Event
+				if json.Unmarshal([]byte(raw), &e) != nil {
+					wantErr = "watch run_a: bad event"
+					break read
+				}
+				e.ID, id, data = id, 0, nil
+				if e.ID != 0 && e.ID <= after {
+					continue
+				}
+				want = append(want, e)
+				after = max(after, e.ID)
+				if e.EndsRun() {
+					ended = true
+					break read
+				}
+			case strings.HasPrefix(l, "id:"):
+				n, perr := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(l, "id:")), 10, 64)
+				if perr != nil {
+					wantErr = "watch run_a: bad event id"
+					break read
+				}
+				id = n
+			case strings.HasPrefix(l, "data:"):
+				data = append(data, strings.TrimPrefix(strings.TrimPrefix(l, "data:"), " "))
 			}
-			data, ok := strings.CutPrefix(strings.TrimRight(l, "\r\n"), "data: ")
-			if !ok {
-				continue
-			}
-			var e Event
-			if json.Unmarshal([]byte(data), &e) != nil {
-				wantErr = true
-				break
-			}
-			want = append(want, e)
 		}
-		if wantErr != (err != nil) {
-			t.Fatalf("Watch: %v; want error %v", err, wantErr)
+		if wantErr == "" && !ended {
+			wantErr = "watch run_a: the stream ended before the run's end"
 		}
-		if err != nil && !strings.Contains(err.Error(), "watch run_a: bad event") {
-			t.Fatalf("error %q does not name the run and the event", err)
+		if (wantErr != "") != (err != nil) {
+			t.Fatalf("WatchRun: %v; want error %q", err, wantErr)
+		}
+		if err != nil && !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %q, want one containing %q", err, wantErr)
 		}
 		if len(got) != len(want) {
 			t.Fatalf("%d events delivered, want %d", len(got), len(want))

@@ -163,7 +163,10 @@ async function runPage(id) {
     events.append(h("li", { "data-type": type }, h("span", { class: "t" }, new Date().toLocaleTimeString()), type, data.step_id ? "  " + data.step_id : ""));
     events.scrollTop = events.scrollHeight;
     if (!pending) pending = setTimeout(() => { pending = null; refresh().catch(showError); }, 150);
-    if (type.startsWith("run.") && type !== "run.submitted") src.close();
+    // The stream replays the run from its start and ends after its end
+    // event; a waiting run's stream ends at run.waiting, and EventSource
+    // reopens it after the last event (Last-Event-ID) to follow the run on.
+    if (["run.completed", "run.failed", "run.canceled", "run.timed_out"].includes(type)) src.close();
   };
   for (const t of ["run.submitted", "step.started", "step.committed", "step.failed", "step.tool_call", "step.tool_result",
     "step.memory_recall", "run.completed", "run.failed", "run.canceled", "run.timed_out", "run.waiting", "message"]) {

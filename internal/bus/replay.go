@@ -1,0 +1,99 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// StoredEvent is an event with its place in the events stream.
+type StoredEvent struct {
+	// Seq is the event's sequence in RATH_EVENTS: increasing across all
+	// runs, so a run's events have increasing (not consecutive) Seqs. The
+	// API sends it as the SSE id, and a client resumes after it.
+	Seq uint64
+	Event
+}
+
+// plain adapts a watch of stored events to one of events.
+func plain(ch <-chan StoredEvent, failure func() error, err error) (<-chan Event, func() error, error) {
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make(chan Event, cap(ch))
+	go func() {
+		defer close(out)
+		for e := range ch {
+			out <- e.Event
+		}
+	}()
+	return out, failure, nil
+}
+
+// WatchRunAfter is [Bus.WatchRun] from the event after stream sequence
+// after (0: from the run's first stored event), with each event's
+// sequence. It holds one consumer while it lasts, like WatchRun.
+func (b *Bus) WatchRunAfter(ctx context.Context, runID string, after uint64) (<-chan StoredEvent, func() error, error) {
+	if err := validRunID(runID); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+	}
+	if after == deliverNew {
+		after--
+	}
+	return b.watch(ctx, "rath.events."+runID+".>", after)
+}
+
+// ReplayRun calls fn with each event of runID stored after stream sequence
+// after, in order, up to the last one stored when it reads it, and returns
+// the sequence of the last event it read (after when none). It creates no
+// consumer: each event is one direct get of the next message on
+// rath.events.<run>.> (the events stream allows direct gets), so
+// replaying holds nothing on the server between gets and costs one request
+// per event. Events whose payload cannot be decoded are skipped. An error
+// from fn ends the replay and is returned as is.
+func (b *Bus) ReplayRun(ctx context.Context, runID string, after uint64, fn func(StoredEvent) error) (uint64, error) {
+	if err := validRunID(runID); err != nil {
+		return after, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+	}
+	s, err := b.eventsStream(ctx)
+	if err != nil {
+		return after, err
+	}
+	filter := "rath.events." + runID + ".>"
+	for {
+		m, err := s.GetMsg(ctx, after+1, jetstream.WithGetMsgSubject(filter))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return after, nil
+		}
+		if err != nil {
+			return after, fmt.Errorf("replay run %s after %d: %w", runID, after, translate(ctx, err))
+		}
+		after = m.Sequence
+		var e Event
+		if err := json.Unmarshal(m.Data, &e); err != nil {
+			b.cfg.Logger.DebugContext(ctx, "bus: undecodable event skipped", "subject", m.Subject, "error", err.Error())
+			continue
+		}
+		if err := fn(StoredEvent{Seq: m.Sequence, Event: e}); err != nil {
+			return after, err
+		}
+	}
+}
+
+// eventsStream returns a handle on RATH_EVENTS, looked up once.
+func (b *Bus) eventsStream(ctx context.Context) (jetstream.Stream, error) {
+	b.eventsMu.Lock()
+	defer b.eventsMu.Unlock()
+	if b.events != nil {
+		return b.events, nil
+	}
+	s, err := b.js.Stream(ctx, EventsStream)
+	if err != nil {
+		return nil, fmt.Errorf("look up stream %s: %w", EventsStream, translate(ctx, err))
+	}
+	b.events = s
+	return s, nil
+}

@@ -1,0 +1,244 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Event types of a run's event stream (docs/api.md lists what each
+// carries). The list is open: a stream may carry other types.
+const (
+	EventRunSubmitted   = "run.submitted"
+	EventRunWaiting     = "run.waiting"
+	EventRunCompleted   = "run.completed"
+	EventRunFailed      = "run.failed"
+	EventRunCanceled    = "run.canceled"
+	EventRunTimedOut    = "run.timed_out"
+	EventStepStarted    = "step.started"
+	EventStepToken      = "step.token"
+	EventStepToolCall   = "step.tool_call"
+	EventStepToolResult = "step.tool_result"
+	EventStepCommitted  = "step.committed"
+	EventStepFailed     = "step.failed"
+	// EventMissing says that some of the run's first events are no longer
+	// stored on the server; the stream still ends with the run's end.
+	EventMissing = "events.missing"
+)
+
+// Event is one run event (see docs/api.md for the types).
+type Event struct {
+	// ID is the event's place in the server's events stream, sent as the
+	// SSE id: [WatchOptions.After] resumes after it. 0 for an event the
+	// server made for this stream (an end made from the stored run, a
+	// notice), which has no place to resume from.
+	ID     uint64          `json:"id,omitempty"`
+	RunID  string          `json:"run_id"`
+	StepID string          `json:"step_id,omitempty"`
+	Type   string          `json:"type"`
+	Time   time.Time       `json:"time"`
+	Data   json.RawMessage `json:"data,omitempty"`
+}
+
+// EndsRun reports whether e is a run's end: run.completed, run.failed,
+// run.canceled or run.timed_out. The stream ends after it.
+func (e Event) EndsRun() bool {
+	return strings.HasPrefix(e.Type, "run.") && e.Type != EventRunSubmitted && e.Type != EventRunWaiting
+}
+
+// Token returns the text of a step.token event ("" for other events).
+func (e Event) Token() string {
+	if e.Type != EventStepToken {
+		return ""
+	}
+	var d struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(e.Data, &d)
+	return d.Text
+}
+
+// End is what a run's end event carries.
+type End struct {
+	// Output is the run's output session version, when it has one.
+	Output string `json:"output,omitempty"`
+	// Error is why the run did not succeed.
+	Error string `json:"error,omitempty"`
+}
+
+// End decodes the data of a run's end event (or run.waiting); ok is false
+// for other events.
+func (e Event) End() (End, bool) {
+	if !e.EndsRun() && e.Type != EventRunWaiting {
+		return End{}, false
+	}
+	var d struct {
+		Output *string `json:"output"`
+		Error  string  `json:"error"`
+	}
+	_ = json.Unmarshal(e.Data, &d)
+	end := End{Error: d.Error}
+	if d.Output != nil {
+		end.Output = *d.Output
+	}
+	return end, true
+}
+
+// WatchOptions tune [Client.WatchRun].
+type WatchOptions struct {
+	// After resumes after the event with this ID (0: from the run's start).
+	After uint64
+	// Reconnects is how many times a stream cut before the run's end (or
+	// waiting) is reopened after the last event received; 0 means 5, and a
+	// negative value none.
+	Reconnects int
+}
+
+// maxEventLine bounds one line of the stream (an event is at most 1 MiB
+// encoded on the server).
+const maxEventLine = 2 << 20
+
+// Watch streams a run's events from its start and calls fn for each until
+// the run's end or waiting event, ctx ends, or fn returns an error. It is
+// WatchRun with default options.
+func (c *Client) Watch(ctx context.Context, runID string, fn func(Event) error) error {
+	return c.WatchRun(ctx, runID, WatchOptions{}, fn)
+}
+
+// WatchRun streams a run's events (GET /v1/runs/{id}/events): the events
+// stored so far from the run's start (or after opts.After), then live ones,
+// each once and in order, and calls fn for each. It returns nil after the
+// run's end event (the stream then ends), or after run.waiting when the
+// server ends the stream there (the run waits for a decision); an error from
+// fn, ctx's, or the request's. A stream cut before either is reopened
+// after the last event received (Last-Event-ID), up to opts.Reconnects
+// times; fn does not see an event twice.
+func (c *Client) WatchRun(ctx context.Context, runID string, opts WatchOptions, fn func(Event) error) error {
+	if runID == "" {
+		return fmt.Errorf("watch: run id is empty")
+	}
+	reconnects := opts.Reconnects
+	if reconnects == 0 {
+		reconnects = 5
+	}
+	after := opts.After
+	for attempt := 0; ; attempt++ {
+		last, ended, err := c.watchOnce(ctx, runID, after, fn)
+		after = max(after, last)
+		if ended || ctx.Err() != nil {
+			if ended {
+				return nil
+			}
+			return ctx.Err()
+		}
+		var apiErr *APIError
+		if errors.As(err, &apiErr) || errors.Is(err, errFn) || attempt >= reconnects {
+			if err == nil {
+				return fmt.Errorf("watch %s: the stream ended before the run's end (%d reconnects)", runID, attempt)
+			}
+			return unwrapFn(err)
+		}
+		// Reopen after a short pause that grows with each attempt.
+		t := time.NewTimer(time.Duration(attempt+1) * 200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// errFn marks an error returned by the caller's fn.
+var errFn = errors.New("watch callback")
+
+type fnError struct{ err error }
+
+func (e fnError) Error() string { return e.err.Error() }
+func (e fnError) Is(t error) bool {
+	return t == errFn
+}
+func unwrapFn(err error) error {
+	var f fnError
+	if errors.As(err, &f) {
+		return f.err
+	}
+	return err
+}
+
+// watchOnce reads one stream. It returns the id of the last event passed
+// to fn, whether the stream ended as the run's stream ends (after its end
+// event, or after run.waiting), and why else it stopped (nil: the server
+// closed the stream early).
+func (c *Client) watchOnce(ctx context.Context, runID string, after uint64, fn func(Event) error) (uint64, bool, error) {
+	path := "/v1/runs/" + url.PathEscape(runID) + "/events"
+	if after > 0 {
+		path += "?after=" + strconv.FormatUint(after, 10)
+	}
+	resp, err := c.send(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return after, false, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), maxEventLine)
+	var (
+		id       uint64
+		data     strings.Builder
+		lastType string
+	)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if data.Len() == 0 {
+				continue
+			}
+			var e Event
+			if err := json.Unmarshal([]byte(data.String()), &e); err != nil {
+				return after, false, fnError{fmt.Errorf("watch %s: bad event: %w", runID, err)}
+			}
+			e.ID = id
+			data.Reset()
+			id = 0
+			if e.ID != 0 && e.ID <= after {
+				continue
+			}
+			if err := fn(e); err != nil {
+				return after, false, fnError{err}
+			}
+			if e.ID != 0 {
+				after = e.ID
+			}
+			lastType = e.Type
+			if e.EndsRun() {
+				return after, true, nil
+			}
+		case strings.HasPrefix(line, "id:"):
+			v := strings.TrimSpace(strings.TrimPrefix(line, "id:"))
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return after, false, fnError{fmt.Errorf("watch %s: bad event id %q", runID, v)}
+			}
+			id = n
+		case strings.HasPrefix(line, "data:"):
+			if data.Len() > 0 {
+				data.WriteByte('\n')
+			}
+			data.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		}
+	}
+	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return after, false, fmt.Errorf("watch %s: %w", runID, err)
+	}
+	// The server ends a waiting run's stream after run.waiting.
+	return after, lastType == EventRunWaiting, nil
+}
