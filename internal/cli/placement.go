@@ -1,14 +1,10 @@
 package cli
 
 import (
-	"context"
 	"fmt"
-	"net/http"
 	"strings"
 
-	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/session"
-	"github.com/rath-run/rath/pkg/store"
 )
 
 // parseSandbox reads the --sandbox flag of rathctl run: "local", "docker"
@@ -52,25 +48,4 @@ func validPlacement(p session.Placement) error {
 		return fmt.Errorf("backend: local takes no image or network")
 	}
 	return nil
-}
-
-// placeInput returns the id of the run's input session placed on p: a new
-// session holding message (when message is set) or the version sessionID,
-// moved onto p by POST /v1/sessions/{id}/place.
-func placeInput(ctx context.Context, cl *client.Client, message, sessionID string, p session.Placement) (string, error) {
-	var in store.Info
-	if message != "" {
-		if err := cl.Do(ctx, http.MethodPost, "/v1/sessions", map[string]string{"user": message}, &in); err != nil {
-			return "", fmt.Errorf("create the input session: %w", err)
-		}
-		sessionID = in.ID.String()
-	}
-	id, err := session.ParseID(sessionID)
-	if err != nil {
-		return "", fmt.Errorf("--session: %w", err)
-	}
-	if err := cl.Do(ctx, http.MethodPost, sessionPath(id, "place"), p, &in); err != nil {
-		return "", fmt.Errorf("place the input session: %w", err)
-	}
-	return in.ID.String(), nil
 }

@@ -124,6 +124,12 @@ func newRunCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if sandbox != "" {
+				// --sandbox replaces the spec's sandbox block: the
+				// coordinator places the input session (op place) after
+				// checking the operator's policy.
+				spec.Sandbox = &agent.Sandbox{Backend: place.Backend, Image: place.Spec.Image}
+			}
 			specJSON, err := json.Marshal(spec)
 			if err != nil {
 				return err
@@ -132,15 +138,6 @@ func newRunCmd(env *Env) *cobra.Command {
 				return &exitError{code: 2, err: err}
 			}
 			ctx := cmd.Context()
-			if sandbox != "" {
-				// The run's input session carries the placement: a new
-				// session is created, then placed (op place, checked
-				// against the operator's policy), then forwarded.
-				if sessionID, err = placeInput(ctx, cl, message, sessionID, place); err != nil {
-					return err
-				}
-				message = ""
-			}
 			var r runs.Run
 			err = cl.Do(ctx, "POST", "/v1/runs", map[string]any{
 				"agent": json.RawMessage(specJSON), "message": message, "session": sessionID, "queue": queue,

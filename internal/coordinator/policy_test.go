@@ -188,3 +188,64 @@ func TestPlaceEndpoint(t *testing.T) {
 		t.Errorf("refused placements wrote versions: %d before, %d after", before, after)
 	}
 }
+
+// TestSubmitSpecSandbox: an agent spec's sandbox block places the run's
+// input session (a version with op place) at submit, and a block outside
+// the operator's policy is refused there, naming agent.sandbox and the
+// field, with no run and no version written.
+func TestSubmitSpecSandbox(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: -1, StoreURL: "sqlite:" + filepath.Join(dir, "rath.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	b := d.Backend
+	c, err := coordinator.New(b.Store, b.Runs, b.Bus, coordinator.Config{SandboxPolicy: policy.Default(false, "rath-sandbox:busybox")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(srv.Close)
+	cl, err := client.New(srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentJSON := func(sandbox string) json.RawMessage {
+		return json.RawMessage(`{"name":"a","model":"scripted","script":[{"content":"hi"}],"tools":["builtin"],"sandbox":` + sandbox + `}`)
+	}
+	var r struct {
+		Input string `json:"input"`
+	}
+	if err := cl.Do(ctx, http.MethodPost, "/v1/runs", map[string]any{"agent": agentJSON(`{"backend":"docker","image":"rath-sandbox:busybox"}`), "message": "go"}, &r); err != nil {
+		t.Fatalf("submit on docker: %v", err)
+	}
+	var in struct {
+		Op        string            `json:"op"`
+		Placement session.Placement `json:"placement"`
+	}
+	if err := cl.Do(ctx, http.MethodGet, "/v1/sessions/"+r.Input, nil, &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.Op != "place" || in.Placement.Backend != "docker" || in.Placement.Spec.Image != "rath-sandbox:busybox" {
+		t.Errorf("the run's input = %+v, want op place on docker rath-sandbox:busybox", in)
+	}
+	before := versions(t, b.Store)
+	for _, tc := range []struct{ sandbox, field string }{
+		{`{"backend":"local"}`, "agent.sandbox: placement.backend"},
+		{`{"backend":"docker","image":"x"}`, "agent.sandbox: placement.spec.image"},
+		{`{"backend":"docker","network":"egress"}`, "agent.sandbox: placement.spec.network"},
+		{`{"backend":"vm"}`, "sandbox.backend"},
+	} {
+		err := cl.Do(ctx, http.MethodPost, "/v1/runs", map[string]any{"agent": agentJSON(tc.sandbox), "message": "go"}, nil)
+		var ae *client.APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !strings.Contains(ae.Message, tc.field) {
+			t.Errorf("sandbox %s: %v; want a 400 naming %q", tc.sandbox, err, tc.field)
+		}
+	}
+	if after := versions(t, b.Store); after != before {
+		t.Errorf("refused submits wrote versions: %d before, %d after", before, after)
+	}
+}
