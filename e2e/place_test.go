@@ -16,7 +16,8 @@ import (
 // --sandbox docker:rath-sandbox:busybox, on a coordinator+worker with an
 // operator policy allowing both. On docker the tool runs in a container
 // (HOME is /workspace, the hostname is the container's); on local it runs on
-// the worker host. A refused image and a refused tenant are checked too.
+// the worker host. An image outside the policy and an unknown backend are
+// refused at submit (another tenant's 404 on …/place: TestTenantIsolation).
 func TestRunSandboxFlag(t *testing.T) {
 	t.Parallel()
 	s := newSecured(t, allowLocal(t))
