@@ -68,11 +68,11 @@ func LoadAgentSpec(path string) (agent.Spec, error) {
 
 func newRunCmd(env *Env) *cobra.Command {
 	var f serverFlags
-	var agentFile, message, sessionID, queue, timeout string
+	var agentFile, message, sessionID, queue, timeout, sandbox string
 	var watch bool
 	var budget runs.Budget
 	c := &cobra.Command{
-		Use:   "run (--agent FILE | FILE) (--message TEXT | --session ID) [--watch]",
+		Use:   "run (--agent FILE | FILE) (--message TEXT | --session ID) [--sandbox local|docker[:IMAGE]] [--watch]",
 		Short: "submit a run: forward a session through an agent, or a workflow file",
 		Long: "Submit a run. FILE is an agent spec or a declarative workflow file (one with top-level steps,\n" +
 			"docs/workflows.md), which the coordinator validates and drives durably.",
@@ -95,6 +95,13 @@ func newRunCmd(env *Env) *cobra.Command {
 			if agentFile == "" {
 				return &exitError{code: 2, err: fmt.Errorf("--agent (or a workflow file) is required")}
 			}
+			place, err := parseSandbox(sandbox)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			if workflow && sandbox != "" {
+				return &exitError{code: 2, err: fmt.Errorf("--sandbox: a workflow file places its agents itself; --sandbox is for an agent run")}
+			}
 			cl, err := f.client()
 			if err != nil {
 				return err
@@ -116,6 +123,12 @@ func newRunCmd(env *Env) *cobra.Command {
 			spec, err := LoadAgentSpec(agentFile)
 			if err != nil {
 				return err
+			}
+			if sandbox != "" {
+				// --sandbox replaces the spec's sandbox block: the
+				// coordinator places the input session (op place) after
+				// checking the operator's policy.
+				spec.Sandbox = &agent.Sandbox{Backend: place.Backend, Image: place.Spec.Image}
 			}
 			specJSON, err := json.Marshal(spec)
 			if err != nil {
@@ -143,6 +156,7 @@ func newRunCmd(env *Env) *cobra.Command {
 	c.Flags().StringVarP(&agentFile, "agent", "a", "", "agent spec file (YAML or JSON)")
 	c.Flags().StringVarP(&message, "message", "m", "", "start a new session with this user message")
 	c.Flags().StringVar(&sessionID, "session", "", "forward this existing session version")
+	c.Flags().StringVar(&sandbox, "sandbox", "", "run the agent's tools on this sandbox: local, docker or docker:IMAGE (a version with op place is recorded first)")
 	c.Flags().StringVar(&queue, "queue", "", "job queue (default: the coordinator's)")
 	c.Flags().BoolVarP(&watch, "watch", "w", false, "stream the run live until it ends")
 	c.Flags().StringVar(&timeout, "timeout", "", "the run's deadline from now (e.g. 10m); past it the run ends timed_out")

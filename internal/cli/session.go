@@ -207,6 +207,26 @@ func newSessionCmd(env *Env) *cobra.Command {
 		}),
 	}
 
+	var place session.Placement
+	placeCmd := &cobra.Command{
+		Use:   "place ID",
+		Short: "record a version whose tools run on another sandbox (op place): --backend docker [--image I] [--network none|egress]",
+		Args:  cobra.ExactArgs(1),
+		RunE: f.with(func(ctx context.Context, g sessionGraph, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			if err := validPlacement(place); err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			return p.version(g.Place(ctx, id, place))
+		}),
+	}
+	placeCmd.Flags().StringVar(&place.Backend, "backend", "", "sandbox backend: local or docker (required)")
+	placeCmd.Flags().StringVar(&place.Spec.Image, "image", "", "docker image (default: the operator's)")
+	placeCmd.Flags().StringVar(&place.Spec.Network, "network", "", "none (default) or egress")
+
 	var lp store.ListParams
 	listCmd := &cobra.Command{
 		Use:   "list",
@@ -263,7 +283,7 @@ func newSessionCmd(env *Env) *cobra.Command {
 	}
 	importCmd.Flags().StringVar(&importFormat, "format", "auto",
 		"auto (detect from the first record), rath, openrath-transcript or openrath-lineage")
-	c.AddCommand(newCmd, appendCmd, showCmd, logCmd, forkCmd, detachCmd, mergeCmd, listCmd, exportCmd, importCmd)
+	c.AddCommand(newCmd, appendCmd, showCmd, logCmd, forkCmd, detachCmd, mergeCmd, placeCmd, listCmd, exportCmd, importCmd)
 	c.AddCommand(newSessionFilesCmds(p, &f)...)
 	return c
 }

@@ -30,6 +30,7 @@ type sessionGraph interface {
 	Fork(ctx context.Context, id session.ID) (store.Info, error)
 	Detach(ctx context.Context, id session.ID) (store.Info, error)
 	Merge(ctx context.Context, a, b session.ID) (store.Info, error)
+	Place(ctx context.Context, id session.ID, p session.Placement) (store.Info, error)
 	List(ctx context.Context, p store.ListParams) (store.Page, error)
 	Export(ctx context.Context, id session.ID, w io.Writer) error
 	Import(ctx context.Context, r io.Reader) (store.Info, error)
@@ -148,6 +149,14 @@ func (g storeGraph) Detach(ctx context.Context, id session.ID) (store.Info, erro
 	return info(s.Detach(ctx))
 }
 
+func (g storeGraph) Place(ctx context.Context, id session.ID, p session.Placement) (store.Info, error) {
+	s, err := g.open(ctx, id)
+	if err != nil {
+		return store.Info{}, err
+	}
+	return info(s.To(ctx, p))
+}
+
 func (g storeGraph) Merge(ctx context.Context, a, b session.ID) (store.Info, error) {
 	sa, err := g.open(ctx, a)
 	if err != nil {
@@ -232,6 +241,10 @@ func (g apiGraph) Fork(ctx context.Context, id session.ID) (store.Info, error) {
 
 func (g apiGraph) Detach(ctx context.Context, id session.ID) (store.Info, error) {
 	return g.post(ctx, sessionPath(id, "detach"), nil)
+}
+
+func (g apiGraph) Place(ctx context.Context, id session.ID, p session.Placement) (store.Info, error) {
+	return g.post(ctx, sessionPath(id, "place"), p)
 }
 
 func (g apiGraph) Merge(ctx context.Context, a, b session.ID) (store.Info, error) {

@@ -86,6 +86,14 @@ func sessionCommands(t *testing.T, dir string, graph func(name string) []string)
 	if detached.Op != "detach" || len(detached.Parents) != 0 || detached.Len != 4 {
 		t.Fatalf("detach = %+v", detached)
 	}
+	var placed store.Info
+	okJSON(t, &placed, with(db, "session", "place", detached.ID.String(), "--backend", "docker", "--image", "rath-sandbox:busybox")...)
+	if placed.Op != "place" || placed.Placement.Backend != "docker" || placed.Placement.Spec.Image != "rath-sandbox:busybox" || placed.Len != 4 || len(placed.Parents) != 1 || placed.Parents[0] != detached.ID {
+		t.Fatalf("place = %+v", placed)
+	}
+	if code, _, errOut := rathctl(t, "", with(db, "session", "place", detached.ID.String(), "--backend", "vm")...); code != 2 || !strings.Contains(errOut, "backend") {
+		t.Fatalf("place --backend vm: exit %d %s, want 2 naming backend", code, errOut)
+	}
 
 	code, out, errOut := rathctl(t, "", with(db, "session", "show", merged.ID.String())...)
 	if code != 0 {

@@ -44,6 +44,7 @@ func (c *Coordinator) Handler() http.Handler {
 	api.HandleFunc("POST /v1/sessions/{id}/fork", c.forkSession)
 	api.HandleFunc("POST /v1/sessions/{id}/detach", c.detachSession)
 	api.HandleFunc("POST /v1/sessions/{id}/merge", c.mergeSession)
+	api.HandleFunc("POST /v1/sessions/{id}/place", c.placeSession)
 	api.HandleFunc("GET /v1/sessions/{id}/export", c.exportSession)
 	api.HandleFunc("POST /v1/sessions/import", c.importSession)
 	api.HandleFunc("GET /v1/sessions/{id}/files", c.sessionFiles)
@@ -297,6 +298,39 @@ func (c *Coordinator) detachSession(w http.ResponseWriter, r *http.Request) {
 		out, err := s.Detach(r.Context())
 		c.respond(w, r, out, err)
 	}
+}
+
+// placeSession commits a new version (op "place") whose tools run on the
+// placement in the body ({"backend":"docker","spec":{"image":…}}), as
+// [session.Session.To] does. The placement must pass the operator's
+// sandbox policy; a snapshot is the worker's to record, never the client's.
+func (c *Coordinator) placeSession(w http.ResponseWriter, r *http.Request) {
+	s, ok := c.open(w, r)
+	if !ok {
+		return
+	}
+	var p session.Placement
+	if !c.decode(w, r, &p) {
+		return
+	}
+	if p.Backend == "" {
+		c.fail(w, r, badRequest("backend: required (local or docker)"))
+		return
+	}
+	if p.Snapshot != "" {
+		c.fail(w, r, badRequest("snapshot: set by the worker, not by a client"))
+		return
+	}
+	if p.Spec.HandleID != "" {
+		c.fail(w, r, badRequest("spec.handle_id: set by the worker, not by a client"))
+		return
+	}
+	if err := c.validatePlacement(p); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	out, err := s.To(r.Context(), p)
+	c.respond(w, r, out, err)
 }
 
 func (c *Coordinator) mergeSession(w http.ResponseWriter, r *http.Request) {

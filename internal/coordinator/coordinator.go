@@ -270,7 +270,15 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, 
 	if r.Deadline, err = parseTimeout(req.Timeout); err != nil {
 		return runs.Run{}, err
 	}
-	if req.Message != "" && (len(spec.Tools) > 0 || len(spec.MCP) > 0) {
+	if spec.Sandbox != nil {
+		// The spec places the input session (docs/sandboxes.md): checked
+		// here, at submit, naming the agent's field.
+		if c.cfg.SandboxPolicy != nil {
+			if _, err := c.cfg.SandboxPolicy.Check(spec.Sandbox.Placement()); err != nil {
+				return runs.Run{}, fmt.Errorf("%w: agent.sandbox: %w", ErrBadRequest, err)
+			}
+		}
+	} else if req.Message != "" && (len(spec.Tools) > 0 || len(spec.MCP) > 0) {
 		// A new session is unplaced: its tools run on the policy's default.
 		if err := c.validatePlacement(session.Placement{}); err != nil {
 			return runs.Run{}, err
@@ -280,7 +288,7 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, 
 	switch {
 	case req.Message != "" && req.Session != "":
 		return runs.Run{}, badRequest("give message or session, not both")
-	case req.Message != "" && c.cfg.SameDatabase:
+	case req.Message != "" && c.cfg.SameDatabase && spec.Sandbox == nil:
 		if err := c.createWithMessage(ctx, &r, req.Message); err != nil {
 			return runs.Run{}, err
 		}
@@ -306,7 +314,7 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, 
 		// The placement was checked when it entered; the policy may have
 		// changed since, and an unplaced session's tools run on its
 		// default backend.
-		if len(spec.Tools) > 0 || len(spec.MCP) > 0 || placed(in.Placement) {
+		if spec.Sandbox == nil && (len(spec.Tools) > 0 || len(spec.MCP) > 0 || placed(in.Placement)) {
 			if err := c.validatePlacement(in.Placement); err != nil {
 				return runs.Run{}, fmt.Errorf("session %s: %w", id, err)
 			}
@@ -314,6 +322,11 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, 
 		input = id
 	default:
 		return runs.Run{}, badRequest("message or session: one is required")
+	}
+	if spec.Sandbox != nil {
+		if input, err = c.placeInput(ctx, input, spec.Sandbox.Placement()); err != nil {
+			return runs.Run{}, err
+		}
 	}
 	if r.Steps == nil {
 		r.Input = input
@@ -586,6 +599,26 @@ func mustJSON(v any) json.RawMessage {
 		return nil
 	}
 	return b
+}
+
+// placeInput returns the version of id placed on p: id itself when it is
+// there already, else a new version with op place (its workspace snapshot
+// travels with it, as [session.Session.To] keeps it).
+func (c *Coordinator) placeInput(ctx context.Context, id session.ID, p session.Placement) (session.ID, error) {
+	s, err := session.Open(ctx, c.graph, id)
+	if err != nil {
+		return session.ID{}, fmt.Errorf("open the input session %s: %w", id, err)
+	}
+	cur := s.Placement()
+	if cur.Backend == p.Backend && cur.Spec.Image == p.Spec.Image && cur.Spec.Network == p.Spec.Network &&
+		cur.Spec.TimeoutSeconds == p.Spec.TimeoutSeconds {
+		return id, nil
+	}
+	placed, err := s.To(ctx, p)
+	if err != nil {
+		return session.ID{}, fmt.Errorf("place the input session %s: %w", id, err)
+	}
+	return placed.ID(), nil
 }
 
 // validatePlacement refuses a placement the operator's sandbox policy does

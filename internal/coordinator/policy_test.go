@@ -123,3 +123,129 @@ func mustParse(t *testing.T, y string) *policy.Policy {
 	}
 	return p
 }
+
+// TestPlaceEndpoint: POST /v1/sessions/{id}/place commits a version with op
+// place on an allowed placement, and refuses at submit, naming the field and
+// writing nothing, a placement outside the operator's sandbox policy, an
+// unknown backend or image, and a snapshot the client tries to choose.
+func TestPlaceEndpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: -1, StoreURL: "sqlite:" + filepath.Join(dir, "rath.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	b := d.Backend
+	c, err := coordinator.New(b.Store, b.Runs, b.Bus, coordinator.Config{SandboxPolicy: policy.Default(false, "rath-sandbox:busybox")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(srv.Close)
+	cl, err := client.New(srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := session.FromUserMessage(ctx, cl.Graph(), "hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := "/v1/sessions/" + base.ID().String() + "/place"
+	var out struct {
+		ID        string            `json:"id"`
+		Op        string            `json:"op"`
+		Placement session.Placement `json:"placement"`
+	}
+	if err := cl.Do(ctx, http.MethodPost, path, session.Placement{Backend: "docker", Spec: session.Spec{Image: "rath-sandbox:busybox"}}, &out); err != nil {
+		t.Fatalf("place on docker: %v", err)
+	}
+	if out.Op != "place" || out.Placement.Backend != "docker" || out.Placement.Spec.Image != "rath-sandbox:busybox" {
+		t.Errorf("placed version = %+v, want op place on docker rath-sandbox:busybox", out)
+	}
+	before := versions(t, b.Store)
+	for _, tc := range []struct {
+		name  string
+		body  any
+		field string
+	}{
+		{"local", session.Placement{Backend: "local"}, "placement.backend"},
+		{"unknown backend", session.Placement{Backend: "vm"}, "placement.backend"},
+		{"unknown image", session.Placement{Backend: "docker", Spec: session.Spec{Image: "x"}}, "placement.spec.image"},
+		{"bridge network", session.Placement{Backend: "docker", Spec: session.Spec{Network: "bridge"}}, "placement.spec.network"},
+		{"no backend", session.Placement{}, "backend"},
+		{"snapshot", session.Placement{Backend: "docker", Snapshot: "sha256:abc"}, "snapshot"},
+		{"bad json", json.RawMessage(`{"backend":1}`), ""},
+	} {
+		err := cl.Do(ctx, http.MethodPost, path, tc.body, nil)
+		var ae *client.APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !strings.Contains(ae.Message, tc.field) {
+			t.Errorf("%s: %v; want a 400 naming %q", tc.name, err, tc.field)
+		}
+	}
+	if after := versions(t, b.Store); after != before {
+		t.Errorf("refused placements wrote versions: %d before, %d after", before, after)
+	}
+}
+
+// TestSubmitSpecSandbox: an agent spec's sandbox block places the run's
+// input session (a version with op place) at submit, and a block outside
+// the operator's policy is refused there, naming agent.sandbox and the
+// field, with no run and no version written.
+func TestSubmitSpecSandbox(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: -1, StoreURL: "sqlite:" + filepath.Join(dir, "rath.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	b := d.Backend
+	c, err := coordinator.New(b.Store, b.Runs, b.Bus, coordinator.Config{SandboxPolicy: policy.Default(false, "rath-sandbox:busybox")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(srv.Close)
+	cl, err := client.New(srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentJSON := func(sandbox string) json.RawMessage {
+		return json.RawMessage(`{"name":"a","model":"scripted","script":[{"content":"hi"}],"tools":["builtin"],"sandbox":` + sandbox + `}`)
+	}
+	var r struct {
+		Input string `json:"input"`
+	}
+	if err := cl.Do(ctx, http.MethodPost, "/v1/runs", map[string]any{"agent": agentJSON(`{"backend":"docker","image":"rath-sandbox:busybox"}`), "message": "go"}, &r); err != nil {
+		t.Fatalf("submit on docker: %v", err)
+	}
+	var in struct {
+		Op        string            `json:"op"`
+		Placement session.Placement `json:"placement"`
+	}
+	if err := cl.Do(ctx, http.MethodGet, "/v1/sessions/"+r.Input, nil, &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.Op != "place" || in.Placement.Backend != "docker" || in.Placement.Spec.Image != "rath-sandbox:busybox" {
+		t.Errorf("the run's input = %+v, want op place on docker rath-sandbox:busybox", in)
+	}
+	before := versions(t, b.Store)
+	for _, tc := range []struct{ sandbox, field string }{
+		{`{"backend":"local"}`, "agent.sandbox: placement.backend"},
+		{`{"backend":"docker","image":"x"}`, "agent.sandbox: placement.spec.image"},
+		{`{"backend":"docker","network":"egress"}`, "agent.sandbox: placement.spec.network"},
+		{`{"backend":"vm"}`, "sandbox.backend"},
+	} {
+		err := cl.Do(ctx, http.MethodPost, "/v1/runs", map[string]any{"agent": agentJSON(tc.sandbox), "message": "go"}, nil)
+		var ae *client.APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !strings.Contains(ae.Message, tc.field) {
+			t.Errorf("sandbox %s: %v; want a 400 naming %q", tc.sandbox, err, tc.field)
+		}
+	}
+	if after := versions(t, b.Store); after != before {
+		t.Errorf("refused submits wrote versions: %d before, %d after", before, after)
+	}
+}

@@ -63,6 +63,7 @@ func TestTenantIsolation(t *testing.T) {
 		{"GET", "/v1/sessions/" + own.ID + "/diff?to=" + out, ""},
 		{"POST", "/v1/sessions/" + out + "/fork", ""},
 		{"POST", "/v1/sessions/" + out + "/detach", ""},
+		{"POST", "/v1/sessions/" + out + "/place", `{"backend":"local"}`},
 		{"POST", "/v1/sessions/" + out + "/append", `{"user":"injected"}`},
 		{"POST", "/v1/sessions/" + own.ID + "/merge", `{"other":"` + out + `"}`},
 		{"POST", "/v1/sessions/" + out + "/merge", `{"other":"` + own.ID + `"}`},

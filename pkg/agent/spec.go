@@ -131,6 +131,56 @@ type Spec struct {
 	Pricing Pricing `json:"pricing,omitzero"`
 	// Params pass through to the model call.
 	Params Params `json:"params,omitzero"`
+	// Sandbox places the run's input session before its first step: the
+	// agent's tools run there ([Sandbox]). nil leaves the session's
+	// placement as it is (unplaced: the operator's default backend).
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
+}
+
+// Sandbox is where an agent's tools run:
+//
+//	sandbox:
+//	  backend: docker              # local or docker
+//	  image: rath-sandbox:busybox  # docker only; default the operator's
+//	  network: none                # none (default) or egress; docker only
+//	  timeout_seconds: 600         # the sandbox's lifetime (0: the backend's)
+//
+// The coordinator commits a version with op place when the input session is
+// not already there, after checking it against the operator's sandbox
+// policy; switching an agent between local and docker is this block's
+// backend line.
+type Sandbox struct {
+	Backend        string  `json:"backend"`
+	Image          string  `json:"image,omitempty"`
+	Network        string  `json:"network,omitempty"`
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
+}
+
+// Placement is the session placement the block asks for.
+func (b Sandbox) Placement() session.Placement {
+	return session.Placement{Backend: b.Backend, Spec: session.Spec{Image: b.Image, Network: b.Network, TimeoutSeconds: b.TimeoutSeconds}}
+}
+
+// validate names the first bad field under sandbox.
+func (b Sandbox) validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: sandbox.%s: %s", ErrInvalidSpec, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case b.Backend == "":
+		return bad("backend", "required (local or docker)")
+	case b.Backend != "local" && b.Backend != "docker":
+		return bad("backend", "%q is not a sandbox backend (local or docker)", b.Backend)
+	case b.Network != "" && b.Network != "none" && b.Network != "egress":
+		return bad("network", "%q is not none or egress", b.Network)
+	case b.Backend == "local" && b.Image != "":
+		return bad("image", "the local backend takes no image")
+	case b.Backend == "local" && b.Network != "":
+		return bad("network", "the local backend takes no network")
+	case !(b.TimeoutSeconds >= 0) || b.TimeoutSeconds > 86400*7:
+		return bad("timeout_seconds", "must be in 0..604800, got %g", b.TimeoutSeconds)
+	}
+	return nil
 }
 
 // Pricing is what the model's tokens cost, in US dollars per million.
@@ -331,6 +381,11 @@ func (s *Spec) Validate() error {
 		return bad("pricing.output_per_mtok", "must be a finite number ≥ 0, got %g", s.Pricing.OutputPerMTok)
 	case s.Limits.MaxCostUSD > 0 && s.Pricing == (Pricing{}):
 		return bad("limits.max_cost_usd", "a cost budget needs pricing (pricing.input_per_mtok, pricing.output_per_mtok)")
+	}
+	if s.Sandbox != nil {
+		if err := s.Sandbox.validate(); err != nil {
+			return err
+		}
 	}
 	for i, r := range s.Script {
 		if r.Content == "" && len(r.ToolCalls) == 0 {

@@ -518,6 +518,15 @@ func (p *parser) agent(name string, n *yaml.Node) (*AgentDef, error) {
 		}
 		return nil, p.errAt(at, field, "%v", err)
 	}
+	if spec.Sandbox != nil {
+		// Workflow steps do not place their inputs yet (issue #20): refuse
+		// rather than run the tools somewhere the file did not say.
+		at := n
+		if specNode != nil {
+			at = specField(specNode, errors.New(`unknown field "sandbox"`))
+		}
+		return nil, p.errAt(at, field+".sandbox", "not applied to workflow steps yet; place the input session instead (rathctl session place, docs/sandboxes.md)")
+	}
 	if spec.ScriptFile != "" {
 		if p.read == nil {
 			return nil, p.errAt(n, field+".script_file", "file %q cannot be read: inline the script (rathctl does)", spec.ScriptFile)

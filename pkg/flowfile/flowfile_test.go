@@ -56,6 +56,8 @@ func TestValidationErrors(t *testing.T) {
 		{"file ref without dir", "agents:\n  a: a.yaml\nsteps:\n  - agent: a\n", 2, 6, "inline the agent"},
 		{"not yaml", "steps: [", 0, 0, "not YAML"},
 		{"compress unknown", agents + "steps:\n  - compress: {agent: nope}\n", 9, 23, `unknown agent "nope"`},
+		{"sandbox in a workflow", "agents:\n  a:\n    model: scripted\n    script: [x]\n    sandbox: {backend: docker}\nsteps:\n  - agent: a\n", 5, 5, "agents.a.sandbox: not applied to workflow steps yet"},
+		{"bad sandbox", "agents:\n  a:\n    model: scripted\n    script: [x]\n    sandbox: {backend: vm}\nsteps:\n  - agent: a\n", 5, 5, `sandbox.backend: "vm" is not a sandbox backend`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
