@@ -1,12 +1,15 @@
 package worker_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,7 +76,7 @@ func (r *wsRig) startWorker(t *testing.T, i int, backends *sandbox.Registry) {
 	}
 	w, err := worker.New(r.graph, r.runs, cons, r.bus, resolve, worker.Config{
 		Name: "ws-worker-" + queueOf(i), Queue: queueOf(i), Slots: 2, MaxDeliver: r.bus.Config().MaxDeliver,
-		FetchWait: 200 * time.Millisecond, ShutdownTimeout: 10 * time.Second,
+		FetchWait: 200 * time.Millisecond, ShutdownTimeout: 10 * time.Second, Logger: failureLog(t, queueOf(i)),
 		Workspaces: &worker.SnapshotWorkspaces{
 			Backends:  backends,
 			Snapshots: snapshotter(t, r.bus),
@@ -134,7 +137,9 @@ func (r *wsRig) step(t *testing.T, i int, in session.ID, reply llm.ScriptReply) 
 	if _, err := r.bus.Publish(ctx, bus.Job{StepID: st.ID, RunID: run.ID, Queue: run.Queue, Input: in.String(), Target: target}, nil); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, "run "+run.ID+" to end", func() bool {
+	// 90 s: a step whose delivery is lost under load is redelivered after
+	// the bus's 30 s ack wait, which is the system working as promised.
+	testenv.Eventually(t, 90*time.Second, "run "+run.ID+" to end", func() bool {
 		if run, err = r.runs.Get(ctx, run.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -393,4 +398,35 @@ func mustManifest(t *testing.T, s *workspace.Snapshotter, id string) *workspace.
 		t.Fatal(err)
 	}
 	return m
+}
+
+// failureLog is a worker's debug log, kept in memory and printed only if
+// t fails: what a worker did when a step took too long.
+func failureLog(t *testing.T, name string) *slog.Logger {
+	t.Helper()
+	buf := &lockedBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- worker %s log:\n%s", name, buf.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
