@@ -7,35 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// openrathFixtureDir finds shared/fixtures/openrath (written by OpenRath
-// 1.2.0 itself) above the working directory: the repository and shared/
-// are siblings. Without it the test is skipped, unless CI=true or
-// RATH_REQUIRE_FIXTURES=1.
-func openrathFixtureDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		cand := filepath.Join(dir, "shared", "fixtures", "openrath")
-		if st, err := os.Stat(cand); err == nil && st.IsDir() {
-			return cand
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	if os.Getenv("CI") == "true" || os.Getenv("RATH_REQUIRE_FIXTURES") == "1" {
-		t.Fatal("shared/fixtures/openrath not found above the working directory")
-	}
-	t.Skip("shared/fixtures/openrath not found; set RATH_REQUIRE_FIXTURES=1 to require it")
-	return ""
-}
+	"github.com/rath-run/rath/internal/testenv"
+)
 
 // TestOpenRathImportThroughTheAPI: a tenant with only RATH_SERVER and a
 // token imports OpenRath's own files with rathctl into a secured
@@ -43,7 +17,7 @@ func openrathFixtureDir(t *testing.T) string {
 // sandbox fixture a was recorded with; each transcript exports back byte
 // for byte, and another tenant gets 404 for all of them.
 func TestOpenRathImportThroughTheAPI(t *testing.T) {
-	fx := openrathFixtureDir(t)
+	fx := testenv.OpenRathFixtures(t)
 	s := newSecured(t)
 	acme := s.mint("submit", "acme")
 	umbrella := s.mint("submit", "umbrella")

@@ -13,37 +13,10 @@ import (
 
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/testdb"
+	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
 )
-
-// openrathFixtures finds shared/fixtures/openrath (files written by
-// OpenRath 1.2.0 itself) by walking up from the working directory: the
-// repository and shared/ are siblings. Without it the test is skipped,
-// unless CI=true or RATH_REQUIRE_FIXTURES=1 (as in pkg/openrath).
-func openrathFixtures(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		cand := filepath.Join(dir, "shared", "fixtures", "openrath")
-		if st, err := os.Stat(cand); err == nil && st.IsDir() {
-			return cand
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	if os.Getenv("CI") == "true" || os.Getenv("RATH_REQUIRE_FIXTURES") == "1" {
-		t.Fatal("shared/fixtures/openrath not found above the working directory")
-	}
-	t.Skip("shared/fixtures/openrath not found; set RATH_REQUIRE_FIXTURES=1 to require it")
-	return ""
-}
 
 // TestSessionImportOpenRath imports every OpenRath fixture as a user types
 // it, into a store (--store) and through a coordinator on Postgres, whose
@@ -51,7 +24,7 @@ func openrathFixtures(t *testing.T) string {
 // recorded with (--server), and checks each against its .expected.json.
 func TestSessionImportOpenRath(t *testing.T) {
 	t.Parallel()
-	fx := openrathFixtures(t)
+	fx := testenv.OpenRathFixtures(t)
 	t.Run("store", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()

@@ -161,9 +161,6 @@ func forgeFields(ctx context.Context, t *testing.T, db *sql.DB, dialect lineage.
 // they stood, so the store still verifies, and a marker forged afterwards
 // is reported.
 func TestRedactionMarkersBackfilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs Postgres")
-	}
 	ctx := context.Background()
 	url := testdb.Postgres(t)
 	_, db, err := runs.Open(ctx, url)

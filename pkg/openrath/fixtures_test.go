@@ -13,37 +13,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/openrath"
 	"github.com/rath-run/rath/pkg/session"
 )
-
-// fixtureDir finds shared/fixtures/openrath by walking up from the test's
-// working directory (the repo and shared/ are siblings: …/main and
-// …/shared). Without it the test is skipped, unless CI=true or
-// RATH_REQUIRE_FIXTURES=1.
-func fixtureDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		cand := filepath.Join(dir, "shared", "fixtures", "openrath")
-		if st, err := os.Stat(cand); err == nil && st.IsDir() {
-			return cand
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	if os.Getenv("CI") == "true" || os.Getenv("RATH_REQUIRE_FIXTURES") == "1" {
-		t.Fatal("shared/fixtures/openrath not found above the working directory")
-	}
-	t.Skip("shared/fixtures/openrath not found; set RATH_REQUIRE_FIXTURES=1 to require it")
-	return ""
-}
 
 func readJSON(t testing.TB, path string, into any) {
 	t.Helper()
@@ -129,7 +102,7 @@ type persistedCase struct {
 
 func TestPersistedFixtures(t *testing.T) {
 	t.Parallel()
-	dir := fixtureDir(t)
+	dir := testenv.OpenRathFixtures(t)
 	var exp struct {
 		Cases            map[string]persistedCase `json:"cases"`
 		CasesSeparateDir map[string]persistedCase `json:"cases_separate_dir"`
@@ -275,7 +248,7 @@ func TestPersistedFixtures(t *testing.T) {
 
 func TestPersistedLoopFixture(t *testing.T) {
 	t.Parallel()
-	dir := fixtureDir(t)
+	dir := testenv.OpenRathFixtures(t)
 	var exp struct {
 		File  string `json:"file"`
 		InMem struct {
@@ -377,7 +350,7 @@ type lineageRow struct {
 func TestLineageRichFixture(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := fixtureDir(t)
+	dir := testenv.OpenRathFixtures(t)
 	var exp struct {
 		Sessions  []lineageRow `json:"sessions"`
 		LabelByID map[string]string
@@ -582,7 +555,7 @@ func descendants(byID map[string]*session.Version, recs []openrath.LineageRecord
 
 func TestLineageDemoFixture(t *testing.T) {
 	t.Parallel()
-	dir := fixtureDir(t)
+	dir := testenv.OpenRathFixtures(t)
 	raw, err := os.ReadFile(filepath.Join(dir, "lineage_demo.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -664,7 +637,7 @@ func TestLineageDemoFixture(t *testing.T) {
 func TestEveryFixtureImports(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := fixtureDir(t)
+	dir := testenv.OpenRathFixtures(t)
 	g := session.NewMemoryGraph()
 	var heads []session.Session
 	imported := 0
@@ -744,7 +717,7 @@ func TestEveryFixtureImports(t *testing.T) {
 func TestWriteSessionReproducesFixture(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := fixtureDir(t)
+	dir := testenv.OpenRathFixtures(t)
 	for _, name := range []string{
 		"sessions/5dcca584-d85b-4378-8882-2b5fa107bcc4.jsonl",
 		"sessions/e3575722-3e88-4369-8318-c705efc0b2ec.jsonl",
