@@ -197,7 +197,7 @@ func TestAttackSnapshotByID(t *testing.T) {
 	if out := s.as(acme, "session", "cat", r.Output.String(), secretFile); out != secret {
 		t.Errorf("acme's rathctl session cat = %q, want %q", out, secret)
 	}
-	if out, errOut, code := s.rathctl([]string{"RATH_TOKEN=" + umbrella}, "", "session", "cat", r.Output.String(), secretFile); code != 1 ||
+	if out, errOut, code := s.rathctl([]string{"RATH_TOKEN=" + umbrella}, "", "session", "cat", r.Output.String(), secretFile); code != 4 ||
 		strings.Contains(out+errOut, secret) {
 		t.Errorf("umbrella's rathctl session cat of acme's file: exit %d, %q %q", code, out, errOut)
 	}

@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -23,7 +21,11 @@ func newCheckCmd(env *Env) *cobra.Command {
 			if output != "text" && output != "json" {
 				return &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", output)}
 			}
-			rep, err := check.Run(cmd.Context(), cmp.Or(url, os.Getenv("RATH_STORE"), defaultStore), check.Options{Settled: settled})
+			u, err := storeURLFrom(url)
+			if err != nil {
+				return err
+			}
+			rep, err := check.Run(cmd.Context(), u, check.Options{Settled: settled})
 			if err != nil {
 				return err
 			}
@@ -47,7 +49,7 @@ func newCheckCmd(env *Env) *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVar(&url, "store", "", "store URL: postgres://… or sqlite:PATH (default $RATH_STORE, else "+defaultStore+")")
+	c.Flags().StringVar(&url, "store", "", "store URL: postgres://… or sqlite:PATH (default $RATH_STORE)")
 	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	c.Flags().BoolVar(&settled, "settled", false, "also require every run and step to have ended")
 	return c

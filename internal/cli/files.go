@@ -19,7 +19,8 @@ import (
 // `session cat VERSION PATH`.
 // Workspace snapshots live in the coordinator's JetStream object store, so
 // these always ask a coordinator (or `rathctl dev`): the session command's
-// --server, else RATH_SERVER, else http://127.0.0.1:7420. p prints with the
+// --server, else RATH_SERVER, else the logged-in server, else
+// http://127.0.0.1:7420 (serverTarget). p prints with the
 // session command's --output.
 func newSessionFilesCmds(p *printer, f *sessionFlags) []*cobra.Command {
 	apiClient := func() (*client.Client, error) {
@@ -29,8 +30,12 @@ func newSessionFilesCmds(p *printer, f *sessionFlags) []*cobra.Command {
 		if f.output != "text" && f.output != "json" {
 			return nil, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", f.output)}
 		}
-		server := apiServer(f.server)
-		return client.New(server, apiToken(f.token, server))
+		w := serverTarget(f.server, f.token)
+		cl, err := client.New(w.server, w.token)
+		if err != nil {
+			return nil, &exitError{code: 2, err: fmt.Errorf("--server: %w", err)}
+		}
+		return cl, nil
 	}
 	files := &cobra.Command{
 		Use:   "files ID",

@@ -135,8 +135,8 @@ func TestSessionFilesAndDiff(t *testing.T) {
 		args []string
 		code int
 	}{
-		{[]string{"session", "cat", a.String(), "b.txt", srv}, 1},         // not in a's workspace
-		{[]string{"session", "cat", a.String(), "notes", srv}, 1},         // a directory
+		{[]string{"session", "cat", a.String(), "b.txt", srv}, 4},         // not in a's workspace
+		{[]string{"session", "cat", a.String(), "notes", srv}, 4},         // a directory (the API's 404)
 		{[]string{"session", "cat", a.String(), "../etc/passwd", srv}, 2}, // not a workspace path
 		{[]string{"session", "cat", "nope", "b.txt", srv}, 2},
 	} {
@@ -151,7 +151,7 @@ func TestSessionFilesAndDiff(t *testing.T) {
 	}
 	missing := session.NewID()
 	code, _, errOut = rathctl(t, "", "session", "files", missing.String(), srv)
-	if code != 1 || !strings.Contains(errOut, "not_found") {
+	if code != 4 || !strings.Contains(errOut, "not_found") {
 		t.Errorf("files of a missing version: exit %d, %q", code, errOut)
 	}
 	code, _, errOut = rathctl(t, "", "session", "diff", a.String(), "nope", srv)

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,9 +19,9 @@ import (
 	"github.com/rath-run/rath/pkg/store"
 )
 
-// lineageFlags choose where the lineage commands read: a coordinator
-// (--server, $RATH_SERVER) or a store (--store, $RATH_STORE, the default
-// embedded store), as the session commands do.
+// lineageFlags choose where the lineage commands read, as the session
+// commands do (sessionFlags, chooseTarget): a store only when --store or
+// RATH_STORE names one, else a coordinator.
 type lineageFlags struct{ sessionFlags }
 
 // target is an open store or API client; exactly one is set.
@@ -40,25 +39,22 @@ func (t target) Close() error {
 }
 
 func (f *lineageFlags) open(ctx context.Context) (target, error) {
-	if f.url != "" && f.server != "" {
-		return target{}, &exitError{code: 2, err: errors.New("give --store or --server, not both")}
-	}
-	server := f.server
-	if server == "" && f.url == "" {
-		server = os.Getenv("RATH_SERVER")
-	}
-	if server != "" {
-		cl, err := client.New(server, cmp.Or(f.token, os.Getenv("RATH_TOKEN")))
-		if err != nil {
-			return target{}, &exitError{code: 2, err: err}
-		}
-		return target{cl: cl}, nil
-	}
-	st, err := f.storeFlags.open(ctx)
+	w, err := f.choose()
 	if err != nil {
 		return target{}, err
 	}
-	return target{st: st, storeURL: cmp.Or(f.url, os.Getenv("RATH_STORE"), defaultStore)}, nil
+	if w.storeURL == "" {
+		cl, err := client.New(w.server, w.token)
+		if err != nil {
+			return target{}, &exitError{code: 2, err: fmt.Errorf("--server: %w", err)}
+		}
+		return target{cl: cl}, nil
+	}
+	st, err := openStoreURL(ctx, w.storeURL, false)
+	if err != nil {
+		return target{}, err
+	}
+	return target{st: st, storeURL: w.storeURL}, nil
 }
 
 func (f *lineageFlags) with(fn func(ctx context.Context, t target, args []string) error) func(*cobra.Command, []string) error {

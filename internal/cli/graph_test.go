@@ -166,8 +166,8 @@ func TestDossierCommand(t *testing.T) {
 			t.Errorf("rathctl %v: exit %d (%s), want 2", bad, code, errOut)
 		}
 	}
-	if code, _, _ := rathctl(t, "", with(storeFlag, "dossier", "no-such-run")...); code != 1 {
-		t.Errorf("dossier of an unknown run: exit %d, want 1", code)
+	if code, _, _ := rathctl(t, "", with(storeFlag, "dossier", "no-such-run")...); code != 4 {
+		t.Errorf("dossier of an unknown run: exit %d, want 4 (not found)", code)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/rath-run/rath/pkg/memory/pgmem"
 	"github.com/rath-run/rath/pkg/memory/sqlitemem"
 	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store/storeurl"
 )
 
 // memoryFlags are the flags of rathctl memory.
@@ -28,14 +29,23 @@ type memoryFlags struct {
 	namespace string
 }
 
-// openMemory opens the memory store beside the store --store names: the
-// memory.db file next to a sqlite: store (.rath/memory.db by default, the
-// one `memory: local` uses under rathctl dev), or the Postgres database.
+// openMemory opens the memory store beside the store --store or
+// RATH_STORE names: the memory.db file next to a sqlite: store
+// (sqlite:.rath/rath.db gives .rath/memory.db, the one `memory: local` uses
+// under rathctl dev), or the Postgres database.
 func (f *memoryFlags) openMemory(ctx context.Context) (memory.Store, error) {
 	if f.output != "text" && f.output != "json" {
 		return nil, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", f.output)}
 	}
-	url := cmp.Or(f.url, os.Getenv("RATH_STORE"), defaultStore)
+	url, err := storeURLFrom(f.url)
+	if err != nil {
+		return nil, err
+	}
+	// The memory file lives beside a SQLite store: refuse a store that is
+	// not there rather than start a new memory file in the wrong place.
+	if err := storeurl.CheckExists(url); err != nil {
+		return nil, err
+	}
 	if p := app.MemoryPath(url); p != "" {
 		return sqlitemem.Open(ctx, p)
 	}

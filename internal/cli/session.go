@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,31 +12,38 @@ import (
 	"github.com/rath-run/rath/pkg/openrath"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
-	"github.com/rath-run/rath/pkg/store/storeurl"
 )
 
-// defaultStore is the embedded store rathctl uses when neither --store nor
-// RATH_STORE names one.
-const defaultStore = "sqlite:.rath/rath.db"
+// devStore is the store `rathctl dev` keeps in its default state
+// directory. No other command opens it unless --store or RATH_STORE names
+// it (target.go).
+const devStore = "sqlite:.rath/rath.db"
 
-// storeFlags are the flags every command that reads or writes the graph
-// directly takes.
+// storeFlags are the flags of a command that reads or writes the graph
+// directly: --store (default $RATH_STORE) and -o.
 type storeFlags struct {
 	url    string
 	output string
+	// create lets the store be a new SQLite file (rathctl migrate only).
+	create bool
 }
 
 func (f *storeFlags) register(c *cobra.Command) {
-	c.PersistentFlags().StringVar(&f.url, "store", "", "store URL: postgres://… or sqlite:PATH (default $RATH_STORE, else "+defaultStore+")")
+	c.PersistentFlags().StringVar(&f.url, "store", "", "work on this store directly: postgres://… or sqlite:PATH (default $RATH_STORE; rathctl dev's is "+devStore+")")
 	c.PersistentFlags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 }
 
-// open opens and migrates the store the flags name.
+// open opens and migrates the store --store or RATH_STORE names; with
+// neither it is a usage error (there is no default store).
 func (f *storeFlags) open(ctx context.Context) (store.Store, error) {
 	if f.output != "text" && f.output != "json" {
 		return nil, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", f.output)}
 	}
-	return storeurl.Open(ctx, cmp.Or(f.url, os.Getenv("RATH_STORE"), defaultStore), storeurl.Options{Migrate: true})
+	u, err := storeURLFrom(f.url)
+	if err != nil {
+		return nil, err
+	}
+	return openStoreURL(ctx, u, f.create)
 }
 
 // withStore wraps a command body that needs an open store.
@@ -62,10 +67,10 @@ func parseID(s string) (session.ID, error) {
 }
 
 func newMigrateCmd(env *Env) *cobra.Command {
-	var f storeFlags
+	f := storeFlags{create: true}
 	c := &cobra.Command{
 		Use:   "migrate",
-		Short: "apply the embedded schema migrations to the store (safe to run twice or concurrently)",
+		Short: "apply the embedded schema migrations to the store --store or RATH_STORE names, creating a SQLite file that does not exist yet (safe to run twice or concurrently)",
 		Args:  cobra.NoArgs,
 		RunE: f.withStore(func(ctx context.Context, st store.Store, _ []string) error {
 			if f.output == "json" {

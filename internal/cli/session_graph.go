@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -37,9 +35,9 @@ type sessionGraph interface {
 	Close() error
 }
 
-// sessionFlags choose the graph: --server (or RATH_SERVER) goes through a
-// coordinator; --store (or RATH_STORE, or the default embedded store) goes
-// to a store directly. An explicit --store wins over RATH_SERVER.
+// sessionFlags choose the graph with the rules of chooseTarget: a store
+// directly only when --store or RATH_STORE names one, else a coordinator
+// (--server, RATH_SERVER, the logged-in server, the default).
 type sessionFlags struct {
 	storeFlags
 	server string
@@ -48,31 +46,33 @@ type sessionFlags struct {
 
 func (f *sessionFlags) register(c *cobra.Command) {
 	f.storeFlags.register(c)
-	c.PersistentFlags().StringVar(&f.server, "server", "", "coordinator URL: work through its API (default $RATH_SERVER)")
-	c.PersistentFlags().StringVar(&f.token, "token", "", "API bearer token (env RATH_TOKEN)")
+	c.PersistentFlags().StringVar(&f.server, "server", "", "coordinator URL (default $RATH_SERVER, else the logged-in server, else "+defaultServer+")")
+	c.PersistentFlags().StringVar(&f.token, "token", "", "API bearer token (default $RATH_TOKEN, else the logged-in token)")
+}
+
+// choose applies chooseTarget to the flags, after checking -o.
+func (f *sessionFlags) choose() (where, error) {
+	if f.output != "text" && f.output != "json" {
+		return where{}, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", f.output)}
+	}
+	return chooseTarget(f.url, f.server, f.token)
 }
 
 func (f *sessionFlags) open(ctx context.Context) (sessionGraph, error) {
-	if f.url != "" && f.server != "" {
-		return nil, &exitError{code: 2, err: errors.New("give --store or --server, not both")}
+	w, err := f.choose()
+	if err != nil {
+		return nil, err
 	}
-	server := f.server
-	if server == "" && f.url == "" {
-		server = os.Getenv("RATH_SERVER")
-	}
-	if server == "" {
-		st, err := f.storeFlags.open(ctx)
+	if w.storeURL != "" {
+		st, err := openStoreURL(ctx, w.storeURL, false)
 		if err != nil {
 			return nil, err
 		}
 		return storeGraph{st}, nil
 	}
-	if f.output != "text" && f.output != "json" {
-		return nil, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", f.output)}
-	}
-	cl, err := client.New(server, apiToken(f.token, server))
+	cl, err := client.New(w.server, w.token)
 	if err != nil {
-		return nil, &exitError{code: 2, err: err}
+		return nil, &exitError{code: 2, err: fmt.Errorf("--server: %w", err)}
 	}
 	return apiGraph{cl}, nil
 }

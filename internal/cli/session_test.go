@@ -42,8 +42,12 @@ func TestSessionCommands(t *testing.T) {
 	t.Run("store", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
+		stores := map[string]string{}
 		sessionCommands(t, dir, func(name string) []string {
-			return []string{"--store", "sqlite:" + filepath.Join(dir, name+".db")}
+			if stores[name] == "" {
+				stores[name] = migrated(t, filepath.Join(dir, name+".db"))
+			}
+			return []string{"--store", stores[name]}
 		})
 	})
 	t.Run("server", func(t *testing.T) {
@@ -196,8 +200,8 @@ func TestSessionCommandErrorsServer(t *testing.T) {
 		code int
 		want string
 	}{
-		{"unknown id", []string{"session", "show", "0199a3a4-7d5c-7000-8000-000000000000", "--server", d.URL}, 1, "version not found"},
-		{"unknown id export", []string{"session", "export", "0199a3a4-7d5c-7000-8000-000000000000", "--server", d.URL}, 1, "404"},
+		{"unknown id", []string{"session", "show", "0199a3a4-7d5c-7000-8000-000000000000", "--server", d.URL}, 4, "version not found"},
+		{"unknown id export", []string{"session", "export", "0199a3a4-7d5c-7000-8000-000000000000", "--server", d.URL}, 4, "404"},
 		{"bad import", []string{"session", "import", bad, "--server", d.URL}, 1, "line 1: not Rath session JSONL"},
 		{"bad import forced", []string{"session", "import", bad, "--format", "rath", "--server", d.URL}, 1, "400"},
 		{"both", []string{"session", "list", "--server", d.URL, "--store", "sqlite:x.db"}, 2, "not both"},
@@ -214,7 +218,7 @@ func TestSessionCommandErrorsServer(t *testing.T) {
 
 func TestSessionCommandErrors(t *testing.T) {
 	t.Parallel()
-	db := "sqlite:" + filepath.Join(t.TempDir(), "rath.db")
+	db := migrated(t, filepath.Join(t.TempDir(), "rath.db"))
 	cases := []struct {
 		name string
 		args []string
@@ -222,13 +226,13 @@ func TestSessionCommandErrors(t *testing.T) {
 		want string
 	}{
 		{"bad id", []string{"session", "show", "not-an-id"}, 2, "not a version id"},
-		{"unknown id", []string{"session", "show", "0199a3a4-7d5c-7000-8000-000000000000"}, 1, "version not found"},
+		{"unknown id", []string{"session", "show", "0199a3a4-7d5c-7000-8000-000000000000"}, 4, "version not found"},
 		{"new without text", []string{"session", "new"}, 2, "needs --user"},
 		{"append without text", []string{"session", "append", "0199a3a4-7d5c-7000-8000-000000000000"}, 2, "needs --user"},
 		{"bad output", []string{"session", "list", "--output", "yaml"}, 2, "--output"},
 		{"bad store", []string{"session", "list", "--store", "mysql://x"}, 1, "unsupported URL scheme"},
 		{"missing file", []string{"session", "import", "/nonexistent/file.jsonl"}, 1, "no such file"},
-		{"merge arity", []string{"session", "merge", "a"}, 1, "accepts 2 arg"},
+		{"merge arity", []string{"session", "merge", "a"}, 2, "accepts 2 arg"},
 	}
 	for _, c := range cases {
 		args := slices.Concat(c.args, []string{"--store", db})
