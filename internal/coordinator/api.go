@@ -197,7 +197,7 @@ func (c *Coordinator) listSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page.Versions = nonNil(page.Versions)
-	writeJSON(w, http.StatusOK, api.SessionList(page))
+	writeJSON(w, http.StatusOK, page) // an api.SessionList
 }
 
 func (c *Coordinator) open(w http.ResponseWriter, r *http.Request) (session.Session, bool) {

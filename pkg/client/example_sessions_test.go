@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -31,17 +30,17 @@ type sessStack struct {
 func sessStart() (*client.Client, *sessStack) {
 	dir, err := os.MkdirTemp("", "rath-example-")
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	d, err := app.StartDev(context.Background(), app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: -1,
 		StoreURL: "sqlite:" + filepath.Join(dir, "rath.db")})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	s := &sessStack{dev: d, srv: httptest.NewServer(d.Coordinator.Handler()), dir: dir}
 	cl, err := client.New(s.srv.URL, "")
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	return cl, s
 }
@@ -58,32 +57,32 @@ func (s *sessStack) stop() {
 func (s *sessStack) sessSnapshot(ctx context.Context, id session.ID, files map[string]string) session.ID {
 	src, err := os.MkdirTemp(s.dir, "ws-")
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	for p, c := range files {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(src, p)), 0o755); err != nil {
-			log.Fatal(err)
+			panic(err)
 		}
 		if err := os.WriteFile(filepath.Join(src, p), []byte(c), 0o644); err != nil {
-			log.Fatal(err)
+			panic(err)
 		}
 	}
 	b := s.dev.Backend
 	snaps, err := workspace.New(workspace.JetStream(b.Bus.JetStream(), b.Bus.Workspaces()), workspace.Config{})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	res, err := snaps.Snapshot(ctx, src, "")
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	v, err := session.Open(ctx, b.Store, id)
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	placed, err := v.To(ctx, session.Placement{Backend: "local", Snapshot: res.ID})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	return placed.ID()
 }
@@ -97,30 +96,30 @@ func ExampleClient_NewSession() {
 
 	root, err := cl.NewSession(ctx, api.SessionRequest{System: "be brief", User: "plan a trip"})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	a, err := cl.Append(ctx, root.ID, api.SessionRequest{Assistant: "Kyoto"})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	fork, err := cl.Fork(ctx, root.ID)
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	b, err := cl.Append(ctx, fork.ID, api.SessionRequest{Assistant: "Osaka"})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	merged, err := cl.Merge(ctx, a.ID, b.ID)
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	for _, v := range []*api.Version{root, a, fork, b, merged} {
 		fmt.Printf("%s len=%d own=%d parents=%d\n", v.Op, v.Len, len(v.Chunks), len(v.Parents))
 	}
 	tr, err := cl.Transcript(ctx, merged.ID)
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	for _, c := range tr.Chunks {
 		fmt.Printf("%s: %s\n", c.Kind(), c.Text())
@@ -146,11 +145,11 @@ func ExampleClient_GetSession() {
 
 	v, err := cl.NewSession(ctx, api.SessionRequest{User: "hi"})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	got, err := cl.GetSession(ctx, v.ID)
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	fmt.Println(got.ID == v.ID, got.Op, got.Chunks[0].Text())
 	_, err = cl.GetSession(ctx, session.NewID())
@@ -169,27 +168,27 @@ func ExampleClient_Ancestors() {
 
 	v, err := cl.NewSession(ctx, api.SessionRequest{User: "one"})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	root := v.ID
 	for _, text := range []string{"two", "three"} {
 		if v, err = cl.Append(ctx, v.ID, api.SessionRequest{User: text}); err != nil {
-			log.Fatal(err)
+			panic(err)
 		}
 	}
 	if _, err := cl.Detach(ctx, v.ID); err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	anc, err := cl.Ancestors(ctx, v.ID, 0)
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	for _, r := range anc.Versions {
 		fmt.Println(r.Depth, r.Op, r.Len, r.ID == root)
 	}
 	roots, err := cl.ListSessions(ctx, store.ListParams{RootsOnly: true})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	fmt.Println("roots:", len(roots.Versions))
 	// Output:
@@ -206,11 +205,11 @@ func ExampleClient_Place() {
 
 	v, err := cl.NewSession(ctx, api.SessionRequest{User: "build it"})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	placed, err := cl.Place(ctx, v.ID, api.PlaceRequest{Backend: "docker", Spec: session.Spec{Image: "rath-sandbox:busybox"}})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	fmt.Println(placed.Op, placed.Placement.Backend, placed.Placement.Spec.Image, placed.Len)
 	// Output:
@@ -229,23 +228,23 @@ func ExampleClient_Export() {
 
 	v, err := cl.NewSession(ctx, api.SessionRequest{System: "s", User: "u"})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	if v, err = cl.Append(ctx, v.ID, api.SessionRequest{Assistant: "a"}); err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	var buf bytes.Buffer
 	if err := cl.Export(ctx, v.ID, &buf, client.ExportOpenRath); err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	imp, err := other.Import(ctx, &buf, "") // detected: an OpenRath transcript
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	fmt.Println(len(imp.Sessions), imp.Head.Op, imp.Head.Len)
 	tr, err := other.Transcript(ctx, imp.Head.ID)
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	fmt.Println(tr.Chunks[2].Text())
 	// Output:
@@ -262,24 +261,24 @@ func ExampleClient_Blame() {
 
 	root, err := cl.NewSession(ctx, api.SessionRequest{User: "question"})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	fork, err := cl.Fork(ctx, root.ID)
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	answer, err := cl.Append(ctx, fork.ID, api.SessionRequest{Assistant: "answer"})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	g, err := cl.SessionGraph(ctx, root.ID, client.GraphOptions{})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	fmt.Println("nodes:", len(g.Nodes), "edges:", len(g.Edges))
 	b, err := cl.Blame(ctx, answer.ID)
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	for _, e := range b.Chunks {
 		fmt.Println(e.Ord, e.Kind, e.Op, e.Version == answer.ID)
@@ -299,26 +298,26 @@ func ExampleClient_Files() {
 
 	v, err := cl.NewSession(ctx, api.SessionRequest{User: "write a README"})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	before := s.sessSnapshot(ctx, v.ID, map[string]string{"main.go": "package main\n"})
 	after := s.sessSnapshot(ctx, before, map[string]string{"main.go": "package main\n", "README.md": "# hello\n"})
 
 	files, err := cl.Files(ctx, after)
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	for _, e := range files.Entries {
 		fmt.Println(e.Type, e.Mode, e.Size, e.Path)
 	}
 	f, err := cl.ReadFile(ctx, after, "README.md")
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	fmt.Printf("%s %q\n", f.Mode, f.Content)
 	d, err := cl.Diff(ctx, before, after)
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	for _, c := range d.Changes {
 		fmt.Println(c.Kind, c.Path)
@@ -344,15 +343,15 @@ func ExampleClient_Graph() {
 	g := cl.Graph()
 	root, err := session.New(ctx, g, session.User("hello"))
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	next, err := root.Append(ctx, session.Assistant("hi there"))
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	v, err := cl.GetSession(ctx, next.ID())
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	fmt.Println(v.Op, v.Len, v.Hash == next.Hash())
 	// Output:

@@ -153,9 +153,6 @@ func translate(err error) error {
 	}
 	for _, s := range sentinels {
 		if s.status == e.Status && strings.Contains(e.Message, s.err.Error()) {
-			if s.err == session.ErrInvalidVersion && strings.Contains(e.Message, session.ErrInvalidID.Error()) {
-				continue
-			}
 			return &sessionError{e, s.err}
 		}
 	}
