@@ -5,15 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
-	"strconv"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/lineage"
 	"github.com/rath-run/rath/pkg/store"
@@ -119,19 +118,14 @@ func newGraphCmd(env *Env) *cobra.Command {
 				w = file
 			}
 			if t.cl != nil {
-				path := "/v1/runs/" + url.PathEscape(run) + "/graph"
-				q := url.Values{"format": {string(fm)}}
-				if run == "" {
-					id, err := parseID(args[0])
-					if err != nil {
-						return err
-					}
-					path = sessionPath(id, "graph")
-					if depth >= 0 {
-						q.Set("depth", strconv.Itoa(depth))
-					}
+				if run != "" {
+					return t.cl.WriteRunGraph(ctx, run, fm, w)
 				}
-				return t.cl.Stream(ctx, "GET", path+"?"+q.Encode(), nil, "", w)
+				id, err := parseID(args[0])
+				if err != nil {
+					return err
+				}
+				return t.cl.WriteSessionGraph(ctx, id, client.GraphOptions{Around: depth >= 0, Depth: depth}, fm, w)
 			}
 			var g *lineage.Graph
 			switch {
@@ -180,22 +174,24 @@ func newBlameCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var entries []lineage.Entry
+			var b api.Blame
 			if t.cl != nil {
-				var reply struct {
-					Chunks []lineage.Entry `json:"chunks"`
-				}
-				if err := t.cl.Do(ctx, "GET", sessionPath(id, "blame"), nil, &reply); err != nil {
+				reply, err := t.cl.Blame(ctx, id)
+				if err != nil {
 					return err
 				}
-				entries = reply.Chunks
-			} else if entries, err = lineage.Blame(ctx, t.st, id); err != nil {
-				return err
+				b = *reply
+			} else {
+				b.ID = id
+				if b.Chunks, err = lineage.Blame(ctx, t.st, id); err != nil {
+					return err
+				}
 			}
 			if f.output == "json" {
-				return (&printer{env: env}).json(map[string]any{"id": id, "chunks": nonNilEntries(entries)})
+				b.Chunks = nonNilEntries(b.Chunks)
+				return (&printer{env: env}).json(b)
 			}
-			return writeBlame(env.Out, entries)
+			return writeBlame(env.Out, b.Chunks)
 		}),
 	}
 	f.register(c)
@@ -235,12 +231,12 @@ func dash(s string) string {
 }
 
 func newDiffCmd(env *Env) *cobra.Command {
-	var f storeFlags
+	var f lineageFlags
 	c := &cobra.Command{
 		Use:   "diff A B",
 		Short: "compare two versions' transcripts (common prefix, chunks only in each) and workspaces (see also session diff)",
 		Args:  cobra.ExactArgs(2),
-		RunE: f.withStore(func(ctx context.Context, st store.Store, args []string) error {
+		RunE: f.with(func(ctx context.Context, t target, args []string) error {
 			a, err := parseID(args[0])
 			if err != nil {
 				return err
@@ -249,7 +245,13 @@ func newDiffCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := lineage.Diff(ctx, st, a, b)
+			// Through a coordinator the diff is computed here, reading
+			// the versions with the client's typed Graph (a lineage.Source).
+			var src lineage.Source = t.st
+			if t.cl != nil {
+				src = t.cl.Graph()
+			}
+			d, err := lineage.Diff(ctx, src, a, b)
 			if err != nil {
 				return err
 			}

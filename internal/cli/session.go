@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/openrath"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
@@ -178,7 +179,7 @@ func newSessionCmd(env *Env) *cobra.Command {
 	}
 	logCmd.Flags().IntVar(&depth, "depth", 0, "stop this many edges away (0: no limit)")
 
-	unary := func(use, short string, op func(sessionGraph, context.Context, session.ID) (store.Info, error)) *cobra.Command {
+	unary := func(use, short string, op func(sessionGraph, context.Context, session.ID) (api.Version, error)) *cobra.Command {
 		return &cobra.Command{
 			Use:   use + " ID",
 			Short: short,
@@ -320,29 +321,33 @@ func infoLine(in store.Info) string {
 	return line
 }
 
-// version prints the version an operation returned, or its error.
-func (p *printer) version(in store.Info, err error) error {
+// version prints the version an operation returned (JSON: the API's
+// api.Version), or its error.
+func (p *printer) version(v api.Version, err error) error {
 	if err != nil {
 		return err
 	}
 	if p.f.output == "json" {
-		return p.json(in)
+		return p.json(v)
 	}
-	_, err = fmt.Fprintln(p.env.Out, infoLine(in))
+	_, err = fmt.Fprintln(p.env.Out, infoLine(v.Info))
 	return err
 }
 
-func (p *printer) show(in store.Info, chunks []session.Chunk, short bool) error {
+// show prints a version and its full transcript: in JSON, the API's
+// version (GET /v1/sessions/{id}) and the chunks of its transcript (GET
+// …/transcript).
+func (p *printer) show(v api.Version, chunks []session.Chunk, short bool) error {
 	if p.f.output == "json" {
 		if chunks == nil {
 			chunks = []session.Chunk{}
 		}
 		return p.json(struct {
-			Version    store.Info      `json:"version"`
+			Version    api.Version     `json:"version"`
 			Transcript []session.Chunk `json:"transcript"`
-		}{in, chunks})
+		}{v, chunks})
 	}
-	if _, err := fmt.Fprintln(p.env.Out, infoLine(in)); err != nil {
+	if _, err := fmt.Fprintln(p.env.Out, infoLine(v.Info)); err != nil {
 		return err
 	}
 	for i, c := range chunks {
@@ -378,14 +383,14 @@ func fullChunk(c session.Chunk) string {
 
 func indent(s string) string { return strings.ReplaceAll(s, "\n", "\n      ") }
 
-func (p *printer) relatives(rs []store.Relative) error {
+func (p *printer) relatives(rel api.Relatives) error {
 	if p.f.output == "json" {
-		if rs == nil {
-			rs = []store.Relative{}
+		if rel.Versions == nil {
+			rel.Versions = []store.Relative{}
 		}
-		return p.json(rs)
+		return p.json(rel)
 	}
-	for _, r := range rs {
+	for _, r := range rel.Versions {
 		if _, err := fmt.Fprintf(p.env.Out, "%4d  %s  %-7s len=%d\n", r.Depth, r.ID, r.Op, r.Len); err != nil {
 			return err
 		}
@@ -393,7 +398,7 @@ func (p *printer) relatives(rs []store.Relative) error {
 	return nil
 }
 
-func (p *printer) page(pg store.Page) error {
+func (p *printer) page(pg api.SessionList) error {
 	if p.f.output == "json" {
 		if pg.Versions == nil {
 			pg.Versions = []store.Info{}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/store"
 )
 
@@ -117,10 +118,10 @@ func sessionCommands(t *testing.T, dir string, graph func(name string) []string)
 		t.Fatalf("show json = %+v", shown)
 	}
 
-	var anc []store.Relative
-	okJSON(t, &anc, with(db, "session", "log", merged.ID.String())...)
-	if len(anc) != 4 || anc[0].Depth != 1 || anc[len(anc)-1].ID != root.ID {
-		t.Fatalf("log = %+v", anc)
+	var log api.Relatives
+	okJSON(t, &log, with(db, "session", "log", merged.ID.String())...)
+	if anc := log.Versions; log.ID != merged.ID || len(anc) != 4 || anc[0].Depth != 1 || anc[len(anc)-1].ID != root.ID {
+		t.Fatalf("log = %+v", log)
 	}
 
 	var page store.Page

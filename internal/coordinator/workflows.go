@@ -13,6 +13,7 @@ import (
 
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/flowfile"
 	"github.com/rath-run/rath/pkg/session"
@@ -539,11 +540,11 @@ func (c *Coordinator) commonBaseHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	var out *session.ID
+	var out api.CommonBase
 	if ok {
-		out = &base
+		out.Base = &base
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"base": out})
+	writeJSON(w, http.StatusOK, out)
 }
 
 // stepWaiters wakes the callers of WaitStep when an event about their step
@@ -646,7 +647,10 @@ func clientKey(field string, v *session.Version) error {
 	if v.Op == session.OpMerge && len(v.Parents) == 2 && v.Key == flow.MergeKey(v.Parents[0], v.Parents[1]) {
 		return nil
 	}
-	return badRequest("%s: a client may not choose a version's key (keys are the system's); the only key accepted is a fan-in merge's own, merge/<first parent>+<second parent>", field)
+	// An invalid version (session.ErrInvalidVersion) to a client.Graph,
+	// whose callers see the session.Graph contract's errors.
+	return fmt.Errorf("%w: %w: %s: a client may not choose a version's key (keys are the system's); the only key accepted is a fan-in merge's own, merge/<first parent>+<second parent>",
+		ErrBadRequest, session.ErrInvalidVersion, field)
 }
 
 // keylessImport is the graph an import writes through: it refuses a
