@@ -13,6 +13,7 @@ import (
 
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/flowfile"
 	"github.com/rath-run/rath/pkg/session"
@@ -73,6 +74,17 @@ func (c *Coordinator) submitWorkflow(ctx context.Context, req SubmitRequest) (ru
 		}
 		if _, err := f.Build(); err != nil {
 			return runs.Run{}, fmt.Errorf("%w: workflow: %w", ErrBadRequest, err)
+		}
+		// Each agent's sandbox block places its steps' inputs: refused
+		// here, naming the block's field and line, when the operator's
+		// policy does not allow it (PutStep checks it again).
+		if p := c.cfg.SandboxPolicy; p != nil {
+			if err := f.CheckSandboxes("workflow", func(sb agent.Sandbox) error {
+				_, err := p.Check(sb.Placement())
+				return err
+			}); err != nil {
+				return runs.Run{}, fmt.Errorf("%w: workflow: %w", ErrBadRequest, err)
+			}
 		}
 		r.Driver, r.Workflow = runs.DriverCoordinator, req.Workflow
 		r.Target = mustJSON(map[string]string{"workflow": f.Name})
@@ -165,6 +177,18 @@ func (c *Coordinator) PutStep(ctx context.Context, rs *runs.Store, runID, key st
 	if call.Agent.ScriptFile != "" {
 		return runs.Step{}, badRequest("call.agent.script_file: the coordinator cannot read your files; inline the replies as script")
 	}
+	// An agent step whose spec has a sandbox block runs on it: its input
+	// is placed there first (below), within the operator's policy.
+	var place *session.Placement
+	if call.Kind == flow.KindAgent && call.Agent.Sandbox != nil {
+		p := call.Agent.Sandbox.Placement()
+		if pol := c.cfg.SandboxPolicy; pol != nil {
+			if _, err := pol.Check(p); err != nil {
+				return runs.Step{}, fmt.Errorf("%w: call.agent.sandbox: %w", ErrBadRequest, err)
+			}
+		}
+		place = &p
+	}
 	target, err := json.Marshal(call)
 	if err != nil {
 		return runs.Step{}, err
@@ -190,6 +214,14 @@ func (c *Coordinator) PutStep(ctx context.Context, rs *runs.Store, runID, key st
 			return runs.Step{}, badRequest("input: no version %s", input)
 		}
 		return runs.Step{}, err
+	}
+	if place != nil {
+		// The step's input is the placed version (op place, keyed by the
+		// step so a driver's retry gets the same one): the lineage shows
+		// where the step ran, and the worker opens that sandbox.
+		if input, err = c.placeInput(ctx, input, *place, "place/"+runs.KeyedStepID(runID, key)); err != nil {
+			return runs.Step{}, fmt.Errorf("step %s: %w", key, err)
+		}
 	}
 	st, created, err := rs.PutStep(ctx, runID, key, target, input)
 	if err != nil {
