@@ -27,6 +27,7 @@ import (
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/telemetry"
+	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/sandbox/policy"
 	"github.com/rath-run/rath/pkg/session"
@@ -610,9 +611,7 @@ func (c *Coordinator) placeInput(ctx context.Context, id session.ID, p session.P
 	if err != nil {
 		return session.ID{}, fmt.Errorf("open the input session %s: %w", id, err)
 	}
-	cur := s.Placement()
-	if cur.Backend == p.Backend && cur.Spec.Image == p.Spec.Image && cur.Spec.Network == p.Spec.Network &&
-		cur.Spec.TimeoutSeconds == p.Spec.TimeoutSeconds {
+	if flow.SamePlace(s.Placement(), p) {
 		return id, nil
 	}
 	placed, err := s.ToKeyed(ctx, p, key)

@@ -179,15 +179,11 @@ func (c *Coordinator) PutStep(ctx context.Context, rs *runs.Store, runID, key st
 	}
 	// An agent step whose spec has a sandbox block runs on it: its input
 	// is placed there first (below), within the operator's policy.
-	var place *session.Placement
-	if call.Kind == flow.KindAgent && call.Agent.Sandbox != nil {
-		p := call.Agent.Sandbox.Placement()
-		if pol := c.cfg.SandboxPolicy; pol != nil {
-			if _, err := pol.Check(p); err != nil {
-				return runs.Step{}, fmt.Errorf("%w: call.agent.sandbox: %w", ErrBadRequest, err)
-			}
+	place, placed := call.Placement()
+	if pol := c.cfg.SandboxPolicy; placed && pol != nil {
+		if _, err := pol.Check(place); err != nil {
+			return runs.Step{}, fmt.Errorf("%w: call.agent.sandbox: %w", ErrBadRequest, err)
 		}
-		place = &p
 	}
 	target, err := json.Marshal(call)
 	if err != nil {
@@ -215,11 +211,11 @@ func (c *Coordinator) PutStep(ctx context.Context, rs *runs.Store, runID, key st
 		}
 		return runs.Step{}, err
 	}
-	if place != nil {
+	if placed {
 		// The step's input is the placed version (op place, keyed by the
 		// step so a driver's retry gets the same one): the lineage shows
 		// where the step ran, and the worker opens that sandbox.
-		if input, err = c.placeInput(ctx, input, *place, "place/"+runs.KeyedStepID(runID, key)); err != nil {
+		if input, err = c.placeInput(ctx, input, place, flow.PlaceKey(runs.KeyedStepID(runID, key))); err != nil {
 			return runs.Step{}, fmt.Errorf("step %s: %w", key, err)
 		}
 	}
