@@ -167,16 +167,19 @@ func TestWorkflowSandboxPerAgent(t *testing.T) {
 
 	// An image outside the operator's policy: refused at submit, naming
 	// the field at its line of the user's file.
-	bad := s.writeFile("bad.yaml", placedWorkflow("alpine:latest"))
-	if !strings.HasPrefix(line(placedWorkflow("alpine:latest"), "image: alpine"), "image:") {
+	badFile := placedWorkflow("alpine:latest")
+	bad := s.writeFile("bad.yaml", badFile)
+	before, _, found := strings.Cut(badFile, "image: alpine")
+	if !found {
 		t.Fatal("the bad file has no image line")
 	}
-	wantLine := 1 + strings.Count(placedWorkflow("alpine:latest")[:strings.Index(placedWorkflow("alpine:latest"), "image: alpine")], "\n")
+	wantLine := 1 + strings.Count(before, "\n")
 	out, errOut, code = s.rathctl([]string{"RATH_TOKEN=" + acme}, "", "run", bad, "--message", "x", "-o", "json")
 	want := fmt.Sprintf("workflow:%d:7: agents.boxed.sandbox.image: \"alpine:latest\" is not allowed by the operator's sandbox policy", wantLine)
 	if code == 0 || !strings.Contains(errOut, want) {
 		t.Errorf("rathctl run bad.yaml: exit %d, %q %q; want a refusal containing %q", code, errOut, out, want)
 	}
+	t.Logf("refused: %s", strings.TrimSpace(errOut))
 }
 
 // line returns the first line of s containing sub.
