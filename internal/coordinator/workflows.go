@@ -14,6 +14,7 @@ import (
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/api"
+	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/flowfile"
 	"github.com/rath-run/rath/pkg/session"
@@ -74,6 +75,17 @@ func (c *Coordinator) submitWorkflow(ctx context.Context, req SubmitRequest) (ru
 		}
 		if _, err := f.Build(); err != nil {
 			return runs.Run{}, fmt.Errorf("%w: workflow: %w", ErrBadRequest, err)
+		}
+		// Each agent's sandbox block places its steps' inputs: refused
+		// here, naming the block's field and line, when the operator's
+		// policy does not allow it (PutStep checks it again).
+		if p := c.cfg.SandboxPolicy; p != nil {
+			if err := f.CheckSandboxes("workflow", func(sb agent.Sandbox) error {
+				_, err := p.Check(sb.Placement())
+				return err
+			}); err != nil {
+				return runs.Run{}, fmt.Errorf("%w: workflow: %w", ErrBadRequest, err)
+			}
 		}
 		r.Driver, r.Workflow = runs.DriverCoordinator, req.Workflow
 		r.Target = mustJSON(map[string]string{"workflow": f.Name})
@@ -166,6 +178,14 @@ func (c *Coordinator) PutStep(ctx context.Context, rs *runs.Store, runID, key st
 	if call.Agent.ScriptFile != "" {
 		return runs.Step{}, badRequest("call.agent.script_file: the coordinator cannot read your files; inline the replies as script")
 	}
+	// An agent step whose spec has a sandbox block runs on it: its input
+	// is placed there first (below), within the operator's policy.
+	place, placed := call.Placement()
+	if pol := c.cfg.SandboxPolicy; placed && pol != nil {
+		if _, err := pol.Check(place); err != nil {
+			return runs.Step{}, fmt.Errorf("%w: call.agent.sandbox: %w", ErrBadRequest, err)
+		}
+	}
 	target, err := json.Marshal(call)
 	if err != nil {
 		return runs.Step{}, err
@@ -191,6 +211,14 @@ func (c *Coordinator) PutStep(ctx context.Context, rs *runs.Store, runID, key st
 			return runs.Step{}, badRequest("input: no version %s", input)
 		}
 		return runs.Step{}, err
+	}
+	if placed {
+		// The step's input is the placed version (op place, keyed by the
+		// step so a driver's retry gets the same one): the lineage shows
+		// where the step ran, and the worker opens that sandbox.
+		if input, err = c.placeInput(ctx, input, place, flow.PlaceKey(runs.KeyedStepID(runID, key))); err != nil {
+			return runs.Step{}, fmt.Errorf("step %s: %w", key, err)
+		}
 	}
 	st, created, err := rs.PutStep(ctx, runID, key, target, input)
 	if err != nil {
