@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rath-run/rath/internal/app"
-	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
@@ -88,14 +88,14 @@ func runDemo(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	var r runs.Run
-	if err := cl.Do(ctx, "POST", "/v1/runs", map[string]any{"agent": json.RawMessage(specJSON), "message": "Plan a three-day trip to Kyoto."}, &r); err != nil {
+	r, err := cl.SubmitAgent(ctx, api.SubmitRequest{Agent: specJSON, Message: "Plan a three-day trip to Kyoto."})
+	if err != nil {
 		return err
 	}
 	if err := watchRun(ctx, env, cl, "text", r.ID); err != nil {
 		return err
 	}
-	if err := cl.Do(ctx, "GET", "/v1/runs/"+r.ID, nil, &r); err != nil {
+	if r, err = cl.GetRun(ctx, r.ID); err != nil {
 		return err
 	}
 	out, err := session.Open(ctx, d.Backend.Store, *r.Output)

@@ -14,6 +14,7 @@ import (
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/telemetry"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
 )
@@ -97,7 +98,7 @@ func (c *Coordinator) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.cfg.Metrics.RunSubmitted()
-	writeJSON(w, http.StatusCreated, run)
+	writeJSON(w, http.StatusCreated, run.API())
 }
 
 func (c *Coordinator) listRuns(w http.ResponseWriter, r *http.Request) {
@@ -112,7 +113,7 @@ func (c *Coordinator) listRuns(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"runs": nonNil(list)})
+	writeJSON(w, http.StatusOK, api.RunList{Runs: runs.APIRuns(list)})
 }
 
 func (c *Coordinator) getRun(w http.ResponseWriter, r *http.Request) {
@@ -121,7 +122,7 @@ func (c *Coordinator) getRun(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, run)
+	writeJSON(w, http.StatusOK, run.API())
 }
 
 func (c *Coordinator) cancelRun(w http.ResponseWriter, r *http.Request) {
@@ -130,7 +131,7 @@ func (c *Coordinator) cancelRun(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, run)
+	writeJSON(w, http.StatusOK, run.API())
 }
 
 // sessionRequest is the body of POST /v1/sessions and …/append.
@@ -491,7 +492,7 @@ func (c *Coordinator) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+	writeJSON(w, status, api.ErrorResponse{Error: api.ErrorBody{Code: code, Message: msg}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

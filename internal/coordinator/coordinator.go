@@ -27,6 +27,7 @@ import (
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/telemetry"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/sandbox/policy"
 	"github.com/rath-run/rath/pkg/session"
@@ -212,28 +213,8 @@ func New(graph store.Store, rs *runs.Store, b Bus, cfg Config) (*Coordinator, er
 	return c, nil
 }
 
-// SubmitRequest is the body of POST /v1/runs: forward a session (an existing
-// version, or a new one holding Message) through an agent.
-type SubmitRequest struct {
-	Agent json.RawMessage `json:"agent"`
-	// Message starts a new session holding one user message.
-	Message string `json:"message,omitempty"`
-	// Session forwards an existing version.
-	Session string `json:"session,omitempty"`
-	// Queue selects the job queue; default the coordinator's.
-	Queue string `json:"queue,omitempty"`
-	// Budget limits what the run's steps may spend together.
-	Budget runs.Budget `json:"budget,omitzero"`
-	// Timeout is the run's deadline from now (a Go duration, "10m"); past
-	// it the run ends timed_out.
-	Timeout string `json:"timeout,omitempty"`
-	// Driver "client" opens a workflow run the caller drives (PUT
-	// /v1/runs/{id}/steps/{key}); Agent must be empty.
-	Driver string `json:"driver,omitempty"`
-	// Workflow is a declarative workflow file (YAML, self-contained) the
-	// coordinator drives; Agent must be empty.
-	Workflow string `json:"workflow,omitempty"`
-}
+// SubmitRequest is the body of POST /v1/runs (package api).
+type SubmitRequest = api.SubmitRequest
 
 // ErrBadRequest marks errors in what a client sent.
 var ErrBadRequest = errors.New("bad request")

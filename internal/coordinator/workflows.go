@@ -13,6 +13,7 @@ import (
 
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/flowfile"
 	"github.com/rath-run/rath/pkg/session"
@@ -130,14 +131,6 @@ func (c *Coordinator) submitWorkflow(ctx context.Context, req SubmitRequest) (ru
 		c.wf.kick()
 	}
 	return r, nil
-}
-
-// stepRequest is the body of PUT /v1/runs/{id}/steps/{key}.
-type stepRequest struct {
-	// Call is the step's flow.Call (or a bare agent spec).
-	Call json.RawMessage `json:"call"`
-	// Input is the session version the step forwards.
-	Input string `json:"input"`
 }
 
 // PutStep records the step key of a workflow run and publishes its job
@@ -352,7 +345,7 @@ func (c *Coordinator) putStepHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req stepRequest
+	var req api.StepRequest
 	if !c.decode(w, r, &req) {
 		return
 	}
@@ -370,7 +363,7 @@ func (c *Coordinator) putStepHTTP(w http.ResponseWriter, r *http.Request) {
 		c.failWorkflow(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	writeJSON(w, http.StatusOK, st.API())
 }
 
 // parseStepWait parses the ?wait= of a step request (0 when absent); on a bad
@@ -404,17 +397,11 @@ func (c *Coordinator) getStepHTTP(w http.ResponseWriter, r *http.Request) {
 		c.failWorkflow(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
-}
-
-// outcomeRequest is the body of POST /v1/runs/{id}/complete and …/fail.
-type outcomeRequest struct {
-	Output string `json:"output,omitempty"`
-	Error  string `json:"error,omitempty"`
+	writeJSON(w, http.StatusOK, st.API())
 }
 
 func (c *Coordinator) completeRunHTTP(w http.ResponseWriter, r *http.Request) {
-	var req outcomeRequest
+	var req api.OutcomeRequest
 	if !c.decode(w, r, &req) {
 		return
 	}
@@ -440,11 +427,11 @@ func (c *Coordinator) completeRunHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.event(r.Context(), runEndEvent(run))
-	writeJSON(w, http.StatusOK, run)
+	writeJSON(w, http.StatusOK, run.API())
 }
 
 func (c *Coordinator) failRunHTTP(w http.ResponseWriter, r *http.Request) {
-	var req outcomeRequest
+	var req api.OutcomeRequest
 	if !c.decode(w, r, &req) {
 		return
 	}
@@ -462,7 +449,7 @@ func (c *Coordinator) failRunHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.event(r.Context(), runEndEvent(run))
-	writeJSON(w, http.StatusOK, run)
+	writeJSON(w, http.StatusOK, run.API())
 }
 
 // failWorkflow is fail with the workflow errors mapped too.
@@ -543,7 +530,7 @@ func (c *Coordinator) commonBaseHTTP(w http.ResponseWriter, r *http.Request) {
 	if ok {
 		out = &base
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"base": out})
+	writeJSON(w, http.StatusOK, api.CommonBase{Base: out})
 }
 
 // stepWaiters wakes the callers of WaitStep when an event about their step
