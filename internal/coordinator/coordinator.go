@@ -315,11 +315,14 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, 
 			return runs.Run{}, fmt.Errorf("record run: %w", err)
 		}
 	}
+	// run.submitted goes out before the step's job: a worker's step events
+	// must not come first in the run's stream (a watcher from the start
+	// would be told that the run's first events are missing).
+	c.event(ctx, bus.Event{RunID: r.ID, Type: "run.submitted", Data: mustJSON(map[string]any{"input": input, "agent": spec.Name})})
 	st := r.Steps[0]
 	if err := c.publishStep(ctx, r, st, st.ID); err != nil {
 		c.log.WarnContext(ctx, "publish failed; the reconciler will retry", slog.String("step_id", st.ID), slog.Any("error", err))
 	}
-	c.event(ctx, bus.Event{RunID: r.ID, Type: "run.submitted", Data: mustJSON(map[string]any{"input": input, "agent": spec.Name})})
 	return r, nil
 }
 
