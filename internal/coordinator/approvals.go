@@ -192,8 +192,8 @@ func (c *Coordinator) decideOnce(ctx context.Context, runID string, req api.Appr
 			decided[d.CallID] = agent.Decision(d)
 		}
 		for _, d := range made {
-			c.event(ctx, bus.Event{RunID: runID, StepID: st.ID, Type: "approval.decided", Data: mustJSON(map[string]any{
-				"call_id": d.CallID, "tool": d.Tool, "decision": d.Decision, "reason": d.Reason, "by": d.By, "version": head.ID()})})
+			c.event(ctx, bus.Event{RunID: runID, StepID: st.ID, Type: api.EventApprovalDecided, Data: mustJSON(api.ApprovalDecided{
+				CallID: d.CallID, Tool: d.Tool, Decision: d.Decision, Reason: d.Reason, By: d.By, Version: head.ID()})})
 		}
 	}
 
@@ -223,8 +223,8 @@ func (c *Coordinator) decideOnce(ctx context.Context, runID string, req api.Appr
 	res.Run = run.API()
 	if res.Continuation != nil && len(made) > 0 {
 		// Not a run.* event: those end a watcher's stream.
-		c.event(ctx, bus.Event{RunID: runID, StepID: st.ID, Type: "step.continued",
-			Data: mustJSON(map[string]any{"continuation": res.Continuation.ID, "input": head.ID()})})
+		c.event(ctx, bus.Event{RunID: runID, StepID: st.ID, Type: api.EventStepContinued,
+			Data: mustJSON(api.StepContinued{Continuation: res.Continuation.ID, Input: head.ID()})})
 	}
 	return res, false, nil
 }

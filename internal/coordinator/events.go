@@ -253,7 +253,7 @@ func (s *eventStream) send(e bus.StoredEvent) bool {
 	}
 	if s.fromStart && s.sent == 0 && e.Type != "run.submitted" {
 		if !s.write(bus.StoredEvent{Event: bus.Event{RunID: e.RunID, Type: EventMissing, Time: time.Now().UTC(),
-			Data: mustJSON(map[string]string{"message": "the run's first events are no longer stored (the events stream keeps them for a limited time); the stream still ends with the run's end"})}}) {
+			Data: mustJSON(api.EventsMissingData{Message: "the run's first events are no longer stored (the events stream keeps them for a limited time); the stream still ends with the run's end"})}}) {
 			return false
 		}
 	}

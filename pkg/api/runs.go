@@ -361,3 +361,28 @@ func (e Event) End() (End, bool) {
 	}
 	return end, true
 }
+
+// ApprovalDecided is the data of an approval.decided event: one decision
+// recorded on a waiting step.
+type ApprovalDecided struct {
+	CallID   string `json:"call_id"`
+	Tool     string `json:"tool"`
+	Decision string `json:"decision"`
+	Reason   string `json:"reason"`
+	By       string `json:"by"`
+	// Version is the version that records the decision.
+	Version session.ID `json:"version"`
+}
+
+// StepContinued is the data of a step.continued event: a decided waiting
+// step resumes as step Continuation, forwarding Input (the version that
+// records the decisions).
+type StepContinued struct {
+	Continuation string     `json:"continuation"`
+	Input        session.ID `json:"input"`
+}
+
+// EventsMissingData is the data of an events.missing event.
+type EventsMissingData struct {
+	Message string `json:"message"`
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/session"
 )
 
@@ -65,9 +66,7 @@ func (g *Graph) Transcript(ctx context.Context, id session.ID) ([]session.Chunk,
 
 // CommonBase implements [session.Graph].
 func (g *Graph) CommonBase(ctx context.Context, a, b session.ID) (session.ID, bool, error) {
-	var out struct {
-		Base *session.ID `json:"base"`
-	}
+	var out api.CommonBase
 	p := "/v1/versions/" + url.PathEscape(a.String()) + "/common-base?with=" + url.QueryEscape(b.String())
 	if err := g.c.Do(ctx, http.MethodGet, p, nil, &out); err != nil {
 		return session.ID{}, false, translate(err)
