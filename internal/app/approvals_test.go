@@ -15,10 +15,10 @@ import (
 
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/bus"
-	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/sandbox/sandboxtest"
 	"github.com/rath-run/rath/pkg/session"
@@ -93,9 +93,9 @@ func (s *stack) drained(t *testing.T) {
 	})
 }
 
-func (s *stack) decide(t *testing.T, runID string, req coordinator.ApprovalRequest) (coordinator.ApprovalResponse, error) {
+func (s *stack) decide(t *testing.T, runID string, req api.ApprovalRequest) (api.ApprovalResponse, error) {
 	t.Helper()
-	var res coordinator.ApprovalResponse
+	var res api.ApprovalResponse
 	err := s.cl.Do(context.Background(), "POST", "/v1/runs/"+runID+"/approvals", req, &res)
 	return res, err
 }
@@ -111,7 +111,7 @@ func TestApprovalWaitApprove(t *testing.T) {
 	marker := markerPath(t)
 	r := s.submit(t, gatedSpec(marker), "Ship it.")
 	var events []string
-	if err := s.cl.Watch(ctx, r.ID, func(e client.Event) error { events = append(events, e.Type); return nil }); err != nil {
+	if err := s.cl.Watch(ctx, r.ID, func(e api.Event) error { events = append(events, e.Type); return nil }); err != nil {
 		t.Fatalf("watch: %v", err)
 	}
 	if last := events[len(events)-1]; last != "run.waiting" || !slices.Contains(events, "step.waiting") {
@@ -136,7 +136,7 @@ func TestApprovalWaitApprove(t *testing.T) {
 	}
 
 	// Bad decisions are refused, naming the field, and record nothing.
-	for _, bad := range []coordinator.ApprovalRequest{
+	for _, bad := range []api.ApprovalRequest{
 		{Decision: "maybe"},
 		{Decision: "reject"},
 		{Decision: "approve", CallID: "nosuch"},
@@ -156,7 +156,7 @@ func TestApprovalWaitApprove(t *testing.T) {
 		t.Fatalf("a refused decision recorded a version: %v", err)
 	}
 
-	res, err := s.decide(t, r.ID, coordinator.ApprovalRequest{Decision: "approve", CallID: "sh1"})
+	res, err := s.decide(t, r.ID, api.ApprovalRequest{Decision: "approve", CallID: "sh1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestApprovalWaitApprove(t *testing.T) {
 		t.Fatalf("run %s (%s), %d executions; want succeeded, 1", r.Status, r.Error, executions(t, marker))
 	}
 	// Deciding again: idempotent for the same call, 409 for the run.
-	if _, err := s.decide(t, r.ID, coordinator.ApprovalRequest{Decision: "approve", CallID: "sh1"}); !isStatus(err, http.StatusConflict) {
+	if _, err := s.decide(t, r.ID, api.ApprovalRequest{Decision: "approve", CallID: "sh1"}); !isStatus(err, http.StatusConflict) {
 		t.Fatalf("decision on an ended run: %v, want 409", err)
 	}
 
@@ -225,7 +225,7 @@ func TestApprovalReject(t *testing.T) {
 	marker := markerPath(t)
 	r := s.submit(t, gatedSpec(marker), "Ship it.")
 	r = s.waitStatus(t, r.ID, runs.RunWaiting)
-	if _, err := s.decide(t, r.ID, coordinator.ApprovalRequest{Decision: "reject", Reason: "change freeze"}); err != nil {
+	if _, err := s.decide(t, r.ID, api.ApprovalRequest{Decision: "reject", Reason: "change freeze"}); err != nil {
 		t.Fatal(err)
 	}
 	r = s.waitRun(t, r.ID)
@@ -270,11 +270,11 @@ func TestApprovalInClientWorkflow(t *testing.T) {
 	}
 	s.waitStatus(t, run.ID, runs.RunWaiting)
 	st, err := s.cl.GetStep(ctx, run.ID, "deploy", 0)
-	if err != nil || st.Status != string(runs.StepWaiting) || executions(t, marker) != 0 {
+	if err != nil || st.Status != runs.StepWaiting || executions(t, marker) != 0 {
 		t.Fatalf("step while waiting: %+v, %v, %d executions", st, err, executions(t, marker))
 	}
 	waitingVersion := st.Output
-	if _, err := s.decide(t, run.ID, coordinator.ApprovalRequest{Decision: "approve"}); err != nil {
+	if _, err := s.decide(t, run.ID, api.ApprovalRequest{Decision: "approve"}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, "the step to finish", func() bool {
@@ -282,15 +282,12 @@ func TestApprovalInClientWorkflow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return st.Status == string(runs.StepCommitted)
+		return st.Status == runs.StepCommitted
 	})
-	if st.Output == "" || st.Output == waitingVersion || executions(t, marker) != 1 {
-		t.Fatalf("finished step %+v (waiting version %s), %d executions", st, waitingVersion, executions(t, marker))
+	if st.Output == nil || waitingVersion == nil || *st.Output == *waitingVersion || executions(t, marker) != 1 {
+		t.Fatalf("finished step %+v (waiting version %v), %d executions", st, waitingVersion, executions(t, marker))
 	}
-	outID, err := session.ParseID(st.Output)
-	if err != nil {
-		t.Fatal(err)
-	}
+	outID := *st.Output
 	out, err := session.Open(ctx, s.dev.Backend.Store, outID)
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/internal/worker"
 	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/session"
 )
@@ -74,7 +75,7 @@ func checkScriptedRun(t *testing.T, s *stack) {
 	ctx := context.Background()
 	r := s.submit(t, scriptedSpec, "hi")
 	var events []string
-	if err := s.cl.Watch(ctx, r.ID, func(e client.Event) error { events = append(events, e.Type); return nil }); err != nil {
+	if err := s.cl.Watch(ctx, r.ID, func(e api.Event) error { events = append(events, e.Type); return nil }); err != nil {
 		t.Fatalf("watch: %v", err)
 	}
 	r = s.waitRun(t, r.ID)

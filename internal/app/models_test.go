@@ -61,7 +61,7 @@ func TestSubmitRefusesBadModelNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.cl.PutStep(ctx, run.ID, "s1", call, in.ID().String()); err == nil || !strings.Contains(err.Error(), "not a path") {
+	if _, err := s.cl.PutStep(ctx, run.ID, "s1", call, in.ID()); err == nil || !strings.Contains(err.Error(), "not a path") {
 		t.Errorf("client-driven step with a scripted:<path> agent: %v", err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/runs"
-	"github.com/rath-run/rath/pkg/client"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/llm/llmtest"
 	"github.com/rath-run/rath/pkg/session"
 )
@@ -38,8 +38,8 @@ func TestDevRunWithBuiltinTools(t *testing.T) {
 	ctx := context.Background()
 	r := s.submit(t, toolSpec, "Keep my plan.")
 	var mu sync.Mutex
-	var events []client.Event
-	if err := s.cl.Watch(ctx, r.ID, func(e client.Event) error {
+	var events []api.Event
+	if err := s.cl.Watch(ctx, r.ID, func(e api.Event) error {
 		mu.Lock()
 		events = append(events, e)
 		mu.Unlock()
@@ -174,7 +174,7 @@ func TestDevRunOpenAICompatible(t *testing.T) {
 	r := s.submit(t, `{"name":"assistant","model":"gpt-test","instructions":"Use tools.","tools":["builtin"]}`, "Write fizz.py")
 	var mu sync.Mutex
 	var text strings.Builder
-	if err := s.cl.Watch(ctx, r.ID, func(e client.Event) error {
+	if err := s.cl.Watch(ctx, r.ID, func(e api.Event) error {
 		if e.Type == "step.token" {
 			var d struct{ Text string }
 			_ = json.Unmarshal(e.Data, &d)

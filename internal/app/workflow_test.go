@@ -11,15 +11,16 @@ import (
 
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/testenv"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/llm/llmtest"
 	"github.com/rath-run/rath/pkg/session"
 )
 
 // waitClientRun polls a run until it ends.
-func waitClientRun(t *testing.T, c *client.Client, id string) client.Run {
+func waitClientRun(t *testing.T, c *client.Client, id string) api.Run {
 	t.Helper()
-	var r client.Run
+	var r api.Run
 	testenv.Eventually(t, 60*time.Second, "run "+id+" to end", func() bool {
 		var err error
 		if r, err = c.GetRun(context.Background(), id); err != nil {
@@ -53,10 +54,10 @@ func TestDeclarativeSelectorLoop(t *testing.T) {
 	if len(r.Steps) != 5 {
 		t.Fatalf("%d steps, want 5: %+v", len(r.Steps), r.Steps)
 	}
-	outID, err := session.ParseID(r.Output)
-	if err != nil {
-		t.Fatal(err)
+	if r.Output == nil {
+		t.Fatalf("run %s without an output", r.ID)
 	}
+	outID := *r.Output
 	out, err := session.Open(ctx, s.dev.Backend.Store, outID)
 	if err != nil {
 		t.Fatal(err)

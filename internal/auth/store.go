@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/rath-run/rath/pkg/api"
 )
 
 // Errors of the token store and the authenticator.
@@ -235,4 +237,10 @@ func (s *Store) Live(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("count tokens: %w", err)
 	}
 	return n, nil
+}
+
+// API returns the token as the HTTP API shows it (package api).
+func (t Token) API() api.Token {
+	return api.Token{ID: t.ID, Name: t.Name, Tenant: t.Tenant, Scope: api.Scope(t.Scope), CreatedAt: t.CreatedAt,
+		ExpiresAt: t.ExpiresAt, LastUsedAt: t.LastUsedAt, RevokedAt: t.RevokedAt}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rath-run/rath/internal/cpustat"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/memory/memorytest"
@@ -129,7 +130,7 @@ func (c *committer) wait(ctx context.Context, run string) (string, error) {
 	}
 	var version string
 	errDone := fmt.Errorf("done")
-	err := c.cl.Watch(ctx, run, func(e client.Event) error {
+	err := c.cl.Watch(ctx, run, func(e api.Event) error {
 		switch e.Type {
 		case "step.committed":
 			var d struct {
@@ -155,24 +156,22 @@ func (c *committer) wait(ctx context.Context, run string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("run %s: %w", run, err)
 	}
-	if rec.Output == "" {
+	if rec.Output == nil {
 		return "", fmt.Errorf("run %s ended %s without a committed step: %s", run, rec.Status, rec.Error)
 	}
-	return rec.Output, nil
+	return rec.Output.String(), nil
 }
 
 // submit posts a run of the bench agent (on a new session with one user
 // message, or on session when set) and waits for its step's commit.
 func (b *runner) submit(ctx context.Context, c *committer, sessionID string) (string, time.Duration, error) {
-	body := map[string]any{"agent": b.spec()}
-	if sessionID != "" {
-		body["session"] = sessionID
-	} else {
-		body["message"] = "go"
+	req := api.SubmitRequest{Agent: b.spec(), Session: sessionID}
+	if sessionID == "" {
+		req.Message = "go"
 	}
 	t0 := time.Now()
-	var run client.Run
-	if err := b.t.Client.Do(ctx, "POST", "/v1/runs", body, &run); err != nil {
+	run, err := b.t.Client.SubmitAgent(ctx, req)
+	if err != nil {
 		return "", 0, fmt.Errorf("submit: %w", err)
 	}
 	v, err := c.wait(ctx, run.ID)

@@ -83,6 +83,18 @@ script:
 	if code != 0 || !strings.Contains(out, "approved") || !strings.Contains(out, "continues as step") {
 		t.Fatalf("approve: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
+	// approve returned once the run went on: a worker has taken the step
+	// that resumes it (none of its steps is still pending).
+	var after runs.Run
+	okJSON(t, &after, "runs", "show", approved, "--server", d.URL)
+	for _, st := range after.Steps {
+		if st.Status == runs.StepPending {
+			t.Errorf("after approve returned, step %s is still pending (approve printed %q)", st.ID, out)
+		}
+	}
+	if after.Status == runs.RunWaiting || len(after.Steps) < 2 {
+		t.Errorf("after approve returned, run %s is %s with %d steps; want it resumed on a continuation step", approved, after.Status, len(after.Steps))
+	}
 	if code, out, errOut = rathctl(t, "", "approve", approved, "--server", d.URL); code != 1 || !strings.Contains(errOut, "409") {
 		// The run may still be running its continuation or have ended;
 		// either way nothing waits.

@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rath-run/rath/internal/app"
-	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
@@ -97,14 +97,14 @@ func runDemo(ctx context.Context, env *Env, output string) error {
 	if err != nil {
 		return err
 	}
-	var r runs.Run
-	if err := cl.Do(ctx, "POST", "/v1/runs", map[string]any{"agent": json.RawMessage(specJSON), "message": "Plan a three-day trip to Kyoto."}, &r); err != nil {
+	r, err := cl.SubmitAgent(ctx, api.SubmitRequest{Agent: specJSON, Message: "Plan a three-day trip to Kyoto."})
+	if err != nil {
 		return err
 	}
 	if err := watchRun(ctx, text, cl, "text", r.ID); err != nil {
 		return err
 	}
-	if err := cl.Do(ctx, "GET", "/v1/runs/"+r.ID, nil, &r); err != nil {
+	if r, err = cl.GetRun(ctx, r.ID); err != nil {
 		return err
 	}
 	out, err := session.Open(ctx, d.Backend.Store, *r.Output)
@@ -159,11 +159,11 @@ func runDemo(ctx context.Context, env *Env, output string) error {
 // demoResult is what `rathctl demo -o json` prints: the demo's run (none
 // with --graph-only) and every version it made, as the API shows them.
 type demoResult struct {
-	Run      *runs.Run    `json:"run,omitempty"`
+	Run      *api.Run     `json:"run,omitempty"`
 	Versions []store.Info `json:"versions"`
 }
 
-func printDemoJSON(env *Env, r *runs.Run, vs []*session.Version) error {
+func printDemoJSON(env *Env, r *api.Run, vs []*session.Version) error {
 	res := demoResult{Run: r, Versions: make([]store.Info, 0, len(vs))}
 	for _, v := range vs {
 		res.Versions = append(res.Versions, store.InfoOf(v))

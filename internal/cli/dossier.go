@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/lineage"
 	"github.com/rath-run/rath/pkg/session"
@@ -56,7 +55,7 @@ func newDossierCmd(env *Env) *cobra.Command {
 				return fmt.Errorf("run %s: %w", args[0], err)
 			}
 			opts.Status, opts.Error = string(run.Status), run.Error
-			info := coordinator.RunLineage(run)
+			info := runs.Lineage(run.API())
 			g, err := lineage.ForRun(ctx, st, info)
 			if err != nil {
 				return err

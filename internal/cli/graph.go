@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
@@ -78,7 +77,7 @@ func (t target) runInfo(ctx context.Context, id string) (lineage.RunInfo, error)
 	if err != nil {
 		return lineage.RunInfo{}, fmt.Errorf("run %s: %w", id, err)
 	}
-	return coordinator.RunLineage(run), nil
+	return runs.Lineage(run.API()), nil
 }
 
 func newGraphCmd(env *Env) *cobra.Command {

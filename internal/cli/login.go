@@ -3,20 +3,16 @@ package cli
 import (
 	"bufio"
 	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/llm"
 )
@@ -73,57 +69,6 @@ func apiToken(flag, server string) string {
 	return ""
 }
 
-// apiCall sends one JSON request to the coordinator and decodes a 2xx
-// answer into out; other answers become errors carrying the API's message.
-func apiCall(ctx context.Context, server, token, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = strings.NewReader(string(b))
-	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(server, "/")+path, rd)
-	if err != nil {
-		return &exitError{code: 2, err: fmt.Errorf("server %q: %w", server, err)}
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	hc := &http.Client{Timeout: 30 * time.Second}
-	res, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, 4<<20))
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	if res.StatusCode/100 != 2 {
-		var e struct {
-			Error struct {
-				Code, Message string
-			} `json:"error"`
-		}
-		if json.Unmarshal(b, &e) != nil || e.Error.Message == "" {
-			e.Error.Code, e.Error.Message = "http", strings.TrimSpace(string(b))
-		}
-		// The client's own error, so a 404 maps to client.ErrNotFound.
-		return fmt.Errorf("%s %s: %w", method, path, &client.APIError{Status: res.StatusCode, Code: e.Error.Code, Message: e.Error.Message})
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("%s %s: decode: %w", method, path, err)
-		}
-	}
-	return nil
-}
-
 func newLoginCmd(env *Env) *cobra.Command {
 	var f configFlags
 	var server string
@@ -153,8 +98,12 @@ shell history and process listings.`,
 			if token == "" {
 				return &exitError{code: 2, err: errors.New("no token on stdin (rathctl login --server URL < token-file)")}
 			}
-			var who auth.Principal
-			if err := apiCall(cmd.Context(), server, token, "GET", "/v1/whoami", nil, &who); err != nil {
+			cl, err := client.New(server, token)
+			if err != nil {
+				return &exitError{code: 2, err: fmt.Errorf("--server: %w", err)}
+			}
+			who, err := cl.WhoAmI(cmd.Context())
+			if err != nil {
 				return fmt.Errorf("login: %w", err)
 			}
 			path, cfg, err := f.load()

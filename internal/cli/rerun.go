@@ -16,6 +16,7 @@ import (
 
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/llm"
@@ -287,7 +288,7 @@ func (r *rerunner) run(ctx context.Context, head session.ID, it rerunItem) (runs
 // it is terminal or waiting (events may be lost; the run record is the
 // truth).
 func (r *rerunner) wait(ctx context.Context, id string, run *runs.Run) error {
-	if err := r.cl.Watch(ctx, id, func(client.Event) error { return nil }); err != nil && ctx.Err() != nil {
+	if err := r.cl.Watch(ctx, id, func(api.Event) error { return nil }); err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
 	for {

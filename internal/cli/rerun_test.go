@@ -14,6 +14,7 @@ import (
 	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testenv"
+	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
 )
@@ -82,7 +83,11 @@ func (st rerunStack) descendants(t *testing.T, id session.ID) []session.ID {
 	var rel struct {
 		Versions []store.Relative `json:"versions"`
 	}
-	if err := apiCall(context.Background(), st.d.URL, "", "GET", sessionPath(id, "descendants")+"?depth=0", nil, &rel); err != nil {
+	cl, err := client.New(st.d.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Do(context.Background(), "GET", sessionPath(id, "descendants")+"?depth=0", nil, &rel); err != nil {
 		t.Fatal(err)
 	}
 	ids := make([]session.ID, 0, len(rel.Versions))

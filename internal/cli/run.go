@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/llm"
 	"github.com/rath-run/rath/pkg/session"
@@ -74,7 +73,7 @@ func newRunCmd(env *Env) *cobra.Command {
 	var f serverFlags
 	var agentFile, message, sessionID, queue, timeout, sandbox string
 	var watch bool
-	var budget runs.Budget
+	var budget api.Budget
 	c := &cobra.Command{
 		Use:   "run (--agent FILE | FILE) (--message TEXT | --session ID) [--sandbox local|docker[:IMAGE]] [--watch]",
 		Short: "submit a run: forward a session through an agent, or a workflow file",
@@ -138,15 +137,9 @@ func newRunCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := budget.Validate(); err != nil {
-				return &exitError{code: 2, err: err}
-			}
 			ctx := cmd.Context()
-			var r runs.Run
-			err = cl.Do(ctx, "POST", "/v1/runs", map[string]any{
-				"agent": json.RawMessage(specJSON), "message": message, "session": sessionID, "queue": queue,
-				"budget": budget, "timeout": timeout,
-			}, &r)
+			r, err := cl.SubmitAgent(ctx, api.SubmitRequest{Agent: specJSON, Message: message, Session: sessionID,
+				Queue: queue, Budget: budget, Timeout: timeout})
 			if err != nil {
 				return err
 			}
@@ -179,7 +172,7 @@ func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID st
 		fmt.Fprintf(env.Out, "run %s\n", runID)
 	}
 	midLine := false
-	err := cl.Watch(ctx, runID, func(e client.Event) error {
+	err := cl.Watch(ctx, runID, func(e api.Event) error {
 		if output == "json" {
 			b, err := json.Marshal(e)
 			if err != nil {
@@ -189,7 +182,7 @@ func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID st
 			return nil
 		}
 		switch e.Type {
-		case client.EventStepToken:
+		case api.EventStepToken:
 			fmt.Fprint(env.Out, e.Token())
 			midLine = true
 		default:
@@ -198,7 +191,7 @@ func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID st
 				midLine = false
 			}
 			data := strings.TrimSpace(string(e.Data))
-			if e.Type == client.EventStepToolCall || e.Type == client.EventStepToolResult {
+			if e.Type == api.EventStepToolCall || e.Type == api.EventStepToolResult {
 				data = toolEventText(e.Data)
 			}
 			fmt.Fprintf(env.Out, "  %s %-15s %s\n", e.Time.Local().Format("15:04:05.000"), e.Type, data)
@@ -212,31 +205,19 @@ func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID st
 		fmt.Fprintln(env.Out)
 	}
 	// The stored run is the truth; its end may lag its end event a moment.
-	var r runs.Run
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if err := cl.Do(ctx, "GET", "/v1/runs/"+url.PathEscape(runID), nil, &r); err != nil {
-			return err
-		}
-		if r.Status.Terminal() || r.Status == runs.RunWaiting {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
+	r, err := cl.Settled(ctx, runID)
+	if err != nil {
+		return err
 	}
 	if output == "text" {
 		if err := printRunSummary(ctx, env.Out, cl, r); err != nil {
 			return err
 		}
 	}
-	if r.Status == runs.RunWaiting {
+	if r.Status == api.RunWaiting {
 		return &exitError{code: 3, err: fmt.Errorf("run %s is waiting for approval: decide with rathctl approve|reject %s", r.ID, r.ID)}
 	}
-	if r.Status != runs.RunSucceeded {
+	if r.Status != api.RunSucceeded {
 		return fmt.Errorf("run %s %s: %s", r.ID, r.Status, r.Error)
 	}
 	return nil
@@ -244,33 +225,24 @@ func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID st
 
 // printRunSummary prints a run's status, its output version and usage, and
 // its final answer: the text of the output's last assistant chunk.
-func printRunSummary(ctx context.Context, w io.Writer, cl *client.Client, r runs.Run) error {
+func printRunSummary(ctx context.Context, w io.Writer, cl *client.Client, r api.Run) error {
 	fmt.Fprintf(w, "run %s %s\n", r.ID, r.Status)
 	if r.Output == nil {
 		return nil
 	}
-	var v struct {
-		ID    string `json:"id"`
-		Len   int    `json:"len"`
-		Usage struct {
-			Prompt     int64 `json:"prompt_tokens"`
-			Completion int64 `json:"completion_tokens"`
-			Total      int64 `json:"total_tokens"`
-		} `json:"usage"`
-	}
-	if err := cl.Do(ctx, "GET", "/v1/sessions/"+r.Output.String(), nil, &v); err != nil {
+	g := cl.Graph()
+	v, err := g.Get(ctx, *r.Output)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "output version %s (%d chunks), usage prompt=%d completion=%d total=%d\n",
-		v.ID, v.Len, v.Usage.Prompt, v.Usage.Completion, v.Usage.Total)
-	var t struct {
-		Chunks []session.Chunk `json:"chunks"`
-	}
-	if err := cl.Do(ctx, "GET", "/v1/sessions/"+r.Output.String()+"/transcript", nil, &t); err != nil {
+		v.ID, v.Len, v.Usage.PromptTokens, v.Usage.CompletionTokens, v.Usage.TotalTokens)
+	chunks, err := g.Transcript(ctx, *r.Output)
+	if err != nil {
 		return err
 	}
-	for i := len(t.Chunks) - 1; i >= 0; i-- {
-		if c := t.Chunks[i]; c.Kind() == session.KindAssistant && c.Text() != "" {
+	for i := len(chunks) - 1; i >= 0; i-- {
+		if c := chunks[i]; c.Kind() == session.KindAssistant && c.Text() != "" {
 			fmt.Fprintf(w, "answer: %s\n", c.Text())
 			break
 		}
@@ -278,7 +250,7 @@ func printRunSummary(ctx context.Context, w io.Writer, cl *client.Client, r runs
 	return nil
 }
 
-func printRun(w io.Writer, output string, r runs.Run) error {
+func printRun(w io.Writer, output string, r api.Run) error {
 	if output == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -310,7 +282,7 @@ func newRunsCmd(env *Env) *cobra.Command {
 	c := &cobra.Command{Use: "runs", Short: "list, show, watch and cancel runs"}
 	var lf serverFlags
 	var limit int
-	var status string
+	var status, before string
 	list := &cobra.Command{
 		Use: "list", Short: "list runs, newest first", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -318,14 +290,12 @@ func newRunsCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var res struct {
-				Runs []runs.Run `json:"runs"`
-			}
-			if err := cl.Do(cmd.Context(), "GET", fmt.Sprintf("/v1/runs?limit=%d&status=%s", limit, status), nil, &res); err != nil {
+			res, err := cl.ListRuns(cmd.Context(), api.ListRunsParams{Limit: limit, Before: before, Status: api.RunStatus(status)})
+			if err != nil {
 				return err
 			}
 			if lf.output == "json" {
-				return json.NewEncoder(env.Out).Encode(res.Runs)
+				return json.NewEncoder(env.Out).Encode(res)
 			}
 			tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "RUN\tSTATUS\tCREATED\tINPUT\tOUTPUT")
@@ -341,7 +311,8 @@ func newRunsCmd(env *Env) *cobra.Command {
 	}
 	lf.register(list)
 	list.Flags().IntVar(&limit, "limit", 50, "how many runs")
-	list.Flags().StringVar(&status, "status", "", "only runs in this status")
+	list.Flags().StringVar(&status, "status", "", "only runs in this status (pending, running, waiting, succeeded, failed, canceled, timed_out)")
+	list.Flags().StringVar(&before, "before", "", "only runs older than this run id (the next page after a list's last run)")
 
 	var sf serverFlags
 	show := &cobra.Command{
@@ -351,8 +322,8 @@ func newRunsCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var r runs.Run
-			if err := cl.Do(cmd.Context(), "GET", "/v1/runs/"+args[0], nil, &r); err != nil {
+			r, err := cl.GetRun(cmd.Context(), args[0])
+			if err != nil {
 				return err
 			}
 			return printRun(env.Out, sf.output, r)
@@ -368,8 +339,8 @@ func newRunsCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var r runs.Run
-			if err := cl.Do(cmd.Context(), "POST", "/v1/runs/"+args[0]+"/cancel", nil, &r); err != nil {
+			r, err := cl.CancelRun(cmd.Context(), args[0])
+			if err != nil {
 				return err
 			}
 			return printRun(env.Out, cf.output, r)
@@ -390,8 +361,8 @@ func newRunsCmd(env *Env) *cobra.Command {
 				return err
 			}
 			// An unknown run is an error before anything is printed.
-			var r runs.Run
-			if err := cl.Do(cmd.Context(), "GET", "/v1/runs/"+url.PathEscape(args[0]), nil, &r); err != nil {
+			r, err := cl.GetRun(cmd.Context(), args[0])
+			if err != nil {
 				return err
 			}
 			return watchRun(cmd.Context(), env, cl, wf.output, r.ID)

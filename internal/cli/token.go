@@ -12,7 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rath-run/rath/internal/auth"
-	"github.com/rath-run/rath/internal/coordinator"
+	"github.com/rath-run/rath/pkg/api"
+	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/store"
 	"github.com/rath-run/rath/pkg/store/sqlitestore"
 )
@@ -36,9 +37,9 @@ func (f *tokenFlags) register(c *cobra.Command) {
 
 // tokenBackend is one of the two places tokens are managed.
 type tokenBackend interface {
-	create(ctx context.Context, req coordinator.CreateTokenRequest) (coordinator.CreatedToken, error)
-	list(ctx context.Context) ([]auth.Token, error)
-	revoke(ctx context.Context, id string) (auth.Token, error)
+	create(ctx context.Context, req api.CreateTokenRequest) (api.CreatedToken, error)
+	list(ctx context.Context) ([]api.Token, error)
+	revoke(ctx context.Context, id string) (api.Token, error)
 	close()
 }
 
@@ -52,7 +53,11 @@ func (f *tokenFlags) open(ctx context.Context) (tokenBackend, error) {
 	}
 	storeURL := w.storeURL
 	if storeURL == "" {
-		return apiTokens{server: w.server, token: w.token}, nil
+		cl, err := client.New(w.server, w.token)
+		if err != nil {
+			return nil, &exitError{code: 2, err: fmt.Errorf("--server: %w", err)}
+		}
+		return apiTokens{cl: cl}, nil
 	}
 	st, err := openStoreURL(ctx, storeURL, false)
 	if err != nil {
@@ -75,25 +80,33 @@ type storeTokens struct {
 	db     *sql.DB
 }
 
-func (s storeTokens) create(ctx context.Context, req coordinator.CreateTokenRequest) (coordinator.CreatedToken, error) {
-	scope, err := auth.ParseScope(req.Scope)
+func (s storeTokens) create(ctx context.Context, req api.CreateTokenRequest) (api.CreatedToken, error) {
+	scope, err := auth.ParseScope(string(req.Scope))
 	if err != nil {
-		return coordinator.CreatedToken{}, &exitError{code: 2, err: fmt.Errorf("--scope: %w", err)}
+		return api.CreatedToken{}, &exitError{code: 2, err: fmt.Errorf("--scope: %w", err)}
 	}
 	var ttl time.Duration
 	if req.TTL != "" {
 		if ttl, err = time.ParseDuration(req.TTL); err != nil {
-			return coordinator.CreatedToken{}, &exitError{code: 2, err: fmt.Errorf("--ttl: %w", err)}
+			return api.CreatedToken{}, &exitError{code: 2, err: fmt.Errorf("--ttl: %w", err)}
 		}
 	}
 	t, secret, err := s.st.Create(ctx, auth.CreateParams{Name: req.Name, Tenant: req.Tenant, Scope: scope, TTL: ttl})
-	return coordinator.CreatedToken{Token: t, Secret: secret}, err
+	return api.CreatedToken{Token: t.API(), Secret: secret}, err
 }
 
-func (s storeTokens) list(ctx context.Context) ([]auth.Token, error) { return s.st.List(ctx, "") }
+func (s storeTokens) list(ctx context.Context) ([]api.Token, error) {
+	ts, err := s.st.List(ctx, "")
+	out := make([]api.Token, len(ts))
+	for i, t := range ts {
+		out[i] = t.API()
+	}
+	return out, err
+}
 
-func (s storeTokens) revoke(ctx context.Context, id string) (auth.Token, error) {
-	return s.st.Revoke(ctx, id, "")
+func (s storeTokens) revoke(ctx context.Context, id string) (api.Token, error) {
+	t, err := s.st.Revoke(ctx, id, "")
+	return t.API(), err
 }
 
 func (s storeTokens) close() {
@@ -103,26 +116,17 @@ func (s storeTokens) close() {
 	_ = s.closer.Close()
 }
 
-type apiTokens struct{ server, token string }
+// apiTokens manages tokens through a coordinator's API (pkg/client).
+type apiTokens struct{ cl *client.Client }
 
-func (a apiTokens) create(ctx context.Context, req coordinator.CreateTokenRequest) (coordinator.CreatedToken, error) {
-	var out coordinator.CreatedToken
-	err := apiCall(ctx, a.server, a.token, "POST", "/v1/tokens", req, &out)
-	return out, err
+func (a apiTokens) create(ctx context.Context, req api.CreateTokenRequest) (api.CreatedToken, error) {
+	return a.cl.CreateToken(ctx, req)
 }
 
-func (a apiTokens) list(ctx context.Context) ([]auth.Token, error) {
-	var out struct {
-		Tokens []auth.Token `json:"tokens"`
-	}
-	err := apiCall(ctx, a.server, a.token, "GET", "/v1/tokens", nil, &out)
-	return out.Tokens, err
-}
+func (a apiTokens) list(ctx context.Context) ([]api.Token, error) { return a.cl.ListTokens(ctx) }
 
-func (a apiTokens) revoke(ctx context.Context, id string) (auth.Token, error) {
-	var out auth.Token
-	err := apiCall(ctx, a.server, a.token, "POST", "/v1/tokens/"+id+"/revoke", nil, &out)
-	return out, err
+func (a apiTokens) revoke(ctx context.Context, id string) (api.Token, error) {
+	return a.cl.RevokeToken(ctx, id)
 }
 
 func (apiTokens) close() {}
@@ -150,15 +154,17 @@ they go through the coordinator with an admin token.`,
 		}
 	}
 
-	var req coordinator.CreateTokenRequest
+	var req api.CreateTokenRequest
+	var scope string
 	create := &cobra.Command{
 		Use:   "create --scope read|submit|admin [--tenant T] [--name N] [--ttl D]",
 		Short: "create a token and print it (once)",
 		Args:  cobra.NoArgs,
 		RunE: with(func(ctx context.Context, b tokenBackend, _ []string) error {
-			if req.Scope == "" {
+			if scope == "" {
 				return &exitError{code: 2, err: errors.New("--scope is required (read, submit or admin)")}
 			}
+			req.Scope = api.Scope(scope)
 			t, err := b.create(ctx, req)
 			if err != nil {
 				return err
@@ -174,7 +180,7 @@ they go through the coordinator with an admin token.`,
 			return err
 		}),
 	}
-	create.Flags().StringVar(&req.Scope, "scope", "", "read, submit or admin")
+	create.Flags().StringVar(&scope, "scope", "", "read, submit or admin")
 	create.Flags().StringVar(&req.Tenant, "tenant", "", "the token's tenant (default: default, or the caller's through the API)")
 	create.Flags().StringVar(&req.Name, "name", "", "a name to recognize the token by")
 	create.Flags().StringVar(&req.TTL, "ttl", "", "expire after this long (Go duration, e.g. 720h); default never")
@@ -190,9 +196,9 @@ they go through the coordinator with an admin token.`,
 			}
 			if f.output == "json" {
 				if ts == nil {
-					ts = []auth.Token{}
+					ts = []api.Token{}
 				}
-				return json.NewEncoder(env.Out).Encode(map[string]any{"tokens": ts})
+				return json.NewEncoder(env.Out).Encode(api.TokenList{Tokens: ts})
 			}
 			tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tTENANT\tSCOPE\tNAME\tCREATED\tLAST USED\tSTATE")
@@ -238,7 +244,7 @@ func when(t *time.Time) string {
 	return t.Format(time.RFC3339)
 }
 
-func state(t auth.Token) string {
+func state(t api.Token) string {
 	switch {
 	case t.RevokedAt != nil:
 		return "revoked"

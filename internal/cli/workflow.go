@@ -7,7 +7,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/flowfile"
 )
@@ -30,38 +30,26 @@ func fileKind(path string) (workflow bool, err error) {
 // workflowRun is what `rathctl run FILE` submits for a workflow file.
 type workflowRun struct {
 	path, message, session, queue, timeout string
-	budget                                 runs.Budget
+	budget                                 api.Budget
 }
 
 // submitWorkflowFile validates a workflow file here (errors name its lines),
 // makes it self-contained (agent files and scripts inlined) and submits it
 // for the coordinator to drive.
-func submitWorkflowFile(ctx context.Context, cl *client.Client, w workflowRun) (runs.Run, error) {
+func submitWorkflowFile(ctx context.Context, cl *client.Client, w workflowRun) (api.Run, error) {
 	f, err := flowfile.Load(w.path)
 	if err != nil {
-		return runs.Run{}, &exitError{code: 2, err: err}
+		return api.Run{}, &exitError{code: 2, err: err}
 	}
 	if _, err := f.Build(); err != nil {
-		return runs.Run{}, &exitError{code: 2, err: fmt.Errorf("%s: %w", w.path, err)}
+		return api.Run{}, &exitError{code: 2, err: fmt.Errorf("%s: %w", w.path, err)}
 	}
 	doc, err := selfContained(w.path, f)
 	if err != nil {
-		return runs.Run{}, err
+		return api.Run{}, err
 	}
-	body := map[string]any{"workflow": string(doc)}
-	for k, v := range map[string]string{"message": w.message, "session": w.session, "queue": w.queue, "timeout": w.timeout} {
-		if v != "" {
-			body[k] = v
-		}
-	}
-	if !w.budget.IsZero() {
-		body["budget"] = w.budget
-	}
-	var r runs.Run
-	if err := cl.Do(ctx, "POST", "/v1/runs", body, &r); err != nil {
-		return runs.Run{}, err
-	}
-	return r, nil
+	return cl.SubmitWorkflow(ctx, api.SubmitRequest{Workflow: string(doc), Message: w.message, Session: w.session,
+		Queue: w.queue, Timeout: w.timeout, Budget: w.budget})
 }
 
 // selfContained returns the workflow file to submit: the file itself when

@@ -98,7 +98,7 @@ func (c *Coordinator) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.cfg.Metrics.RunSubmitted()
-	writeJSON(w, http.StatusCreated, run)
+	writeJSON(w, http.StatusCreated, run.API())
 }
 
 func (c *Coordinator) listRuns(w http.ResponseWriter, r *http.Request) {
@@ -113,7 +113,7 @@ func (c *Coordinator) listRuns(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"runs": nonNil(list)})
+	writeJSON(w, http.StatusOK, api.RunList{Runs: runs.APIRuns(list)})
 }
 
 func (c *Coordinator) getRun(w http.ResponseWriter, r *http.Request) {
@@ -122,7 +122,7 @@ func (c *Coordinator) getRun(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, run)
+	writeJSON(w, http.StatusOK, run.API())
 }
 
 func (c *Coordinator) cancelRun(w http.ResponseWriter, r *http.Request) {
@@ -131,7 +131,7 @@ func (c *Coordinator) cancelRun(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, run)
+	writeJSON(w, http.StatusOK, run.API())
 }
 
 // requestChunks returns the chunks a POST /v1/sessions or …/append body
@@ -479,7 +479,7 @@ func (c *Coordinator) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+	writeJSON(w, status, api.ErrorResponse{Error: api.ErrorBody{Code: code, Message: msg}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

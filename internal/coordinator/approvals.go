@@ -13,6 +13,7 @@ import (
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/session"
 )
 
@@ -26,31 +27,6 @@ import (
 // the decided version through the same agent, which runs the approved
 // calls, answers the rejected ones, and goes on.
 
-// ApprovalRequest is the body of POST /v1/runs/{id}/approvals.
-type ApprovalRequest struct {
-	// CallID decides one pending call; empty decides every call still
-	// pending.
-	CallID string `json:"call_id,omitempty"`
-	// Decision is "approve" or "reject" ("approved", "rejected" too).
-	Decision string `json:"decision"`
-	// Reason is required to reject; it reaches the model in the call's
-	// error body.
-	Reason string `json:"reason,omitempty"`
-}
-
-// ApprovalResponse reports what a decision did.
-type ApprovalResponse struct {
-	Run runs.Run `json:"run"`
-	// Decided are the decisions this request recorded (empty when it
-	// repeated earlier ones).
-	Decided []agent.Decision `json:"decided"`
-	// Pending are the calls still waiting.
-	Pending []agent.PendingCall `json:"pending"`
-	// Continuation is the step that resumes the run, once nothing is
-	// pending.
-	Continuation *runs.Step `json:"continuation,omitempty"`
-}
-
 // maxDecideRetries bounds the retries of a decision that raced another.
 const maxDecideRetries = 8
 
@@ -59,7 +35,7 @@ func (c *Coordinator) approvalRoutes(api *apiMux) {
 }
 
 func (c *Coordinator) decideHTTP(w http.ResponseWriter, r *http.Request) {
-	var req ApprovalRequest
+	var req api.ApprovalRequest
 	if !c.decode(w, r, &req) {
 		return
 	}
@@ -77,7 +53,7 @@ func (c *Coordinator) decideHTTP(w http.ResponseWriter, r *http.Request) {
 
 // normalize checks the request, naming the bad field, and returns the
 // decision as recorded.
-func (req ApprovalRequest) normalize() (string, error) {
+func normalizeDecision(req api.ApprovalRequest) (string, error) {
 	var d string
 	switch req.Decision {
 	case "approve", agent.DecisionApproved:
@@ -105,10 +81,10 @@ func (req ApprovalRequest) normalize() (string, error) {
 // idempotent per call id: repeating a decision changes nothing; the
 // opposite decision on a decided call is a conflict. A run with nothing
 // waiting returns an error wrapping runs.ErrNotWaiting.
-func (c *Coordinator) Decide(ctx context.Context, runID string, req ApprovalRequest) (ApprovalResponse, error) {
-	decision, err := req.normalize()
+func (c *Coordinator) Decide(ctx context.Context, runID string, req api.ApprovalRequest) (api.ApprovalResponse, error) {
+	decision, err := normalizeDecision(req)
 	if err != nil {
-		return ApprovalResponse{}, err
+		return api.ApprovalResponse{}, err
 	}
 	for range maxDecideRetries {
 		res, raced, err := c.decideOnce(ctx, runID, req, decision)
@@ -116,23 +92,23 @@ func (c *Coordinator) Decide(ctx context.Context, runID string, req ApprovalRequ
 			return res, err
 		}
 	}
-	return ApprovalResponse{}, fmt.Errorf("%w: run %s: decisions keep racing; retry", session.ErrConflict, runID)
+	return api.ApprovalResponse{}, fmt.Errorf("%w: run %s: decisions keep racing; retry", session.ErrConflict, runID)
 }
 
 // decideOnce makes one attempt; raced reports that another decision was
 // appended meanwhile (the caller retries on the new head).
-func (c *Coordinator) decideOnce(ctx context.Context, runID string, req ApprovalRequest, decision string) (ApprovalResponse, bool, error) {
+func (c *Coordinator) decideOnce(ctx context.Context, runID string, req api.ApprovalRequest, decision string) (api.ApprovalResponse, bool, error) {
 	rs := c.runsOf(ctx)
 	waiting, err := rs.WaitingSteps(ctx, runID)
 	if err != nil {
-		return ApprovalResponse{}, false, err
+		return api.ApprovalResponse{}, false, err
 	}
 	if len(waiting) == 0 {
 		r, err := rs.Get(ctx, runID)
 		if err != nil {
-			return ApprovalResponse{}, false, err
+			return api.ApprovalResponse{}, false, err
 		}
-		return ApprovalResponse{}, false, fmt.Errorf("run %s is %s: %w", runID, r.Status, runs.ErrNotWaiting)
+		return api.ApprovalResponse{}, false, fmt.Errorf("run %s is %s: %w", runID, r.Status, runs.ErrNotWaiting)
 	}
 	st := waiting[0]
 	if req.CallID != "" {
@@ -145,15 +121,15 @@ func (c *Coordinator) decideOnce(ctx context.Context, runID string, req Approval
 	}
 	pending, err := c.pendingOf(ctx, st)
 	if err != nil {
-		return ApprovalResponse{}, false, err
+		return api.ApprovalResponse{}, false, err
 	}
 	head, n, err := c.approvalHead(ctx, st)
 	if err != nil {
-		return ApprovalResponse{}, false, err
+		return api.ApprovalResponse{}, false, err
 	}
 	chunks, err := head.Chunks(ctx)
 	if err != nil {
-		return ApprovalResponse{}, false, err
+		return api.ApprovalResponse{}, false, err
 	}
 	_, decided := agent.Pending(chunks)
 	if decided == nil {
@@ -163,10 +139,10 @@ func (c *Coordinator) decideOnce(ctx context.Context, runID string, req Approval
 	var targets []agent.PendingCall
 	if req.CallID != "" {
 		if !hasCall(pending, req.CallID) {
-			return ApprovalResponse{}, false, badRequest("call_id: %q is not waiting for a decision; waiting: %s", req.CallID, callIDs(pending))
+			return api.ApprovalResponse{}, false, badRequest("call_id: %q is not waiting for a decision; waiting: %s", req.CallID, callIDs(pending))
 		}
 		if d, ok := decided[req.CallID]; ok && d.Decision != decision {
-			return ApprovalResponse{}, false, fmt.Errorf("%w: call %s is already %s", session.ErrConflict, req.CallID, d.Decision)
+			return api.ApprovalResponse{}, false, fmt.Errorf("%w: call %s is already %s", session.ErrConflict, req.CallID, d.Decision)
 		}
 		for _, p := range pending {
 			if _, ok := decided[p.CallID]; p.CallID == req.CallID && !ok {
@@ -190,62 +166,65 @@ func (c *Coordinator) decideOnce(ctx context.Context, runID string, req Approval
 			by = "token:" + p.TokenID
 		}
 	}
-	var made []agent.Decision
+	var made []api.Decision
 	if len(targets) > 0 {
 		var cs []session.Chunk
 		for _, p := range targets {
 			d := agent.Decision{CallID: p.CallID, Tool: p.Tool, Decision: decision, Reason: req.Reason, By: by}
 			ch, err := agent.ApprovalChunk(d)
 			if err != nil {
-				return ApprovalResponse{}, false, fmt.Errorf("%w: %w", ErrBadRequest, err)
+				return api.ApprovalResponse{}, false, fmt.Errorf("%w: %w", ErrBadRequest, err)
 			}
-			cs, made = append(cs, ch), append(made, d)
+			cs, made = append(cs, ch), append(made, api.Decision(d))
 		}
 		next, err := head.Extend(ctx, session.Extension{
 			Op: session.OpAppend, Chunks: cs, Key: approvalKey(st.ID, n+1),
 			Producer: session.Producer{Run: runID, Step: st.ID},
 		})
 		if err != nil {
-			return ApprovalResponse{}, false, fmt.Errorf("record decision: %w", err)
+			return api.ApprovalResponse{}, false, fmt.Errorf("record decision: %w", err)
 		}
 		if !sameChunks(next.Version().Chunks, cs) {
-			return ApprovalResponse{}, true, nil // another decision took this slot
+			return api.ApprovalResponse{}, true, nil // another decision took this slot
 		}
 		head = next
 		for _, d := range made {
-			decided[d.CallID] = d
+			decided[d.CallID] = agent.Decision(d)
 		}
 		for _, d := range made {
-			c.event(ctx, bus.Event{RunID: runID, StepID: st.ID, Type: "approval.decided", Data: mustJSON(map[string]any{
-				"call_id": d.CallID, "tool": d.Tool, "decision": d.Decision, "reason": d.Reason, "by": d.By, "version": head.ID()})})
+			c.event(ctx, bus.Event{RunID: runID, StepID: st.ID, Type: api.EventApprovalDecided, Data: mustJSON(api.ApprovalDecided{
+				CallID: d.CallID, Tool: d.Tool, Decision: d.Decision, Reason: d.Reason, By: d.By, Version: head.ID()})})
 		}
 	}
 
-	res := ApprovalResponse{Decided: nonNil(made), Pending: []agent.PendingCall{}}
+	res := api.ApprovalResponse{Decided: nonNil(made), Pending: []api.PendingCall{}}
 	for _, p := range pending {
 		if _, ok := decided[p.CallID]; !ok {
-			res.Pending = append(res.Pending, p)
+			res.Pending = append(res.Pending, api.PendingCall(p))
 		}
 	}
 	if len(res.Pending) == 0 {
 		cont, created, err := rs.Continue(ctx, st.ID, head.ID())
 		if err != nil {
-			return ApprovalResponse{}, false, err
+			return api.ApprovalResponse{}, false, err
 		}
-		res.Continuation = &cont
+		wire := cont.API()
+		res.Continuation = &wire
 		if created {
 			if err := c.publishContinuation(ctx, cont); err != nil {
 				c.log.WarnContext(ctx, "publish failed; the reconciler will retry", slog.String("step_id", cont.ID), slog.Any("error", err))
 			}
 		}
 	}
-	if res.Run, err = rs.Get(ctx, runID); err != nil {
-		return ApprovalResponse{}, false, err
+	run, err := rs.Get(ctx, runID)
+	if err != nil {
+		return api.ApprovalResponse{}, false, err
 	}
+	res.Run = run.API()
 	if res.Continuation != nil && len(made) > 0 {
 		// Not a run.* event: those end a watcher's stream.
-		c.event(ctx, bus.Event{RunID: runID, StepID: st.ID, Type: "step.continued",
-			Data: mustJSON(map[string]any{"continuation": res.Continuation.ID, "input": head.ID()})})
+		c.event(ctx, bus.Event{RunID: runID, StepID: st.ID, Type: api.EventStepContinued,
+			Data: mustJSON(api.StepContinued{Continuation: res.Continuation.ID, Input: head.ID()})})
 	}
 	return res, false, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/testdb"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/store/sqlitestore"
 )
 
@@ -109,12 +110,12 @@ func (s *authStack) mustCall(t *testing.T, want int, token, method, path, body s
 }
 
 // mint creates a token through the API as the bootstrap admin.
-func (s *authStack) mint(t *testing.T, scope auth.Scope, tenant string) coordinator.CreatedToken {
+func (s *authStack) mint(t *testing.T, scope auth.Scope, tenant string) api.CreatedToken {
 	t.Helper()
-	body, _ := json.Marshal(coordinator.CreateTokenRequest{Name: string(scope) + "@" + tenant, Tenant: tenant, Scope: string(scope)})
-	var tok coordinator.CreatedToken
+	body, _ := json.Marshal(api.CreateTokenRequest{Name: string(scope) + "@" + tenant, Tenant: tenant, Scope: api.Scope(scope)})
+	var tok api.CreatedToken
 	s.mustCall(t, http.StatusCreated, bootstrap, "POST", "/v1/tokens", string(body), &tok)
-	if !auth.LooksLikeToken(tok.Secret) || tok.Tenant != tenant || tok.Scope != scope {
+	if !auth.LooksLikeToken(tok.Secret) || tok.Tenant != tenant || tok.Scope != api.Scope(scope) {
 		t.Fatalf("minted %+v", tok.Token)
 	}
 	return tok

@@ -28,6 +28,7 @@ import (
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/pkg/flow"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/sandbox/policy"
 	"github.com/rath-run/rath/pkg/session"
@@ -213,28 +214,8 @@ func New(graph store.Store, rs *runs.Store, b Bus, cfg Config) (*Coordinator, er
 	return c, nil
 }
 
-// SubmitRequest is the body of POST /v1/runs: forward a session (an existing
-// version, or a new one holding Message) through an agent.
-type SubmitRequest struct {
-	Agent json.RawMessage `json:"agent"`
-	// Message starts a new session holding one user message.
-	Message string `json:"message,omitempty"`
-	// Session forwards an existing version.
-	Session string `json:"session,omitempty"`
-	// Queue selects the job queue; default the coordinator's.
-	Queue string `json:"queue,omitempty"`
-	// Budget limits what the run's steps may spend together.
-	Budget runs.Budget `json:"budget,omitzero"`
-	// Timeout is the run's deadline from now (a Go duration, "10m"); past
-	// it the run ends timed_out.
-	Timeout string `json:"timeout,omitempty"`
-	// Driver "client" opens a workflow run the caller drives (PUT
-	// /v1/runs/{id}/steps/{key}); Agent must be empty.
-	Driver string `json:"driver,omitempty"`
-	// Workflow is a declarative workflow file (YAML, self-contained) the
-	// coordinator drives; Agent must be empty.
-	Workflow string `json:"workflow,omitempty"`
-}
+// SubmitRequest is the body of POST /v1/runs (package api).
+type SubmitRequest = api.SubmitRequest
 
 // ErrBadRequest marks errors in what a client sent.
 var ErrBadRequest = errors.New("bad request")
@@ -335,11 +316,14 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, 
 			return runs.Run{}, fmt.Errorf("record run: %w", err)
 		}
 	}
+	// run.submitted goes out before the step's job: a worker's step events
+	// must not come first in the run's stream (a watcher from the start
+	// would be told that the run's first events are missing).
+	c.event(ctx, bus.Event{RunID: r.ID, Type: "run.submitted", Data: mustJSON(map[string]any{"input": input, "agent": spec.Name})})
 	st := r.Steps[0]
 	if err := c.publishStep(ctx, r, st, st.ID); err != nil {
 		c.log.WarnContext(ctx, "publish failed; the reconciler will retry", slog.String("step_id", st.ID), slog.Any("error", err))
 	}
-	c.event(ctx, bus.Event{RunID: r.ID, Type: "run.submitted", Data: mustJSON(map[string]any{"input": input, "agent": spec.Name})})
 	return r, nil
 }
 

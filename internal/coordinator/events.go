@@ -14,6 +14,7 @@ import (
 	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/api"
 )
 
 // Event types the events endpoint adds to a run's own.
@@ -22,7 +23,7 @@ const (
 	// stored (the events stream keeps them for bus.Config.EventsMaxAge,
 	// and publishing them is best effort); the stream still ends with the
 	// run's end event.
-	EventMissing = "events.missing"
+	EventMissing = api.EventMissing
 )
 
 // Timing of the events endpoint.
@@ -209,9 +210,7 @@ var (
 
 // endsRun reports whether an event of type typ is a run's end: run.completed,
 // run.failed, run.canceled, run.timed_out.
-func endsRun(typ string) bool {
-	return strings.HasPrefix(typ, "run.") && typ != "run.submitted" && typ != "run.waiting"
-}
+func endsRun(typ string) bool { return api.EndsRun(typ) }
 
 // lastEventID reads where a stream resumes: the Last-Event-ID header (an
 // EventSource reconnecting sends it) or the after query parameter, a
@@ -254,7 +253,7 @@ func (s *eventStream) send(e bus.StoredEvent) bool {
 	}
 	if s.fromStart && s.sent == 0 && e.Type != "run.submitted" {
 		if !s.write(bus.StoredEvent{Event: bus.Event{RunID: e.RunID, Type: EventMissing, Time: time.Now().UTC(),
-			Data: mustJSON(map[string]string{"message": "the run's first events are no longer stored (the events stream keeps them for a limited time); the stream still ends with the run's end"})}}) {
+			Data: mustJSON(api.EventsMissingData{Message: "the run's first events are no longer stored (the events stream keeps them for a limited time); the stream still ends with the run's end"})}}) {
 			return false
 		}
 	}
@@ -268,7 +267,7 @@ func (s *eventStream) send(e bus.StoredEvent) bool {
 }
 
 func (s *eventStream) write(e bus.StoredEvent) bool {
-	b, err := json.Marshal(e.Event)
+	b, err := json.Marshal(api.Event{RunID: e.RunID, StepID: e.StepID, Type: e.Type, Time: e.Time, Data: e.Data})
 	if err != nil {
 		return false
 	}

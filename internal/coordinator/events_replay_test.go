@@ -16,6 +16,7 @@ import (
 
 	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/internal/bus"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 )
 
@@ -181,7 +182,7 @@ func TestRunEventsResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	if err := cl.WatchRun(ctx, run.ID, client.WatchOptions{After: all[2].id}, func(e client.Event) error {
+	if err := cl.WatchRun(ctx, run.ID, client.WatchOptions{After: all[2].id}, func(e api.Event) error {
 		got = append(got, fmt.Sprintf("%s@%d", e.Type, e.ID))
 		return nil
 	}); err != nil {

@@ -73,7 +73,7 @@ func (c *Coordinator) runGraph(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	g, err := lineage.ForRun(r.Context(), c.graph, RunLineage(run))
+	g, err := lineage.ForRun(r.Context(), c.graph, runs.Lineage(run.API()))
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -109,20 +109,4 @@ func (c *Coordinator) sessionBlame(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, api.Blame{ID: id, Chunks: nonNil(entries)})
-}
-
-// RunLineage is what a lineage graph needs to know about a run: its
-// input, its output and the inputs of its failed steps.
-func RunLineage(run runs.Run) lineage.RunInfo {
-	info := lineage.RunInfo{ID: run.ID, Output: run.Output}
-	if run.Input != (session.ID{}) {
-		in := run.Input
-		info.Input = &in
-	}
-	for _, st := range run.Steps {
-		if st.Status == runs.StepFailed {
-			info.FailedInputs = append(info.FailedInputs, st.Input)
-		}
-	}
-	return info
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rath-run/rath/internal/auth"
+	"github.com/rath-run/rath/pkg/api"
 )
 
 // authRoutes registers GET /v1/whoami and the token endpoints.
@@ -26,7 +27,8 @@ func principal(r *http.Request) auth.Principal {
 }
 
 func (c *Coordinator) whoami(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, principal(r))
+	p := principal(r)
+	writeJSON(w, http.StatusOK, api.Principal{TokenID: p.TokenID, Name: p.Name, Tenant: p.Tenant, Scope: api.Scope(p.Scope)})
 }
 
 // operator reports whether p may manage every tenant's tokens: an admin of
@@ -43,30 +45,12 @@ func (c *Coordinator) tokenStore(w http.ResponseWriter) (*auth.Store, bool) {
 	return c.cfg.Tokens, true
 }
 
-// CreateTokenRequest is the body of POST /v1/tokens.
-type CreateTokenRequest struct {
-	Name string `json:"name,omitempty"`
-	// Tenant defaults to the caller's; only an operator (an admin of the
-	// default tenant) may name another.
-	Tenant string `json:"tenant,omitempty"`
-	Scope  string `json:"scope"`
-	// TTL is a Go duration ("720h"); empty: the token does not expire.
-	TTL string `json:"ttl,omitempty"`
-}
-
-// CreatedToken is the answer to POST /v1/tokens: the only time the secret
-// is shown.
-type CreatedToken struct {
-	auth.Token
-	Secret string `json:"token"`
-}
-
 func (c *Coordinator) createToken(w http.ResponseWriter, r *http.Request) {
 	ts, ok := c.tokenStore(w)
 	if !ok {
 		return
 	}
-	var req CreateTokenRequest
+	var req api.CreateTokenRequest
 	if !c.decode(w, r, &req) {
 		return
 	}
@@ -78,7 +62,7 @@ func (c *Coordinator) createToken(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "forbidden", "tenant: only an admin of the default tenant may create tokens for another tenant")
 		return
 	}
-	scope, err := auth.ParseScope(req.Scope)
+	scope, err := auth.ParseScope(string(req.Scope))
 	if err != nil {
 		c.fail(w, r, badRequest("%v", err))
 		return
@@ -102,7 +86,7 @@ func (c *Coordinator) createToken(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, CreatedToken{Token: t, Secret: secret})
+	writeJSON(w, http.StatusCreated, api.CreatedToken{Token: t.API(), Secret: secret})
 }
 
 // tenantFilter is the tenant whose tokens p manages ("" for every tenant).
@@ -123,7 +107,11 @@ func (c *Coordinator) listTokens(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tokens": nonNil(list)})
+	out := api.TokenList{Tokens: make([]api.Token, len(list))}
+	for i, t := range list {
+		out.Tokens[i] = t.API()
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (c *Coordinator) revokeToken(w http.ResponseWriter, r *http.Request) {
@@ -140,5 +128,5 @@ func (c *Coordinator) revokeToken(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, t)
+	writeJSON(w, http.StatusOK, t.API())
 }

@@ -145,14 +145,6 @@ func (c *Coordinator) submitWorkflow(ctx context.Context, req SubmitRequest) (ru
 	return r, nil
 }
 
-// stepRequest is the body of PUT /v1/runs/{id}/steps/{key}.
-type stepRequest struct {
-	// Call is the step's flow.Call (or a bare agent spec).
-	Call json.RawMessage `json:"call"`
-	// Input is the session version the step forwards.
-	Input string `json:"input"`
-}
-
 // PutStep records the step key of a workflow run and publishes its job
 // when it is new (or still pending: the bus drops a duplicate). A key that
 // exists returns the stored step, with its output once committed. Before
@@ -381,7 +373,7 @@ func (c *Coordinator) putStepHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req stepRequest
+	var req api.StepRequest
 	if !c.decode(w, r, &req) {
 		return
 	}
@@ -399,7 +391,7 @@ func (c *Coordinator) putStepHTTP(w http.ResponseWriter, r *http.Request) {
 		c.failWorkflow(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	writeJSON(w, http.StatusOK, st.API())
 }
 
 // parseStepWait parses the ?wait= of a step request (0 when absent); on a bad
@@ -433,17 +425,11 @@ func (c *Coordinator) getStepHTTP(w http.ResponseWriter, r *http.Request) {
 		c.failWorkflow(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
-}
-
-// outcomeRequest is the body of POST /v1/runs/{id}/complete and …/fail.
-type outcomeRequest struct {
-	Output string `json:"output,omitempty"`
-	Error  string `json:"error,omitempty"`
+	writeJSON(w, http.StatusOK, st.API())
 }
 
 func (c *Coordinator) completeRunHTTP(w http.ResponseWriter, r *http.Request) {
-	var req outcomeRequest
+	var req api.OutcomeRequest
 	if !c.decode(w, r, &req) {
 		return
 	}
@@ -469,11 +455,11 @@ func (c *Coordinator) completeRunHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.event(r.Context(), runEndEvent(run))
-	writeJSON(w, http.StatusOK, run)
+	writeJSON(w, http.StatusOK, run.API())
 }
 
 func (c *Coordinator) failRunHTTP(w http.ResponseWriter, r *http.Request) {
-	var req outcomeRequest
+	var req api.OutcomeRequest
 	if !c.decode(w, r, &req) {
 		return
 	}
@@ -491,7 +477,7 @@ func (c *Coordinator) failRunHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.event(r.Context(), runEndEvent(run))
-	writeJSON(w, http.StatusOK, run)
+	writeJSON(w, http.StatusOK, run.API())
 }
 
 // failWorkflow is fail with the workflow errors mapped too.

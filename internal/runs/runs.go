@@ -44,24 +44,25 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/session"
 )
 
-// RunStatus is a run's state.
-type RunStatus string
+// RunStatus is a run's state (the API's type: package api).
+type RunStatus = api.RunStatus
 
 // Run states.
 const (
-	RunPending RunStatus = "pending"
-	RunRunning RunStatus = "running"
+	RunPending = api.RunPending
+	RunRunning = api.RunRunning
 	// RunWaiting: a step of the run waits for a decision (an approval);
 	// nothing of the run executes until it is made.
-	RunWaiting   RunStatus = "waiting"
-	RunSucceeded RunStatus = "succeeded"
-	RunFailed    RunStatus = "failed"
-	RunCanceled  RunStatus = "canceled"
+	RunWaiting   = api.RunWaiting
+	RunSucceeded = api.RunSucceeded
+	RunFailed    = api.RunFailed
+	RunCanceled  = api.RunCanceled
 	// RunTimedOut: the run's deadline passed before it ended.
-	RunTimedOut RunStatus = "timed_out"
+	RunTimedOut = api.RunTimedOut
 )
 
 // RunStatuses lists every run state.
@@ -69,34 +70,24 @@ func RunStatuses() []RunStatus {
 	return []RunStatus{RunPending, RunRunning, RunWaiting, RunSucceeded, RunFailed, RunCanceled, RunTimedOut}
 }
 
-// Terminal reports whether the run has ended.
-func (s RunStatus) Terminal() bool {
-	return s == RunSucceeded || s == RunFailed || s == RunCanceled || s == RunTimedOut
-}
-
-// StepStatus is a step's state.
-type StepStatus string
+// StepStatus is a step's state (the API's type: package api).
+type StepStatus = api.StepStatus
 
 // Step states.
 const (
-	StepPending StepStatus = "pending"
-	StepRunning StepStatus = "running"
+	StepPending = api.StepPending
+	StepRunning = api.StepRunning
 	// StepWaiting: the step paused for a decision (an approval) and
 	// resumes, or ends, once it is made.
-	StepWaiting   StepStatus = "waiting"
-	StepCommitted StepStatus = "committed"
-	StepFailed    StepStatus = "failed"
-	StepCanceled  StepStatus = "canceled"
+	StepWaiting   = api.StepWaiting
+	StepCommitted = api.StepCommitted
+	StepFailed    = api.StepFailed
+	StepCanceled  = api.StepCanceled
 )
 
 // StepStatuses lists every step state.
 func StepStatuses() []StepStatus {
 	return []StepStatus{StepPending, StepRunning, StepWaiting, StepCommitted, StepFailed, StepCanceled}
-}
-
-// Terminal reports whether the step has ended.
-func (s StepStatus) Terminal() bool {
-	return s == StepCommitted || s == StepFailed || s == StepCanceled
 }
 
 // Sentinel errors.
@@ -106,26 +97,26 @@ var (
 	ErrTerminal = errors.New("rath: run already ended")
 )
 
-// RunKind says what settles a run.
-type RunKind string
+// RunKind says what settles a run (the API's type: package api).
+type RunKind = api.RunKind
 
 // Run kinds.
 const (
 	// KindAgent: one step through an agent; its commit settles the run.
-	KindAgent RunKind = "agent"
+	KindAgent = api.KindAgent
 	// KindWorkflow: steps added by a driver (PutStep), which ends the run
 	// itself (Complete, FailRun); committing steps never does.
-	KindWorkflow RunKind = "workflow"
+	KindWorkflow = api.KindWorkflow
 )
 
 // Drivers of workflow runs.
 const (
 	// DriverCoordinator: the coordinator drives the declarative workflow in
 	// Run.Workflow, and resumes it after a restart.
-	DriverCoordinator = "coordinator"
+	DriverCoordinator = api.DriverCoordinator
 	// DriverClient: a program drives the run through the API (the SDK's
 	// cluster runtime).
-	DriverClient = "client"
+	DriverClient = api.DriverClient
 )
 
 // Run is one submission.
@@ -156,28 +147,10 @@ type Run struct {
 	Steps     []Step      `json:"steps,omitempty"`
 }
 
-// Budget limits what a run may spend. Zero fields are unlimited. The worker
-// enforces it: crossing it ends the step cleanly, recording why on the
-// version it commits.
-type Budget struct {
-	MaxTokens int64 `json:"max_tokens,omitempty"`
-	// MaxCostUSD is priced with the agent spec's pricing.
-	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
-}
-
-// IsZero reports whether the budget is unlimited.
-func (b Budget) IsZero() bool { return b == Budget{} }
-
-// Validate checks the budget, naming the bad field.
-func (b Budget) Validate() error {
-	switch {
-	case b.MaxTokens < 0:
-		return fmt.Errorf("budget.max_tokens: must be ≥ 0, got %d", b.MaxTokens)
-	case !(b.MaxCostUSD >= 0) || b.MaxCostUSD > 1e12:
-		return fmt.Errorf("budget.max_cost_usd: must be a number in 0..1e12, got %g", b.MaxCostUSD)
-	}
-	return nil
-}
+// Budget limits what a run may spend (the API's type: package api). Zero
+// fields are unlimited. The worker enforces it: crossing it ends the step
+// cleanly, recording why on the version it commits.
+type Budget = api.Budget
 
 // Step is one unit of work: forward Input through the step's Target (the
 // run's target when empty).

@@ -124,7 +124,7 @@ func TestBrowser(t *testing.T) {
 			TotalTokens int64 `json:"total_tokens"`
 		} `json:"usage"`
 	}
-	if err := cl.Do(ctx, "GET", "/v1/sessions/"+r1.Output, nil, &out); err != nil {
+	if err := cl.Do(ctx, "GET", "/v1/sessions/"+r1.Output.String(), nil, &out); err != nil {
 		t.Fatal(err)
 	}
 	if err := chromedp.Do(bctx, chromedp.WaitVisible(css(`#runs tr[data-run=%q] td.tokens:not(:empty)`, r1.ID))); err != nil {

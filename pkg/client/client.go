@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/rath-run/rath/pkg/api"
 )
 
 // Client talks to one coordinator. It is safe for concurrent use.
@@ -41,7 +43,8 @@ var transport = func() *http.Transport {
 	return t
 }()
 
-// APIError is an error response from the coordinator.
+// APIError is an error response from the coordinator: its HTTP status
+// and the body's code (one of api.Code…) and message.
 type APIError struct {
 	Status  int
 	Code    string `json:"code"`
@@ -119,15 +122,12 @@ func (c *Client) sendRaw(ctx context.Context, method, path string, body io.Reade
 	}
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
-		var e struct {
-			Error APIError `json:"error"`
-		}
+		var e api.ErrorResponse
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		if json.Unmarshal(raw, &e) != nil || e.Error.Message == "" {
-			e.Error = APIError{Code: "http", Message: strings.TrimSpace(string(raw))}
+			e.Error = api.ErrorBody{Code: "http", Message: strings.TrimSpace(string(raw))}
 		}
-		e.Error.Status = resp.StatusCode
-		return nil, &e.Error
+		return nil, &APIError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
 	}
 	return resp, nil
 }

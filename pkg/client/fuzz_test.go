@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/session"
 )
 
@@ -144,12 +145,12 @@ func FuzzWatch(f *testing.F) {
 	f.Add([]byte("id: 3\ndata: {\"type\":\"a\"}\n\nid: 3\ndata: {\"type\":\"a\"}\n\nid: x\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		c := cannedClient(t, 200, body)
-		var got []Event
-		err := c.WatchRun(context.Background(), "run_a", WatchOptions{Reconnects: -1}, func(e Event) error {
+		var got []api.Event
+		err := c.WatchRun(context.Background(), "run_a", WatchOptions{Reconnects: -1}, func(e api.Event) error {
 			got = append(got, e)
 			return nil
 		})
-		var want []Event
+		var want []api.Event
 		wantErr, ended := "", false
 		lines := strings.Split(string(body), "\n")
 		if lines[len(lines)-1] == "" {
@@ -169,7 +170,7 @@ func FuzzWatch(f *testing.F) {
 					data = nil // no data: no event
 					continue
 				}
-				var e Event
+				var e api.Event
 				if json.Unmarshal([]byte(raw), &e) != nil {
 					wantErr = "watch run_a: bad event"
 					break read

@@ -222,7 +222,7 @@ func (c *Client) WriteSessionGraph(ctx context.Context, id session.ID, o GraphOp
 	return translate(c.Stream(ctx, http.MethodGet, sessionPath(id, "graph")+q, nil, "", w))
 }
 
-func runPath(runID, op string) (string, error) {
+func runOpPath(runID, op string) (string, error) {
 	if runID == "" {
 		return "", errors.New("run id: required")
 	}
@@ -233,7 +233,7 @@ func runPath(runID, op string) (string, error) {
 // /v1/runs/{id}/graph): its input, every version its steps made, the
 // output and the route to it.
 func (c *Client) RunGraph(ctx context.Context, runID string) (*api.Graph, error) {
-	p, err := runPath(runID, "graph")
+	p, err := runOpPath(runID, "graph")
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +246,7 @@ func (c *Client) RunGraph(ctx context.Context, runID string) (*api.Graph, error)
 
 // WriteRunGraph writes a run's graph to w as a document in format.
 func (c *Client) WriteRunGraph(ctx context.Context, runID string, format api.GraphFormat, w io.Writer) error {
-	p, err := runPath(runID, "graph")
+	p, err := runOpPath(runID, "graph")
 	if err != nil {
 		return err
 	}

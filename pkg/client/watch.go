@@ -12,85 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rath-run/rath/pkg/api"
 )
-
-// Event types of a run's event stream (docs/api.md lists what each
-// carries). The list is open: a stream may carry other types.
-const (
-	EventRunSubmitted   = "run.submitted"
-	EventRunWaiting     = "run.waiting"
-	EventRunCompleted   = "run.completed"
-	EventRunFailed      = "run.failed"
-	EventRunCanceled    = "run.canceled"
-	EventRunTimedOut    = "run.timed_out"
-	EventStepStarted    = "step.started"
-	EventStepToken      = "step.token"
-	EventStepToolCall   = "step.tool_call"
-	EventStepToolResult = "step.tool_result"
-	EventStepCommitted  = "step.committed"
-	EventStepFailed     = "step.failed"
-	// EventMissing says that some of the run's first events are no longer
-	// stored on the server; the stream still ends with the run's end.
-	EventMissing = "events.missing"
-)
-
-// Event is one run event (see docs/api.md for the types).
-type Event struct {
-	// ID is the event's place in the server's events stream, sent as the
-	// SSE id: [WatchOptions.After] resumes after it. 0 for an event the
-	// server made for this stream (an end made from the stored run, a
-	// notice), which has no place to resume from.
-	ID     uint64          `json:"id,omitempty"`
-	RunID  string          `json:"run_id"`
-	StepID string          `json:"step_id,omitempty"`
-	Type   string          `json:"type"`
-	Time   time.Time       `json:"time"`
-	Data   json.RawMessage `json:"data,omitempty"`
-}
-
-// EndsRun reports whether e is a run's end: run.completed, run.failed,
-// run.canceled or run.timed_out. The stream ends after it.
-func (e Event) EndsRun() bool {
-	return strings.HasPrefix(e.Type, "run.") && e.Type != EventRunSubmitted && e.Type != EventRunWaiting
-}
-
-// Token returns the text of a step.token event ("" for other events).
-func (e Event) Token() string {
-	if e.Type != EventStepToken {
-		return ""
-	}
-	var d struct {
-		Text string `json:"text"`
-	}
-	_ = json.Unmarshal(e.Data, &d)
-	return d.Text
-}
-
-// End is what a run's end event carries.
-type End struct {
-	// Output is the run's output session version, when it has one.
-	Output string `json:"output,omitempty"`
-	// Error is why the run did not succeed.
-	Error string `json:"error,omitempty"`
-}
-
-// End decodes the data of a run's end event (or run.waiting); ok is false
-// for other events.
-func (e Event) End() (End, bool) {
-	if !e.EndsRun() && e.Type != EventRunWaiting {
-		return End{}, false
-	}
-	var d struct {
-		Output *string `json:"output"`
-		Error  string  `json:"error"`
-	}
-	_ = json.Unmarshal(e.Data, &d)
-	end := End{Error: d.Error}
-	if d.Output != nil {
-		end.Output = *d.Output
-	}
-	return end, true
-}
 
 // WatchOptions tune [Client.WatchRun].
 type WatchOptions struct {
@@ -109,7 +33,7 @@ const maxEventLine = 2 << 20
 // Watch streams a run's events from its start and calls fn for each until
 // the run's end or waiting event, ctx ends, or fn returns an error. It is
 // WatchRun with default options.
-func (c *Client) Watch(ctx context.Context, runID string, fn func(Event) error) error {
+func (c *Client) Watch(ctx context.Context, runID string, fn func(api.Event) error) error {
 	return c.WatchRun(ctx, runID, WatchOptions{}, fn)
 }
 
@@ -121,7 +45,7 @@ func (c *Client) Watch(ctx context.Context, runID string, fn func(Event) error) 
 // fn, ctx's, or the request's. A stream cut before either is reopened
 // after the last event received (Last-Event-ID), up to opts.Reconnects
 // times; fn does not see an event twice.
-func (c *Client) WatchRun(ctx context.Context, runID string, opts WatchOptions, fn func(Event) error) error {
+func (c *Client) WatchRun(ctx context.Context, runID string, opts WatchOptions, fn func(api.Event) error) error {
 	if runID == "" {
 		return fmt.Errorf("watch: run id is empty")
 	}
@@ -178,7 +102,7 @@ func unwrapFn(err error) error {
 // to fn, whether the stream ended as the run's stream ends (after its end
 // event, or after run.waiting), and why else it stopped (nil: the server
 // closed the stream early).
-func (c *Client) watchOnce(ctx context.Context, runID string, after uint64, fn func(Event) error) (uint64, bool, error) {
+func (c *Client) watchOnce(ctx context.Context, runID string, after uint64, fn func(api.Event) error) (uint64, bool, error) {
 	path := "/v1/runs/" + url.PathEscape(runID) + "/events"
 	if after > 0 {
 		path += "?after=" + strconv.FormatUint(after, 10)
@@ -202,7 +126,7 @@ func (c *Client) watchOnce(ctx context.Context, runID string, after uint64, fn f
 			if data.Len() == 0 {
 				continue
 			}
-			var e Event
+			var e api.Event
 			if err := json.Unmarshal([]byte(data.String()), &e); err != nil {
 				return after, false, fnError{fmt.Errorf("watch %s: bad event: %w", runID, err)}
 			}
@@ -240,5 +164,5 @@ func (c *Client) watchOnce(ctx context.Context, runID string, after uint64, fn f
 		return after, false, fmt.Errorf("watch %s: %w", runID, err)
 	}
 	// The server ends a waiting run's stream after run.waiting.
-	return after, lastType == EventRunWaiting, nil
+	return after, lastType == api.EventRunWaiting, nil
 }

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/session"
@@ -37,7 +38,7 @@ var ErrStepCanceled = errors.New("rath: step canceled")
 // once).
 type Runtime struct {
 	c     *client.Client
-	run   client.Run
+	run   api.Run
 	graph *client.Graph
 	// Wait is how long one long-poll for a step's end lasts; default 30s.
 	Wait time.Duration
@@ -84,11 +85,7 @@ func (rt *Runtime) Graph() session.Graph { return rt.graph }
 
 // Input returns the run's input session.
 func (rt *Runtime) Input(ctx context.Context) (session.Session, error) {
-	id, err := session.ParseID(rt.run.Input)
-	if err != nil {
-		return session.Session{}, fmt.Errorf("cluster: run %s input: %w", rt.run.ID, err)
-	}
-	return session.Open(ctx, rt.graph, id)
+	return session.Open(ctx, rt.graph, rt.run.Input)
 }
 
 // Step implements flow.Runtime: it records the step (idempotently), waits
@@ -108,7 +105,7 @@ func (rt *Runtime) Step(ctx context.Context, key string, call flow.Call, in sess
 	}
 	// One request records the step and waits for its end; a step that
 	// outlasts the wait is waited for with GET …?wait= after.
-	st, err := rt.c.PutStepWait(ctx, rt.run.ID, key, raw, in.ID().String(), wait)
+	st, err := rt.c.PutStepWait(ctx, rt.run.ID, key, raw, in.ID(), wait)
 	if err != nil {
 		return session.Session{}, fmt.Errorf("cluster: step %s: %w", key, err)
 	}
@@ -125,13 +122,12 @@ func (rt *Runtime) Step(ctx context.Context, key string, call flow.Call, in sess
 		}
 	}
 	switch st.Status {
-	case "committed":
-		id, err := session.ParseID(st.Output)
-		if err != nil {
-			return session.Session{}, fmt.Errorf("cluster: step %s output: %w", key, err)
+	case api.StepCommitted:
+		if st.Output == nil {
+			return session.Session{}, fmt.Errorf("cluster: step %s committed without an output", key)
 		}
-		return session.Open(ctx, rt.graph, id)
-	case "failed":
+		return session.Open(ctx, rt.graph, *st.Output)
+	case api.StepFailed:
 		return session.Session{}, fmt.Errorf("cluster: step %s failed: %s", key, st.Error)
 	default:
 		return session.Session{}, fmt.Errorf("cluster: step %s is %s: %w", key, st.Status, ErrStepCanceled)
@@ -140,7 +136,7 @@ func (rt *Runtime) Step(ctx context.Context, key string, call flow.Call, in sess
 
 // Complete ends the run succeeded with out.
 func (rt *Runtime) Complete(ctx context.Context, out session.Session) error {
-	if _, err := rt.c.CompleteRun(ctx, rt.run.ID, out.ID().String()); err != nil {
+	if _, err := rt.c.CompleteRun(ctx, rt.run.ID, out.ID()); err != nil {
 		return fmt.Errorf("cluster: complete run %s: %w", rt.run.ID, err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/testdb"
 	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/flow/cluster"
@@ -86,7 +87,7 @@ func fanOutMerge(t *testing.T, storeURL string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Status != "succeeded" || r.Output != out.ID().String() || r.Kind != "workflow" {
+	if r.Status != "succeeded" || r.Output == nil || *r.Output != out.ID() || r.Kind != "workflow" {
 		t.Fatalf("run = %+v", r)
 	}
 	if len(r.Steps) != 6 {
@@ -213,7 +214,7 @@ func TestBudgetStopsAcrossSteps(t *testing.T) {
 	})
 	c := startStack(t, 1, env)
 	ctx := context.Background()
-	rt, in, err := cluster.Start(ctx, c, client.WorkflowRequest{Message: "go", Budget: client.Budget{MaxTokens: 100}})
+	rt, in, err := cluster.Start(ctx, c, client.WorkflowRequest{Message: "go", Budget: api.Budget{MaxTokens: 100}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,58 @@
+package runs
+
+import (
+	"github.com/rath-run/rath/pkg/api"
+	"github.com/rath-run/rath/pkg/lineage"
+	"github.com/rath-run/rath/pkg/session"
+)
+
+// API returns the run as the HTTP API shows it (package api), with its
+// steps.
+func (r Run) API() api.Run {
+	out := api.Run{
+		ID: r.ID, Kind: r.Kind, Status: r.Status, Driver: r.Driver, Workflow: r.Workflow,
+		Deadline: r.Deadline, Queue: r.Queue, Target: r.Target, Input: r.Input, Budget: r.Budget,
+		Output: r.Output, Error: r.Error, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+	if r.Steps != nil {
+		out.Steps = make([]api.Step, len(r.Steps))
+		for i, st := range r.Steps {
+			out.Steps[i] = st.API()
+		}
+	}
+	return out
+}
+
+// API returns the step as the HTTP API shows it (package api).
+func (s Step) API() api.Step {
+	return api.Step{
+		ID: s.ID, RunID: s.RunID, Key: s.Key, Ordinal: s.Ordinal, Target: s.Target, Status: s.Status,
+		Input: s.Input, Output: s.Output, Attempts: s.Attempts, Worker: s.Worker, Error: s.Error,
+		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt,
+	}
+}
+
+// APIRuns returns runs as the HTTP API shows them (never nil).
+func APIRuns(rs []Run) []api.Run {
+	out := make([]api.Run, len(rs))
+	for i, r := range rs {
+		out[i] = r.API()
+	}
+	return out
+}
+
+// Lineage is what a lineage graph needs to know about a run (as the API
+// returns it): its input, its output and the inputs of its failed steps.
+func Lineage(run api.Run) lineage.RunInfo {
+	info := lineage.RunInfo{ID: run.ID, Output: run.Output}
+	if run.Input != (session.ID{}) {
+		in := run.Input
+		info.Input = &in
+	}
+	for _, st := range run.Steps {
+		if st.Status == api.StepFailed {
+			info.FailedInputs = append(info.FailedInputs, st.Input)
+		}
+	}
+	return info
+}

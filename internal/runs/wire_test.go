@@ -1,0 +1,54 @@
+package runs_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/api"
+	"github.com/rath-run/rath/pkg/session"
+)
+
+// TestAPIKeepsTheJSON: a run and its steps encode to the same JSON as the
+// API's types (docs/api.md, the UI and older clients read these names), and
+// every field of runs.Run and runs.Step reaches the API's.
+func TestAPIKeepsTheJSON(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	in, out := session.NewID(), session.NewID()
+	st := runs.Step{ID: "run_x/k", RunID: "run_x", Key: "k", Ordinal: 1, Target: json.RawMessage(`{"kind":"agent"}`),
+		Status: runs.StepCommitted, Input: in, Output: &out, Attempts: 2, Worker: "w1", Error: "e",
+		CreatedAt: now, UpdatedAt: now, StartedAt: &now, FinishedAt: &now}
+	r := runs.Run{ID: "run_x", Kind: runs.KindWorkflow, Status: runs.RunFailed, Driver: runs.DriverClient, Workflow: "steps: []",
+		Deadline: &now, Queue: "q", Target: json.RawMessage(`{"name":"a"}`), Input: in, Budget: runs.Budget{MaxTokens: 5, MaxCostUSD: 1.5},
+		Output: &out, Error: "boom", CreatedAt: now, UpdatedAt: now, Steps: []runs.Step{st}}
+
+	for name, pair := range map[string][2]any{"run": {r, r.API()}, "step": {st, st.API()}, "zero run": {runs.Run{}, runs.Run{}.API()}} {
+		want, err := json.Marshal(pair[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := json.Marshal(pair[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("%s: API JSON\n%s\nwant\n%s", name, got, want)
+		}
+	}
+	// Every field is set above: a field added to runs.Run but not copied
+	// by API() would show as a zero field here.
+	for _, v := range []any{r.API(), st.API()} {
+		rv := reflect.ValueOf(v)
+		for i := range rv.NumField() {
+			if rv.Field(i).IsZero() {
+				t.Errorf("%T.%s is zero", v, rv.Type().Field(i).Name)
+			}
+		}
+	}
+	if reflect.TypeOf(runs.Run{}).NumField() != reflect.TypeOf(api.Run{}).NumField() ||
+		reflect.TypeOf(runs.Step{}).NumField() != reflect.TypeOf(api.Step{}).NumField() {
+		t.Error("runs.Run/Step and api.Run/Step have different fields: update API()")
+	}
+}
