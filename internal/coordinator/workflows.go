@@ -13,8 +13,8 @@ import (
 
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
-	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/flowfile"
 	"github.com/rath-run/rath/pkg/session"
