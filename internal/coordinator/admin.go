@@ -28,11 +28,11 @@ type TenantRetention interface {
 var errNoRetention = errors.New("this coordinator serves no gc, pins, redaction or check (no retention database)")
 
 // adminRoutes registers gc, pins, redaction and check (docs/api.md,
-// "Admin"). Scopes (RouteScopes): reading pins is read; pinning and
-// unpinning are admin (a pin keeps data from gc, so it is a retention
-// decision); gc, redact, the redaction list (the redactions' reasons are
-// the operator's audit trail) and check are admin. Every one acts on the
-// caller's tenant's rows only.
+// "Admin"). Scopes (RouteScopes): reading pins and the redaction records
+// is read (a read token of the tenant reads its transcripts anyway);
+// pinning and unpinning are admin (a pin keeps data from gc, so it is a
+// retention decision); gc, redact and check are admin. Every one acts on
+// the caller's tenant's rows only.
 func (c *Coordinator) adminRoutes(api *apiMux) {
 	api.HandleFunc("POST /v1/admin/gc", c.gc)
 	api.HandleFunc("GET /v1/pins", c.listPins)

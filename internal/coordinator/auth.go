@@ -62,14 +62,15 @@ var RouteScopes = map[string]auth.Scope{
 	"POST /v1/tokens/{id}/revoke": auth.ScopeAdmin,
 
 	// Retention, redaction and check (admin.go, issue #20): reading pins
-	// is read; pinning is admin (a pin keeps data from gc); gc, redaction,
-	// the redaction records and check are admin.
+	// and redaction records is read (a tenant's read token already reads
+	// its transcripts); pinning is admin (a pin keeps data from gc); gc,
+	// redaction and check are admin.
 	"POST /v1/admin/gc":             auth.ScopeAdmin,
 	"GET /v1/pins":                  auth.ScopeRead,
 	"POST /v1/versions/{id}/pin":    auth.ScopeAdmin,
 	"DELETE /v1/versions/{id}/pin":  auth.ScopeAdmin,
 	"POST /v1/versions/{id}/redact": auth.ScopeAdmin,
-	"GET /v1/redactions":            auth.ScopeAdmin,
+	"GET /v1/redactions":            auth.ScopeRead,
 	"POST /v1/admin/check":          auth.ScopeAdmin,
 
 	// A workspace file's bytes (issue #20).
