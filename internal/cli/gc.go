@@ -42,7 +42,7 @@ func (f *lineageFlags) withRetention(fn func(ctx context.Context, t target, ret 
 		if err != nil {
 			return err
 		}
-		defer closeDB()
+		defer func() { _ = closeDB() }()
 		return fn(ctx, t, ret, args)
 	})
 }

@@ -95,7 +95,7 @@ func memoryError(err error) error {
 	if !errors.As(err, &e) {
 		return err
 	}
-	kind := memory.Kind("")
+	var kind memory.Kind
 	switch e.Status {
 	case http.StatusNotFound:
 		kind = memory.KindNotFound
