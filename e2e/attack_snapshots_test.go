@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testdb"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store/pgstore"
 )
@@ -197,7 +197,7 @@ func TestAttackSnapshotByID(t *testing.T) {
 	if out := s.as(acme, "session", "cat", r.Output.String(), secretFile); out != secret {
 		t.Errorf("acme's rathctl session cat = %q, want %q", out, secret)
 	}
-	if out, errOut, code := s.rathctl([]string{"RATH_TOKEN=" + umbrella}, "", "session", "cat", r.Output.String(), secretFile); code != 1 ||
+	if out, errOut, code := s.rathctl([]string{"RATH_TOKEN=" + umbrella}, "", "session", "cat", r.Output.String(), secretFile); code != 4 ||
 		strings.Contains(out+errOut, secret) {
 		t.Errorf("umbrella's rathctl session cat of acme's file: exit %d, %q %q", code, out, errOut)
 	}
@@ -217,7 +217,7 @@ func TestAttackSnapshotByID(t *testing.T) {
 		t.Fatalf("acme placing its own snapshot: %d %s", code, resp)
 	}
 	code, resp = s.call(acme, "GET", "/v1/sessions/"+placed.ID.String()+"/files", "", nil)
-	var files coordinator.FilesView
+	var files api.FilesView
 	if code != http.StatusOK || json.Unmarshal([]byte(resp), &files) != nil || len(files.Entries) != 1 || files.Entries[0].Path != secretFile {
 		t.Errorf("acme's files of its placed version: %d %s", code, resp)
 	}

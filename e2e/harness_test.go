@@ -260,7 +260,7 @@ func (c *cluster) waitReady() {
 // rathctl runs the built rathctl against the cluster and returns stdout.
 func (c *cluster) rathctl(args ...string) ([]byte, error) {
 	cmd := exec.Command(bin(c.t, "rathctl"), args...)
-	cmd.Env = append(os.Environ(), "RATH_SERVER="+c.server)
+	cmd.Env = append(os.Environ(), "RATH_SERVER="+c.server, "RATH_STORE=")
 	cmd.Dir = c.dir
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -124,7 +124,7 @@ func TestRedactEverywhereAtOnce(t *testing.T) {
 			}
 		}
 		show := exec.Command(bin(t, "rathctl"), "session", "show", out)
-		show.Env = append(os.Environ(), "RATH_SERVER="+server)
+		show.Env = append(os.Environ(), "RATH_SERVER="+server, "RATH_STORE=")
 		show.Dir = c.dir
 		b, err := show.CombinedOutput()
 		if err != nil {

@@ -124,7 +124,7 @@ func OpenBackend(ctx context.Context, cfg BackendConfig) (*Backend, error) {
 	log := cmp.Or(cfg.Logger, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	b := &Backend{}
 	err := retry(ctx, log, "open store", func() error {
-		st, err := storeurl.Open(ctx, cfg.StoreURL, storeurl.Options{})
+		st, err := storeurl.Open(ctx, cfg.StoreURL, storeurl.Options{Create: cfg.Migrate})
 		if err != nil {
 			return err
 		}

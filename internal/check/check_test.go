@@ -29,7 +29,7 @@ type fixture struct {
 func newFixture(t *testing.T, url string) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	st, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true})
+	st, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true, Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // notFoundExit is the exit code of a command whose object does not exist
 // (docs/cli.md: not found). The commands return errors wrapping
 // session.ErrNotFound; the exit code mapping names the code.
-const notFoundExit = 1
+const notFoundExit = 4
 
 // TestAdminCommandsThroughCoordinator runs gc, pin, unpin, pins, redact,
 // redactions, check and memory against a coordinator (--server), with no

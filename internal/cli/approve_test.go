@@ -72,7 +72,7 @@ script:
 	}{
 		{[]string{"reject", approved}, 2, "--reason is required"},
 		{[]string{"approve", approved, "--call", "nosuch"}, 1, "call_id"},
-		{[]string{"approve", "run_nosuch"}, 1, "404"},
+		{[]string{"approve", "run_nosuch"}, 4, "404"},
 	} {
 		code, _, errOut := rathctl(t, "", append(c.args, "--server", d.URL)...)
 		if code != c.code || !strings.Contains(errOut, c.want) {

@@ -34,6 +34,7 @@ type benchFlags struct {
 	workerSweep                   string
 	jsonPath, svgDir, dir         string
 	cpuProfile                    string
+	output                        string
 }
 
 func newBenchCmd(env *Env) *cobra.Command {
@@ -77,6 +78,7 @@ cluster, and with --store and --nats also its limits and memory recall.`,
 	fl.StringVar(&f.recallSizes, "recall-items", "1000,10000,100000", "memory sizes recall is measured at")
 	fl.StringVar(&f.jsonPath, "json", "", "write the JSON report to this file")
 	fl.StringVar(&f.svgDir, "svg", "", "write the growth plots (SVG) into this directory")
+	fl.StringVarP(&f.output, "output", "o", "text", "output format: text (the table) or json (the report --json writes)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (with --dev: the whole stack's) to this file")
 	fl.StringVar(&f.dir, "dir", "", "with --dev: state directory (default: a temporary one, removed after)")
 	return c
@@ -168,7 +170,11 @@ func runBench(ctx context.Context, env *Env, f *benchFlags, devSet bool) error {
 	}
 	rep, runErr := bench.Run(ctx, target, cfg)
 	if rep != nil {
-		if err := rep.WriteTable(env.Out); err != nil {
+		write := rep.WriteTable
+		if f.output == "json" {
+			write = rep.WriteJSON
+		}
+		if err := write(env.Out); err != nil {
 			return err
 		}
 		if f.jsonPath != "" {

@@ -17,7 +17,7 @@ import (
 func TestCheckCommand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := "sqlite:" + filepath.Join(t.TempDir(), "rath.db")
+	url := migrated(t, filepath.Join(t.TempDir(), "rath.db"))
 	var out, errOut bytes.Buffer
 	for _, args := range [][]string{
 		{"session", "new", "--store", url, "--user", "hello"},

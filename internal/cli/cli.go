@@ -10,6 +10,10 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/client"
+	"github.com/rath-run/rath/pkg/session"
 )
 
 // Env is what every command gets: its output streams.
@@ -28,8 +32,17 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
-// Main runs rathctl with args and returns the process exit code: 0 on
-// success, 2 for usage errors, 1 otherwise.
+// Exit codes (docs/cli.md): what Main returns.
+const (
+	exitOK       = 0 // the command did what it was asked
+	exitFailed   = 1 // it failed (including: no coordinator where one was expected)
+	exitUsage    = 2 // bad flags, arguments or -o
+	exitWaiting  = 3 // the run it watched waits for an approval decision
+	exitNotFound = 4 // the run, version, token or file it names does not exist
+)
+
+// Main runs rathctl with args and returns the process exit code (see the
+// constants above).
 func Main(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int {
 	env := &Env{In: in, Out: out, Err: errOut}
 	root := newRoot(env)
@@ -39,14 +52,25 @@ func Main(ctx context.Context, args []string, in io.Reader, out, errOut io.Write
 	root.SetErr(errOut)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
-		return 0
+		return exitOK
 	}
+	err = noCoordinator(err)
 	fmt.Fprintf(errOut, "rathctl: %v\n", err)
+	return exitCode(err)
+}
+
+// exitCode maps a command's error to the process exit code.
+func exitCode(err error) int {
 	var ee *exitError
-	if errors.As(err, &ee) {
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
 		return ee.code
+	case errors.Is(err, session.ErrNotFound), errors.Is(err, client.ErrNotFound), errors.Is(err, runs.ErrNotFound):
+		return exitNotFound
 	}
-	return 1
+	return exitFailed
 }
 
 func newRoot(env *Env) *cobra.Command {
@@ -55,6 +79,9 @@ func newRoot(env *Env) *cobra.Command {
 		Short:         "Rath: a distributed runtime for multi-agent, multi-session LLM systems",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Every command's -o is checked here once (a command with its own
+		// PersistentPreRunE, config, checks it there).
+		PersistentPreRunE: func(c *cobra.Command, _ []string) error { return checkOutput(c) },
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: 2, err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
@@ -70,5 +97,22 @@ func newRoot(env *Env) *cobra.Command {
 	root.AddCommand(lineageCmds(env)...)
 	root.AddCommand(newRerunCmd(env))
 	root.AddCommand(newRedactCmds(env)...)
+	usageArgs(root)
 	return root
+}
+
+// usageArgs makes a wrong number or shape of arguments a usage error (exit
+// 2), on every command below c.
+func usageArgs(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return &exitError{code: exitUsage, err: fmt.Errorf("%w (see %s --help)", err, cmd.CommandPath())}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageArgs(sub)
+	}
 }

@@ -41,6 +41,7 @@ script:
 
 func newDemoCmd(env *Env) *cobra.Command {
 	var graphOnly bool
+	var output string
 	c := &cobra.Command{
 		Use:   "demo",
 		Short: "start the dev stack, run a scripted agent, print the result and the session graph",
@@ -52,19 +53,27 @@ func newDemoCmd(env *Env) *cobra.Command {
 				if err := sessionDemo(ctx, g); err != nil {
 					return err
 				}
+				if output == "json" {
+					return printDemoJSON(env, nil, g.Versions())
+				}
 				return printTree(env.Out, g.Versions())
 			}
-			return runDemo(ctx, env)
+			return runDemo(ctx, env, output)
 		},
 	}
 	c.Flags().BoolVar(&graphOnly, "graph-only", false, "only build a session graph in memory (no stack)")
+	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json ({run, versions}: the run and every version, as the API shows them)")
 	return c
 }
 
 // runDemo starts the dev stack in a temporary directory, runs the demo
 // agent through the API, then builds branches on the result and prints the
 // session graph.
-func runDemo(ctx context.Context, env *Env) error {
+func runDemo(ctx context.Context, env *Env, output string) error {
+	text := env
+	if output == "json" {
+		text = &Env{In: env.In, Out: io.Discard, Err: env.Err}
+	}
 	dir, err := os.MkdirTemp("", "rath-demo-")
 	if err != nil {
 		return err
@@ -75,7 +84,7 @@ func runDemo(ctx context.Context, env *Env) error {
 		return err
 	}
 	defer d.Close()
-	fmt.Fprintf(env.Out, "dev stack up: coordinator %s, embedded NATS + SQLite in %s\n", d.URL, dir)
+	fmt.Fprintf(text.Out, "dev stack up: coordinator %s, embedded NATS + SQLite in %s\n", d.URL, dir)
 	cl, err := client.New(d.URL, "")
 	if err != nil {
 		return err
@@ -92,7 +101,7 @@ func runDemo(ctx context.Context, env *Env) error {
 	if err := cl.Do(ctx, "POST", "/v1/runs", map[string]any{"agent": json.RawMessage(specJSON), "message": "Plan a three-day trip to Kyoto."}, &r); err != nil {
 		return err
 	}
-	if err := watchRun(ctx, env, cl, "text", r.ID); err != nil {
+	if err := watchRun(ctx, text, cl, "text", r.ID); err != nil {
 		return err
 	}
 	if err := cl.Do(ctx, "GET", "/v1/runs/"+r.ID, nil, &r); err != nil {
@@ -106,9 +115,9 @@ func runDemo(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(env.Out, "\ntranscript:")
+	fmt.Fprintln(text.Out, "\ntranscript:")
 	for i, c := range chunks {
-		fmt.Fprintf(env.Out, "  [%d] %s\n", i, chunkLine(c))
+		fmt.Fprintf(text.Out, "  [%d] %s\n", i, chunkLine(c))
 	}
 	// Branch the result, as a user exploring alternatives would.
 	a, err := out.Fork(ctx)
@@ -140,8 +149,28 @@ func runDemo(ctx context.Context, env *Env) error {
 		}
 		vs = append(vs, v)
 	}
+	if output == "json" {
+		return printDemoJSON(env, &r, vs)
+	}
 	fmt.Fprintln(env.Out, "\nsession graph:")
 	return printTree(env.Out, vs)
+}
+
+// demoResult is what `rathctl demo -o json` prints: the demo's run (none
+// with --graph-only) and every version it made, as the API shows them.
+type demoResult struct {
+	Run      *runs.Run    `json:"run,omitempty"`
+	Versions []store.Info `json:"versions"`
+}
+
+func printDemoJSON(env *Env, r *runs.Run, vs []*session.Version) error {
+	res := demoResult{Run: r, Versions: make([]store.Info, 0, len(vs))}
+	for _, v := range vs {
+		res.Versions = append(res.Versions, store.InfoOf(v))
+	}
+	enc := json.NewEncoder(env.Out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res)
 }
 
 // sessionDemo builds a root, forks three branches, appends to them, merges

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,9 +13,18 @@ import (
 	"github.com/rath-run/rath/internal/telemetry"
 )
 
+// devStarted is what `rathctl dev -o json` prints once the stack is up.
+type devStarted struct {
+	URL     string `json:"url"`
+	Dir     string `json:"dir"`
+	UI      string `json:"ui"`
+	Metrics string `json:"metrics"`
+}
+
 func newDevCmd(env *Env) *cobra.Command {
 	var cfg app.DevConfig
 	var verbose bool
+	var output string
 	c := &cobra.Command{
 		Use:   "dev",
 		Short: "run the whole system in one process: embedded NATS, embedded store, coordinator API, workers",
@@ -39,6 +49,15 @@ func newDevCmd(env *Env) *cobra.Command {
 				return err
 			}
 			defer d.Close()
+			if output == "json" {
+				// One line a script can read for the address, then nothing
+				// until it stops.
+				if err := json.NewEncoder(env.Out).Encode(devStarted{URL: d.URL, Dir: cfg.Dir, UI: d.URL + "/ui/", Metrics: d.URL + "/metrics"}); err != nil {
+					return err
+				}
+				<-ctx.Done()
+				return nil
+			}
 			fmt.Fprintf(env.Out, "rath dev: coordinator API on %s (state in %s); Ctrl-C to stop\n", d.URL, cfg.Dir)
 			fmt.Fprintf(env.Out, "web UI: %s/ui/  metrics: %s/metrics\n", d.URL, d.URL)
 			fmt.Fprintf(env.Out, "try: rathctl run --server %s --agent examples/agents/planner.yaml --message 'Plan a trip' --watch\n", d.URL)
@@ -53,5 +72,6 @@ func newDevCmd(env *Env) *cobra.Command {
 	c.Flags().IntVar(&cfg.Workers, "workers", 2, "in-process workers")
 	c.Flags().IntVar(&cfg.Slots, "slots", 4, "concurrent steps per worker")
 	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "log at info level")
+	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json (one line: the coordinator's url, dir, ui, metrics)")
 	return c
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -94,14 +95,10 @@ func newDossierCmd(env *Env) *cobra.Command {
 	return c
 }
 
+// storeURLOf is the store f names (--store, else RATH_STORE); only called
+// once f.open has succeeded, so one is named.
 func storeURLOf(f storeFlags) string {
-	if f.url != "" {
-		return f.url
-	}
-	if u := os.Getenv("RATH_STORE"); u != "" {
-		return u
-	}
-	return defaultStore
+	return cmp.Or(f.url, os.Getenv("RATH_STORE"))
 }
 
 // parsePrice reads MODEL=PROMPT/COMPLETION.

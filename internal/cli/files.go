@@ -4,13 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"io/fs"
-	"net/url"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/rath-run/rath/internal/coordinator"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/workspace"
 )
@@ -19,7 +16,8 @@ import (
 // `session cat VERSION PATH`.
 // Workspace snapshots live in the coordinator's JetStream object store, so
 // these always ask a coordinator (or `rathctl dev`): the session command's
-// --server, else RATH_SERVER, else http://127.0.0.1:7420. p prints with the
+// --server, else RATH_SERVER, else the logged-in server, else
+// http://127.0.0.1:7420 (serverTarget). p prints with the
 // session command's --output.
 func newSessionFilesCmds(p *printer, f *sessionFlags) []*cobra.Command {
 	apiClient := func() (*client.Client, error) {
@@ -29,8 +27,12 @@ func newSessionFilesCmds(p *printer, f *sessionFlags) []*cobra.Command {
 		if f.output != "text" && f.output != "json" {
 			return nil, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", f.output)}
 		}
-		server := apiServer(f.server)
-		return client.New(server, apiToken(f.token, server))
+		w := serverTarget(f.server, f.token)
+		cl, err := client.New(w.server, w.token)
+		if err != nil {
+			return nil, &exitError{code: 2, err: fmt.Errorf("--server: %w", err)}
+		}
+		return cl, nil
 	}
 	files := &cobra.Command{
 		Use:   "files ID",
@@ -45,8 +47,8 @@ func newSessionFilesCmds(p *printer, f *sessionFlags) []*cobra.Command {
 			if err != nil {
 				return err
 			}
-			var v coordinator.FilesView
-			if err := cl.Do(cmd.Context(), "GET", "/v1/sessions/"+id.String()+"/files", nil, &v); err != nil {
+			v, err := cl.Files(cmd.Context(), id)
+			if err != nil {
 				return err
 			}
 			return p.files(v)
@@ -69,9 +71,8 @@ func newSessionFilesCmds(p *printer, f *sessionFlags) []*cobra.Command {
 			if err != nil {
 				return err
 			}
-			var v coordinator.DiffView
-			path := "/v1/sessions/" + a.String() + "/diff?to=" + url.QueryEscape(b.String())
-			if err := cl.Do(cmd.Context(), "GET", path, nil, &v); err != nil {
+			v, err := cl.Diff(cmd.Context(), a, b)
+			if err != nil {
 				return err
 			}
 			return p.diff(v)
@@ -93,11 +94,15 @@ func newSessionFilesCmds(p *printer, f *sessionFlags) []*cobra.Command {
 			if err != nil {
 				return err
 			}
-			segs := strings.Split(args[1], "/")
-			for i, s := range segs {
-				segs[i] = url.PathEscape(s)
+			fc, err := cl.ReadFile(cmd.Context(), id, args[1])
+			if err != nil {
+				return err
 			}
-			return cl.Stream(cmd.Context(), "GET", "/v1/sessions/"+id.String()+"/files/"+strings.Join(segs, "/"), nil, "", p.env.Out)
+			if p.f.output == "json" {
+				return p.json(fc)
+			}
+			_, err = p.env.Out.Write(fc.Content)
+			return err
 		},
 	}
 	return []*cobra.Command{files, diff, cat}
@@ -105,17 +110,17 @@ func newSessionFilesCmds(p *printer, f *sessionFlags) []*cobra.Command {
 
 // modeString formats an entry like ls -l: "drwxr-xr-x", "-rw-r--r--",
 // "lrwxrwxrwx".
-func modeString(e workspace.Entry) string {
+func modeString(e api.FileEntry) string {
 	switch e.Type {
-	case workspace.TypeDir:
-		return "d" + fs.FileMode(e.Mode).String()[1:]
-	case workspace.TypeSymlink:
+	case api.FileTypeDir:
+		return "d" + e.Mode.Perm().String()[1:]
+	case api.FileTypeSymlink:
 		return "lrwxrwxrwx"
 	}
-	return fs.FileMode(e.Mode).String()
+	return e.Mode.Perm().String()
 }
 
-func (p *printer) files(v coordinator.FilesView) error {
+func (p *printer) files(v *api.FilesView) error {
 	if p.f.output == "json" {
 		return p.json(v)
 	}
@@ -130,9 +135,9 @@ func (p *printer) files(v coordinator.FilesView) error {
 	for _, e := range v.Entries {
 		var err error
 		switch e.Type {
-		case workspace.TypeFile:
+		case api.FileTypeFile:
 			_, err = fmt.Fprintf(out, "%s %10d  %s\n", modeString(e), e.Size, e.Path)
-		case workspace.TypeDir:
+		case api.FileTypeDir:
 			_, err = fmt.Fprintf(out, "%s %10s  %s/\n", modeString(e), "-", e.Path)
 		default:
 			_, err = fmt.Fprintf(out, "%s %10s  %s -> %s\n", modeString(e), "-", e.Path, e.Target)
@@ -144,14 +149,14 @@ func (p *printer) files(v coordinator.FilesView) error {
 	return nil
 }
 
-func (p *printer) diff(v coordinator.DiffView) error {
+func (p *printer) diff(v *api.DiffView) error {
 	if p.f.output == "json" {
 		return p.json(v)
 	}
-	letter := map[workspace.ChangeKind]string{workspace.Added: "A", workspace.Removed: "D", workspace.Changed: "M"}
+	letter := map[api.ChangeKind]string{api.Added: "A", api.Removed: "D", api.Changed: "M"}
 	for _, c := range v.Changes {
 		suffix := ""
-		if e := cmp.Or(c.After, c.Before); e != nil && e.Type == workspace.TypeDir {
+		if e := cmp.Or(c.After, c.Before); e != nil && e.Type == api.FileTypeDir {
 			suffix = "/"
 		}
 		if _, err := fmt.Fprintf(p.env.Out, "%s  %s%s\n", letter[c.Kind], c.Path, suffix); err != nil {

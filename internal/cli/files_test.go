@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/rath-run/rath/internal/app"
-	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testenv"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
@@ -97,7 +97,7 @@ func TestSessionFilesAndDiff(t *testing.T) {
 			t.Errorf("files output lacks %q:\n%s", want, out)
 		}
 	}
-	var fv coordinator.FilesView
+	var fv api.FilesView
 	okJSON(t, &fv, "session", "files", b.String(), srv)
 	if fv.ID != b || fv.Files != 3 || len(fv.Entries) != 4 || fv.Snapshot == "" {
 		t.Errorf("files -o json = %+v", fv)
@@ -115,7 +115,7 @@ func TestSessionFilesAndDiff(t *testing.T) {
 	if code != 0 || out != "" {
 		t.Errorf("diff A fork: exit %d, %q; want no changes", code, out)
 	}
-	var dv coordinator.DiffView
+	var dv api.DiffView
 	okJSON(t, &dv, "session", "diff", root.ID.String(), a.String(), srv)
 	if dv.FromSnapshot != "" || len(dv.Changes) != 3 || dv.Changes[0].Kind != "added" {
 		t.Errorf("diff root A -o json = %+v", dv)
@@ -135,8 +135,8 @@ func TestSessionFilesAndDiff(t *testing.T) {
 		args []string
 		code int
 	}{
-		{[]string{"session", "cat", a.String(), "b.txt", srv}, 1},         // not in a's workspace
-		{[]string{"session", "cat", a.String(), "notes", srv}, 1},         // a directory
+		{[]string{"session", "cat", a.String(), "b.txt", srv}, 4},         // not in a's workspace
+		{[]string{"session", "cat", a.String(), "notes", srv}, 4},         // a directory (the API's 404)
 		{[]string{"session", "cat", a.String(), "../etc/passwd", srv}, 2}, // not a workspace path
 		{[]string{"session", "cat", "nope", "b.txt", srv}, 2},
 	} {
@@ -151,7 +151,7 @@ func TestSessionFilesAndDiff(t *testing.T) {
 	}
 	missing := session.NewID()
 	code, _, errOut = rathctl(t, "", "session", "files", missing.String(), srv)
-	if code != 1 || !strings.Contains(errOut, "not_found") {
+	if code != 4 || !strings.Contains(errOut, "not_found") {
 		t.Errorf("files of a missing version: exit %d, %q", code, errOut)
 	}
 	code, _, errOut = rathctl(t, "", "session", "diff", a.String(), "nope", srv)

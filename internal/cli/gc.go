@@ -32,9 +32,6 @@ func (t target) retention(ctx context.Context) (lineage.Retention, func() error,
 // database.
 func (f *lineageFlags) withRetention(fn func(ctx context.Context, t target, ret lineage.Retention, args []string) error) func(*cobra.Command, []string) error {
 	return f.with(func(ctx context.Context, t target, args []string) error {
-		if err := checkOutput(f.output); err != nil {
-			return err
-		}
 		if t.cl != nil {
 			return fn(ctx, t, lineage.Retention{}, args)
 		}
@@ -45,14 +42,6 @@ func (f *lineageFlags) withRetention(fn func(ctx context.Context, t target, ret 
 		defer func() { _ = closeDB() }()
 		return fn(ctx, t, ret, args)
 	})
-}
-
-// checkOutput refuses an -o that is not text or json.
-func checkOutput(output string) error {
-	if output != "text" && output != "json" {
-		return &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", output)}
-	}
-	return nil
 }
 
 func newGCCmd(env *Env) *cobra.Command {

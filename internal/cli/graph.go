@@ -1,28 +1,26 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
-	"strconv"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/lineage"
 	"github.com/rath-run/rath/pkg/store"
 )
 
-// lineageFlags choose where the lineage commands read: a coordinator
-// (--server, $RATH_SERVER) or a store (--store, $RATH_STORE, the default
-// embedded store), as the session commands do.
+// lineageFlags choose where the lineage commands read, as the session
+// commands do (sessionFlags, chooseTarget): a store only when --store or
+// RATH_STORE names one, else a coordinator.
 type lineageFlags struct{ sessionFlags }
 
 // target is an open store or API client; exactly one is set.
@@ -40,25 +38,22 @@ func (t target) Close() error {
 }
 
 func (f *lineageFlags) open(ctx context.Context) (target, error) {
-	if f.url != "" && f.server != "" {
-		return target{}, &exitError{code: 2, err: errors.New("give --store or --server, not both")}
-	}
-	server := f.server
-	if server == "" && f.url == "" {
-		server = os.Getenv("RATH_SERVER")
-	}
-	if server != "" {
-		cl, err := client.New(server, cmp.Or(f.token, os.Getenv("RATH_TOKEN")))
-		if err != nil {
-			return target{}, &exitError{code: 2, err: err}
-		}
-		return target{cl: cl}, nil
-	}
-	st, err := f.storeFlags.open(ctx)
+	w, err := f.choose()
 	if err != nil {
 		return target{}, err
 	}
-	return target{st: st, storeURL: cmp.Or(f.url, os.Getenv("RATH_STORE"), defaultStore)}, nil
+	if w.storeURL == "" {
+		cl, err := client.New(w.server, w.token)
+		if err != nil {
+			return target{}, &exitError{code: 2, err: fmt.Errorf("--server: %w", err)}
+		}
+		return target{cl: cl}, nil
+	}
+	st, err := openStoreURL(ctx, w.storeURL, false)
+	if err != nil {
+		return target{}, err
+	}
+	return target{st: st, storeURL: w.storeURL}, nil
 }
 
 func (f *lineageFlags) with(fn func(ctx context.Context, t target, args []string) error) func(*cobra.Command, []string) error {
@@ -123,19 +118,14 @@ func newGraphCmd(env *Env) *cobra.Command {
 				w = file
 			}
 			if t.cl != nil {
-				path := "/v1/runs/" + url.PathEscape(run) + "/graph"
-				q := url.Values{"format": {string(fm)}}
-				if run == "" {
-					id, err := parseID(args[0])
-					if err != nil {
-						return err
-					}
-					path = sessionPath(id, "graph")
-					if depth >= 0 {
-						q.Set("depth", strconv.Itoa(depth))
-					}
+				if run != "" {
+					return t.cl.WriteRunGraph(ctx, run, fm, w)
 				}
-				return t.cl.Stream(ctx, "GET", path+"?"+q.Encode(), nil, "", w)
+				id, err := parseID(args[0])
+				if err != nil {
+					return err
+				}
+				return t.cl.WriteSessionGraph(ctx, id, client.GraphOptions{Around: depth >= 0, Depth: depth}, fm, w)
 			}
 			var g *lineage.Graph
 			switch {
@@ -184,22 +174,24 @@ func newBlameCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var entries []lineage.Entry
+			var b api.Blame
 			if t.cl != nil {
-				var reply struct {
-					Chunks []lineage.Entry `json:"chunks"`
-				}
-				if err := t.cl.Do(ctx, "GET", sessionPath(id, "blame"), nil, &reply); err != nil {
+				reply, err := t.cl.Blame(ctx, id)
+				if err != nil {
 					return err
 				}
-				entries = reply.Chunks
-			} else if entries, err = lineage.Blame(ctx, t.st, id); err != nil {
-				return err
+				b = *reply
+			} else {
+				b.ID = id
+				if b.Chunks, err = lineage.Blame(ctx, t.st, id); err != nil {
+					return err
+				}
 			}
 			if f.output == "json" {
-				return (&printer{env: env}).json(map[string]any{"id": id, "chunks": nonNilEntries(entries)})
+				b.Chunks = nonNilEntries(b.Chunks)
+				return (&printer{env: env}).json(b)
 			}
-			return writeBlame(env.Out, entries)
+			return writeBlame(env.Out, b.Chunks)
 		}),
 	}
 	f.register(c)
@@ -239,12 +231,12 @@ func dash(s string) string {
 }
 
 func newDiffCmd(env *Env) *cobra.Command {
-	var f storeFlags
+	var f lineageFlags
 	c := &cobra.Command{
 		Use:   "diff A B",
 		Short: "compare two versions' transcripts (common prefix, chunks only in each) and workspaces (see also session diff)",
 		Args:  cobra.ExactArgs(2),
-		RunE: f.withStore(func(ctx context.Context, st store.Store, args []string) error {
+		RunE: f.with(func(ctx context.Context, t target, args []string) error {
 			a, err := parseID(args[0])
 			if err != nil {
 				return err
@@ -253,7 +245,13 @@ func newDiffCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := lineage.Diff(ctx, st, a, b)
+			// Through a coordinator the diff is computed here, reading
+			// the versions with the client's typed Graph (a lineage.Source).
+			var src lineage.Source = t.st
+			if t.cl != nil {
+				src = t.cl.Graph()
+			}
+			d, err := lineage.Diff(ctx, src, a, b)
 			if err != nil {
 				return err
 			}

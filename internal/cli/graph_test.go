@@ -15,6 +15,7 @@ import (
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/lineage"
+	"github.com/rath-run/rath/pkg/session"
 )
 
 // scriptedRun runs a scripted agent on a dev stack and returns the stack's
@@ -103,12 +104,17 @@ func TestGraphBlameDiffCommands(t *testing.T) {
 					t.Errorf("rathctl %v: exit %d (%s), want 2", bad, code, errOut)
 				}
 			}
+			// diff reads both versions from the store or, through the
+			// coordinator, with the client's typed Graph.
+			var d lineage.Delta
+			okJSON(t, &d, with(flags, "diff", in, out)...)
+			if d.CommonPrefix != 1 || len(d.OnlyA) != 0 || len(d.OnlyB) != 1 || d.OnlyB[0].Text != "hello from the scripted model" {
+				t.Errorf("diff = %+v", d)
+			}
+			if code, _, errOut := rathctl(t, "", with(flags, "diff", in, session.NewID().String())...); code == 0 || !strings.Contains(errOut, "not found") {
+				t.Errorf("diff with an unknown version: exit %d (%s), want a not-found error", code, errOut)
+			}
 		})
-	}
-	var d lineage.Delta
-	okJSON(t, &d, with(storeFlag, "diff", in, out)...)
-	if d.CommonPrefix != 1 || len(d.OnlyA) != 0 || len(d.OnlyB) != 1 || d.OnlyB[0].Text != "hello from the scripted model" {
-		t.Errorf("diff = %+v", d)
 	}
 }
 
@@ -166,8 +172,8 @@ func TestDossierCommand(t *testing.T) {
 			t.Errorf("rathctl %v: exit %d (%s), want 2", bad, code, errOut)
 		}
 	}
-	if code, _, _ := rathctl(t, "", with(storeFlag, "dossier", "no-such-run")...); code != 1 {
-		t.Errorf("dossier of an unknown run: exit %d, want 1", code)
+	if code, _, _ := rathctl(t, "", with(storeFlag, "dossier", "no-such-run")...); code != 4 {
+		t.Errorf("dossier of an unknown run: exit %d, want 4 (not found)", code)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rath-run/rath/internal/auth"
+	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/llm"
 )
 
@@ -109,10 +110,11 @@ func apiCall(ctx context.Context, server, token, method, path string, body, out 
 				Code, Message string
 			} `json:"error"`
 		}
-		if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
-			return fmt.Errorf("%s %s: %d %s: %s", method, path, res.StatusCode, e.Error.Code, e.Error.Message)
+		if json.Unmarshal(b, &e) != nil || e.Error.Message == "" {
+			e.Error.Code, e.Error.Message = "http", strings.TrimSpace(string(b))
 		}
-		return fmt.Errorf("%s %s: HTTP %d", method, path, res.StatusCode)
+		// The client's own error, so a 404 maps to client.ErrNotFound.
+		return fmt.Errorf("%s %s: %w", method, path, &client.APIError{Status: res.StatusCode, Code: e.Error.Code, Message: e.Error.Message})
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {

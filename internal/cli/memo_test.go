@@ -20,7 +20,7 @@ func TestMemoryCommitExtract(t *testing.T) {
 	t.Setenv("RATH_HOME", t.TempDir())
 	t.Setenv("OPENAI_BASE_URL", srv.URL())
 	t.Setenv("OPENAI_API_KEY", "sk-test")
-	db := "sqlite:" + filepath.Join(t.TempDir(), "rath.db")
+	db := migrated(t, filepath.Join(t.TempDir(), "rath.db"))
 	var root, v store.Info
 	okJSON(t, &root, "session", "new", "--store", db, "--user", "My favorite color is teal.")
 	okJSON(t, &v, "session", "append", root.ID.String(), "--store", db, "--assistant", "Noted: teal.")

@@ -46,9 +46,6 @@ func openMemory(ctx context.Context, url string) (memory.Store, error) {
 // (client.Memory, t.cl set) or the store's.
 func (f *memoryFlags) with(fn func(ctx context.Context, t target, mem memory.Store, args []string) error) func(*cobra.Command, []string) error {
 	return f.lineageFlags.with(func(ctx context.Context, t target, args []string) error {
-		if err := checkOutput(f.output); err != nil {
-			return err
-		}
 		var mem memory.Store
 		if t.cl != nil {
 			mem = t.cl.Memory()

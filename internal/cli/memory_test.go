@@ -14,7 +14,7 @@ import (
 
 func TestMemoryCommands(t *testing.T) {
 	t.Parallel()
-	store := "sqlite:" + filepath.Join(t.TempDir(), "rath.db")
+	store := migrated(t, filepath.Join(t.TempDir(), "rath.db"))
 	run := func(stdin string, args ...string) string {
 		t.Helper()
 		code, out, errOut := rathctl(t, stdin, append([]string{"memory", "--store", store}, args...)...)
@@ -81,7 +81,7 @@ func TestMemoryCommands(t *testing.T) {
 // recalls it with the version as its writer.
 func TestMemoryCommit(t *testing.T) {
 	t.Parallel()
-	db := "sqlite:" + filepath.Join(t.TempDir(), "rath.db")
+	db := migrated(t, filepath.Join(t.TempDir(), "rath.db"))
 	var root, v store.Info
 	okJSON(t, &root, "session", "new", "--store", db, "--system", "Be brief.", "--user", "My favorite color is teal.")
 	okJSON(t, &v, "session", "append", root.ID.String(), "--store", db, "--assistant", "Noted: teal.")
@@ -118,7 +118,7 @@ func TestMemoryCommit(t *testing.T) {
 	}{
 		{[]string{"commit", "not-an-id"}, 2, "not-an-id"},
 		{[]string{"commit", session.NewID().String()}, notFoundExit, "not found"},
-		{[]string{"commit"}, 1, "accepts 1 arg"},
+		{[]string{"commit"}, 2, "accepts 1 arg"},
 	} {
 		code, _, errOut := rathctl(t, "", append([]string{"memory", "--store", db}, tc.args...)...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {

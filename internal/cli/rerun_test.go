@@ -192,8 +192,8 @@ func TestRerunErrors(t *testing.T) {
 	}{
 		{[]string{st.step1.String(), "--from", st.app.String()}, 1, "is not on the first-parent path of " + st.step1.String()},
 		{[]string{merge.ID.String(), "--from", side.ID.String()}, 1, "only through a merge's second parent"},
-		{[]string{unknown.String(), "--from", st.input.String()}, 1, "version " + unknown.String()},
-		{[]string{st.o2.String(), "--from", unknown.String()}, 1, "--from " + unknown.String()},
+		{[]string{unknown.String(), "--from", st.input.String()}, 4, "version " + unknown.String()},
+		{[]string{st.o2.String(), "--from", unknown.String()}, 4, "--from " + unknown.String()},
 		{[]string{st.o2.String(), "--from", st.o2.String()}, 2, "nothing to rerun"},
 		{[]string{st.o2.String(), "--from", "nope"}, 2, "--from"},
 		{[]string{"nope", "--from", st.input.String()}, 2, "nope"},

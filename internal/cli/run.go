@@ -29,8 +29,8 @@ type serverFlags struct {
 }
 
 func (f *serverFlags) register(c *cobra.Command) {
-	c.Flags().StringVar(&f.server, "server", "", "coordinator URL (env RATH_SERVER; default http://127.0.0.1:7420)")
-	c.Flags().StringVar(&f.token, "token", "", "API bearer token (env RATH_TOKEN)")
+	c.Flags().StringVar(&f.server, "server", "", "coordinator URL (default $RATH_SERVER, else the logged-in server, else "+defaultServer+")")
+	c.Flags().StringVar(&f.token, "token", "", "API bearer token (default $RATH_TOKEN, else the logged-in token)")
 	c.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 }
 
@@ -38,8 +38,12 @@ func (f *serverFlags) client() (*client.Client, error) {
 	if f.output != "text" && f.output != "json" {
 		return nil, &exitError{code: 2, err: fmt.Errorf("--output: %q is not text or json", f.output)}
 	}
-	server := apiServer(f.server)
-	return client.New(server, apiToken(f.token, server))
+	w := serverTarget(f.server, f.token)
+	cl, err := client.New(w.server, w.token)
+	if err != nil {
+		return nil, &exitError{code: 2, err: fmt.Errorf("--server: %w", err)}
+	}
+	return cl, nil
 }
 
 // LoadAgentSpec reads an agent spec file and inlines its script_file

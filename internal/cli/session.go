@@ -1,44 +1,50 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/openrath"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
-	"github.com/rath-run/rath/pkg/store/storeurl"
 )
 
-// defaultStore is the embedded store rathctl uses when neither --store nor
-// RATH_STORE names one.
-const defaultStore = "sqlite:.rath/rath.db"
+// devStore is the store `rathctl dev` keeps in its default state
+// directory. No other command opens it unless --store or RATH_STORE names
+// it (target.go).
+const devStore = "sqlite:.rath/rath.db"
 
-// storeFlags are the flags every command that reads or writes the graph
-// directly takes.
+// storeFlags are the flags of a command that reads or writes the graph
+// directly: --store (default $RATH_STORE) and -o.
 type storeFlags struct {
 	url    string
 	output string
+	// create lets the store be a new SQLite file (rathctl migrate only).
+	create bool
 }
 
 func (f *storeFlags) register(c *cobra.Command) {
-	c.PersistentFlags().StringVar(&f.url, "store", "", "store URL: postgres://… or sqlite:PATH (default $RATH_STORE, else "+defaultStore+")")
+	c.PersistentFlags().StringVar(&f.url, "store", "", "work on this store directly: postgres://… or sqlite:PATH (default $RATH_STORE; rathctl dev's is "+devStore+")")
 	c.PersistentFlags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 }
 
-// open opens and migrates the store the flags name.
+// open opens and migrates the store --store or RATH_STORE names; with
+// neither it is a usage error (there is no default store).
 func (f *storeFlags) open(ctx context.Context) (store.Store, error) {
 	if f.output != "text" && f.output != "json" {
 		return nil, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", f.output)}
 	}
-	return storeurl.Open(ctx, cmp.Or(f.url, os.Getenv("RATH_STORE"), defaultStore), storeurl.Options{Migrate: true})
+	u, err := storeURLFrom(f.url)
+	if err != nil {
+		return nil, err
+	}
+	return openStoreURL(ctx, u, f.create)
 }
 
 // withStore wraps a command body that needs an open store.
@@ -62,10 +68,10 @@ func parseID(s string) (session.ID, error) {
 }
 
 func newMigrateCmd(env *Env) *cobra.Command {
-	var f storeFlags
+	f := storeFlags{create: true}
 	c := &cobra.Command{
 		Use:   "migrate",
-		Short: "apply the embedded schema migrations to the store (safe to run twice or concurrently)",
+		Short: "apply the embedded schema migrations to the store --store or RATH_STORE names, creating a SQLite file that does not exist yet (safe to run twice or concurrently)",
 		Args:  cobra.NoArgs,
 		RunE: f.withStore(func(ctx context.Context, st store.Store, _ []string) error {
 			if f.output == "json" {
@@ -173,7 +179,7 @@ func newSessionCmd(env *Env) *cobra.Command {
 	}
 	logCmd.Flags().IntVar(&depth, "depth", 0, "stop this many edges away (0: no limit)")
 
-	unary := func(use, short string, op func(sessionGraph, context.Context, session.ID) (store.Info, error)) *cobra.Command {
+	unary := func(use, short string, op func(sessionGraph, context.Context, session.ID) (api.Version, error)) *cobra.Command {
 		return &cobra.Command{
 			Use:   use + " ID",
 			Short: short,
@@ -315,29 +321,33 @@ func infoLine(in store.Info) string {
 	return line
 }
 
-// version prints the version an operation returned, or its error.
-func (p *printer) version(in store.Info, err error) error {
+// version prints the version an operation returned (JSON: the API's
+// api.Version), or its error.
+func (p *printer) version(v api.Version, err error) error {
 	if err != nil {
 		return err
 	}
 	if p.f.output == "json" {
-		return p.json(in)
+		return p.json(v)
 	}
-	_, err = fmt.Fprintln(p.env.Out, infoLine(in))
+	_, err = fmt.Fprintln(p.env.Out, infoLine(v.Info))
 	return err
 }
 
-func (p *printer) show(in store.Info, chunks []session.Chunk, short bool) error {
+// show prints a version and its full transcript: in JSON, the API's
+// version (GET /v1/sessions/{id}) and the chunks of its transcript (GET
+// …/transcript).
+func (p *printer) show(v api.Version, chunks []session.Chunk, short bool) error {
 	if p.f.output == "json" {
 		if chunks == nil {
 			chunks = []session.Chunk{}
 		}
 		return p.json(struct {
-			Version    store.Info      `json:"version"`
+			Version    api.Version     `json:"version"`
 			Transcript []session.Chunk `json:"transcript"`
-		}{in, chunks})
+		}{v, chunks})
 	}
-	if _, err := fmt.Fprintln(p.env.Out, infoLine(in)); err != nil {
+	if _, err := fmt.Fprintln(p.env.Out, infoLine(v.Info)); err != nil {
 		return err
 	}
 	for i, c := range chunks {
@@ -373,14 +383,14 @@ func fullChunk(c session.Chunk) string {
 
 func indent(s string) string { return strings.ReplaceAll(s, "\n", "\n      ") }
 
-func (p *printer) relatives(rs []store.Relative) error {
+func (p *printer) relatives(rel api.Relatives) error {
 	if p.f.output == "json" {
-		if rs == nil {
-			rs = []store.Relative{}
+		if rel.Versions == nil {
+			rel.Versions = []store.Relative{}
 		}
-		return p.json(rs)
+		return p.json(rel)
 	}
-	for _, r := range rs {
+	for _, r := range rel.Versions {
 		if _, err := fmt.Fprintf(p.env.Out, "%4d  %s  %-7s len=%d\n", r.Depth, r.ID, r.Op, r.Len); err != nil {
 			return err
 		}
@@ -388,7 +398,7 @@ func (p *printer) relatives(rs []store.Relative) error {
 	return nil
 }
 
-func (p *printer) page(pg store.Page) error {
+func (p *printer) page(pg api.SessionList) error {
 	if p.f.output == "json" {
 		if pg.Versions == nil {
 			pg.Versions = []store.Info{}

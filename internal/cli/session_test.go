@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/store"
 )
 
@@ -42,8 +43,12 @@ func TestSessionCommands(t *testing.T) {
 	t.Run("store", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
+		stores := map[string]string{}
 		sessionCommands(t, dir, func(name string) []string {
-			return []string{"--store", "sqlite:" + filepath.Join(dir, name+".db")}
+			if stores[name] == "" {
+				stores[name] = migrated(t, filepath.Join(dir, name+".db"))
+			}
+			return []string{"--store", stores[name]}
 		})
 	})
 	t.Run("server", func(t *testing.T) {
@@ -113,10 +118,10 @@ func sessionCommands(t *testing.T, dir string, graph func(name string) []string)
 		t.Fatalf("show json = %+v", shown)
 	}
 
-	var anc []store.Relative
-	okJSON(t, &anc, with(db, "session", "log", merged.ID.String())...)
-	if len(anc) != 4 || anc[0].Depth != 1 || anc[len(anc)-1].ID != root.ID {
-		t.Fatalf("log = %+v", anc)
+	var log api.Relatives
+	okJSON(t, &log, with(db, "session", "log", merged.ID.String())...)
+	if anc := log.Versions; log.ID != merged.ID || len(anc) != 4 || anc[0].Depth != 1 || anc[len(anc)-1].ID != root.ID {
+		t.Fatalf("log = %+v", log)
 	}
 
 	var page store.Page
@@ -196,8 +201,8 @@ func TestSessionCommandErrorsServer(t *testing.T) {
 		code int
 		want string
 	}{
-		{"unknown id", []string{"session", "show", "0199a3a4-7d5c-7000-8000-000000000000", "--server", d.URL}, 1, "version not found"},
-		{"unknown id export", []string{"session", "export", "0199a3a4-7d5c-7000-8000-000000000000", "--server", d.URL}, 1, "404"},
+		{"unknown id", []string{"session", "show", "0199a3a4-7d5c-7000-8000-000000000000", "--server", d.URL}, 4, "version not found"},
+		{"unknown id export", []string{"session", "export", "0199a3a4-7d5c-7000-8000-000000000000", "--server", d.URL}, 4, "404"},
 		{"bad import", []string{"session", "import", bad, "--server", d.URL}, 1, "line 1: not Rath session JSONL"},
 		{"bad import forced", []string{"session", "import", bad, "--format", "rath", "--server", d.URL}, 1, "400"},
 		{"both", []string{"session", "list", "--server", d.URL, "--store", "sqlite:x.db"}, 2, "not both"},
@@ -214,7 +219,7 @@ func TestSessionCommandErrorsServer(t *testing.T) {
 
 func TestSessionCommandErrors(t *testing.T) {
 	t.Parallel()
-	db := "sqlite:" + filepath.Join(t.TempDir(), "rath.db")
+	db := migrated(t, filepath.Join(t.TempDir(), "rath.db"))
 	cases := []struct {
 		name string
 		args []string
@@ -222,13 +227,13 @@ func TestSessionCommandErrors(t *testing.T) {
 		want string
 	}{
 		{"bad id", []string{"session", "show", "not-an-id"}, 2, "not a version id"},
-		{"unknown id", []string{"session", "show", "0199a3a4-7d5c-7000-8000-000000000000"}, 1, "version not found"},
+		{"unknown id", []string{"session", "show", "0199a3a4-7d5c-7000-8000-000000000000"}, 4, "version not found"},
 		{"new without text", []string{"session", "new"}, 2, "needs --user"},
 		{"append without text", []string{"session", "append", "0199a3a4-7d5c-7000-8000-000000000000"}, 2, "needs --user"},
 		{"bad output", []string{"session", "list", "--output", "yaml"}, 2, "--output"},
 		{"bad store", []string{"session", "list", "--store", "mysql://x"}, 1, "unsupported URL scheme"},
 		{"missing file", []string{"session", "import", "/nonexistent/file.jsonl"}, 1, "no such file"},
-		{"merge arity", []string{"session", "merge", "a"}, 1, "accepts 2 arg"},
+		{"merge arity", []string{"session", "merge", "a"}, 2, "accepts 2 arg"},
 	}
 	for _, c := range cases {
 		args := slices.Concat(c.args, []string{"--store", db})

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/pkg/store"
 	"github.com/rath-run/rath/pkg/store/sqlitestore"
-	"github.com/rath-run/rath/pkg/store/storeurl"
 )
 
 // tokenFlags choose where tokens are managed: a store directly (--store or
@@ -31,7 +29,7 @@ type tokenFlags struct {
 
 func (f *tokenFlags) register(c *cobra.Command) {
 	c.PersistentFlags().StringVar(&f.store, "store", "", "manage tokens in this store directly: postgres://… or sqlite:PATH (default $RATH_STORE)")
-	c.PersistentFlags().StringVar(&f.server, "server", "", "manage tokens through this coordinator (default $RATH_SERVER, else the logged-in server)")
+	c.PersistentFlags().StringVar(&f.server, "server", "", "manage tokens through this coordinator (default $RATH_SERVER, else the logged-in server, else "+defaultServer+")")
 	c.PersistentFlags().StringVar(&f.token, "token", "", "admin API token for --server (env RATH_TOKEN, else the logged-in token)")
 	c.PersistentFlags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 }
@@ -48,18 +46,15 @@ func (f *tokenFlags) open(ctx context.Context) (tokenBackend, error) {
 	if f.output != "text" && f.output != "json" {
 		return nil, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", f.output)}
 	}
-	if f.store != "" && f.server != "" {
-		return nil, &exitError{code: 2, err: errors.New("give --store or --server, not both")}
+	w, err := chooseTarget(f.store, f.server, f.token)
+	if err != nil {
+		return nil, err
 	}
-	storeURL := f.store
-	if storeURL == "" && f.server == "" && os.Getenv("RATH_SERVER") == "" {
-		storeURL = os.Getenv("RATH_STORE")
-	}
+	storeURL := w.storeURL
 	if storeURL == "" {
-		server := apiServer(f.server)
-		return apiTokens{server: server, token: apiToken(f.token, server)}, nil
+		return apiTokens{server: w.server, token: w.token}, nil
 	}
-	st, err := storeurl.Open(ctx, storeURL, storeurl.Options{Migrate: true})
+	st, err := openStoreURL(ctx, storeURL, false)
 	if err != nil {
 		return nil, err
 	}

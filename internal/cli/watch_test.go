@@ -48,7 +48,7 @@ func TestRunsWatchFinished(t *testing.T) {
 		}
 		at += i + len(want)
 	}
-	if code, out, errOut := rathctl(t, "", "runs", "watch", "run_nope", "--server", d.URL); code != 1 || out != "" || !strings.Contains(errOut, "not found") {
-		t.Fatalf("runs watch of an unknown run: exit %d, stdout %q, stderr %q; want 1, nothing printed, not found", code, out, errOut)
+	if code, out, errOut := rathctl(t, "", "runs", "watch", "run_nope", "--server", d.URL); code != 4 || out != "" || !strings.Contains(errOut, "not found") {
+		t.Fatalf("runs watch of an unknown run: exit %d, stdout %q, stderr %q; want 4, nothing printed, not found", code, out, errOut)
 	}
 }

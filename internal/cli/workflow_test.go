@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/pkg/flowfile"
 )
 
 // TestRunWorkflowFile runs the triage example through `rathctl run FILE
@@ -41,5 +42,46 @@ func TestRunWorkflowFile(t *testing.T) {
 	code, _, errOut = rathctl(t, "", "run", triage, "--agent", triage, "--message", "hi", "--server", d.URL)
 	if code != 2 || !strings.Contains(errOut, "not both") {
 		t.Fatalf("file twice: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestSelfContained: a workflow file that needs nothing beside it is
+// submitted as written (so the lines the coordinator names are its own);
+// one that refers to an agent file is submitted encoded, the agent inline.
+func TestSelfContained(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	inline := "# as written\nagents:\n  a:\n    model: scripted\n    script: [x]\n    sandbox: {backend: docker}\nsteps:\n  - agent: a\n"
+	write("a.yaml", "model: scripted\nscript: [x]\nsandbox: {backend: docker}\n")
+	for _, tc := range []struct {
+		name, body string
+		asWritten  bool
+	}{
+		{"inline.yaml", inline, true},
+		{"ref.yaml", "agents:\n  a: a.yaml\nsteps:\n  - agent: a\n", false},
+	} {
+		p := write(tc.name, tc.body)
+		f, err := flowfile.Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := selfContained(p, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(doc) == tc.body; got != tc.asWritten {
+			t.Errorf("%s: submitted as written = %v, want %v:\n%s", tc.name, got, tc.asWritten, doc)
+		}
+		g, err := flowfile.Parse("submitted", doc, nil)
+		if err != nil || g.Agents["a"].Spec.Sandbox == nil || g.Agents["a"].Spec.Sandbox.Backend != "docker" {
+			t.Errorf("%s: the submitted file does not parse with its sandbox block: %v\n%s", tc.name, err, doc)
+		}
 	}
 }

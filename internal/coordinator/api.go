@@ -14,6 +14,7 @@ import (
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/telemetry"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
 )
@@ -134,15 +135,9 @@ func (c *Coordinator) cancelRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, run)
 }
 
-// sessionRequest is the body of POST /v1/sessions and …/append.
-type sessionRequest struct {
-	User      string          `json:"user,omitempty"`
-	System    string          `json:"system,omitempty"`
-	Assistant string          `json:"assistant,omitempty"`
-	Chunks    []session.Chunk `json:"chunks,omitempty"`
-}
-
-func (b sessionRequest) chunks() ([]session.Chunk, error) {
+// requestChunks returns the chunks a POST /v1/sessions or …/append body
+// adds: system, user, assistant, then its chunks.
+func requestChunks(b api.SessionRequest) ([]session.Chunk, error) {
 	var cs []session.Chunk
 	if b.System != "" {
 		cs = append(cs, session.System(b.System))
@@ -166,23 +161,18 @@ func (b sessionRequest) chunks() ([]session.Chunk, error) {
 	return cs, nil
 }
 
-// versionView is a version as the API returns it.
-type versionView struct {
-	store.Info
-	Chunks []session.Chunk `json:"chunks"`
-}
-
-func view(s session.Session) versionView {
+// view is a version as the API returns it.
+func view(s session.Session) api.Version {
 	v := s.Version()
-	return versionView{Info: store.InfoOf(v), Chunks: nonNil(v.Chunks)}
+	return api.Version{Info: store.InfoOf(v), Chunks: nonNil(v.Chunks)}
 }
 
 func (c *Coordinator) createSession(w http.ResponseWriter, r *http.Request) {
-	var req sessionRequest
+	var req api.SessionRequest
 	if !c.decode(w, r, &req) {
 		return
 	}
-	cs, err := req.chunks()
+	cs, err := requestChunks(req)
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -208,7 +198,7 @@ func (c *Coordinator) listSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page.Versions = nonNil(page.Versions)
-	writeJSON(w, http.StatusOK, page)
+	writeJSON(w, http.StatusOK, page) // an api.SessionList
 }
 
 func (c *Coordinator) open(w http.ResponseWriter, r *http.Request) (session.Session, bool) {
@@ -241,7 +231,7 @@ func (c *Coordinator) transcript(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": s.ID(), "chunks": nonNil(cs)})
+	writeJSON(w, http.StatusOK, api.Transcript{ID: s.ID(), Chunks: nonNil(cs)})
 }
 
 func (c *Coordinator) relatives(up bool) http.HandlerFunc {
@@ -265,7 +255,7 @@ func (c *Coordinator) relatives(up bool) http.HandlerFunc {
 			c.fail(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"id": s.ID(), "versions": nonNil(rel)})
+		writeJSON(w, http.StatusOK, api.Relatives{ID: s.ID(), Versions: nonNil(rel)})
 	}
 }
 
@@ -274,11 +264,11 @@ func (c *Coordinator) appendSession(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req sessionRequest
+	var req api.SessionRequest
 	if !c.decode(w, r, &req) {
 		return
 	}
-	cs, err := req.chunks()
+	cs, err := requestChunks(req)
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -310,7 +300,7 @@ func (c *Coordinator) placeSession(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var p session.Placement
+	var p api.PlaceRequest
 	if !c.decode(w, r, &p) {
 		return
 	}
@@ -339,9 +329,7 @@ func (c *Coordinator) mergeSession(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req struct {
-		Other string `json:"other"`
-	}
+	var req api.MergeRequest
 	if !c.decode(w, r, &req) {
 		return
 	}
@@ -411,7 +399,7 @@ func (c *Coordinator) importSession(w http.ResponseWriter, r *http.Request) {
 	}
 	c.log.InfoContext(r.Context(), "session imported", slog.String("path", r.URL.Path), slog.String("head", s.ID().String()),
 		slog.Int64("bytes", body.Size()), slog.Duration("took", time.Since(start)))
-	writeJSON(w, http.StatusCreated, view(s))
+	writeJSON(w, http.StatusCreated, view(s)) // an api.ImportResult
 }
 
 // validateImportPlacements calls validatePlacement on the placement of

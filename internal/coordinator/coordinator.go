@@ -27,6 +27,7 @@ import (
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/telemetry"
+	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/lineage"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/sandbox/policy"
@@ -330,7 +331,7 @@ func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, 
 		return runs.Run{}, badRequest("message or session: one is required")
 	}
 	if spec.Sandbox != nil {
-		if input, err = c.placeInput(ctx, input, spec.Sandbox.Placement()); err != nil {
+		if input, err = c.placeInput(ctx, input, spec.Sandbox.Placement(), ""); err != nil {
 			return runs.Run{}, err
 		}
 	}
@@ -609,18 +610,17 @@ func mustJSON(v any) json.RawMessage {
 
 // placeInput returns the version of id placed on p: id itself when it is
 // there already, else a new version with op place (its workspace snapshot
-// travels with it, as [session.Session.To] keeps it).
-func (c *Coordinator) placeInput(ctx context.Context, id session.ID, p session.Placement) (session.ID, error) {
+// travels with it, as [session.Session.To] keeps it), committed under key
+// when key is set ([session.Session.ToKeyed]).
+func (c *Coordinator) placeInput(ctx context.Context, id session.ID, p session.Placement, key string) (session.ID, error) {
 	s, err := session.Open(ctx, c.graph, id)
 	if err != nil {
 		return session.ID{}, fmt.Errorf("open the input session %s: %w", id, err)
 	}
-	cur := s.Placement()
-	if cur.Backend == p.Backend && cur.Spec.Image == p.Spec.Image && cur.Spec.Network == p.Spec.Network &&
-		cur.Spec.TimeoutSeconds == p.Spec.TimeoutSeconds {
+	if flow.SamePlace(s.Placement(), p) {
 		return id, nil
 	}
-	placed, err := s.To(ctx, p)
+	placed, err := s.ToKeyed(ctx, p, key)
 	if err != nil {
 		return session.ID{}, fmt.Errorf("place the input session %s: %w", id, err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/workspace"
 )
@@ -35,24 +36,33 @@ func defaultManifests(b Bus) (Manifests, error) {
 	return workspace.New(workspace.JetStream(ws.JetStream(), ws.Workspaces()), workspace.Config{})
 }
 
-// FilesView is the body of GET /v1/sessions/{id}/files.
-type FilesView struct {
-	ID session.ID `json:"id"`
-	// Snapshot is the version's workspace snapshot id; "" when it has no
-	// files.
-	Snapshot string            `json:"snapshot"`
-	Files    int               `json:"files"`
-	Bytes    int64             `json:"bytes"`
-	Entries  []workspace.Entry `json:"entries"`
+// fileEntries converts manifest entries to the API's (the same JSON).
+func fileEntries(es []workspace.Entry) []api.FileEntry {
+	out := make([]api.FileEntry, len(es))
+	for i, e := range es {
+		out[i] = fileEntry(e)
+	}
+	return out
 }
 
-// DiffView is the body of GET /v1/sessions/{id}/diff?to=B.
-type DiffView struct {
-	From         session.ID         `json:"from"`
-	To           session.ID         `json:"to"`
-	FromSnapshot string             `json:"from_snapshot"`
-	ToSnapshot   string             `json:"to_snapshot"`
-	Changes      []workspace.Change `json:"changes"`
+func fileEntry(e workspace.Entry) api.FileEntry {
+	return api.FileEntry{Path: e.Path, Type: api.FileType(e.Type), Mode: api.FileMode(e.Mode), Size: e.Size, SHA256: e.SHA256, Target: e.Target}
+}
+
+func fileChanges(cs []workspace.Change) []api.FileChange {
+	out := make([]api.FileChange, len(cs))
+	for i, c := range cs {
+		out[i] = api.FileChange{Path: c.Path, Kind: api.ChangeKind(c.Kind)}
+		if c.Before != nil {
+			e := fileEntry(*c.Before)
+			out[i].Before = &e
+		}
+		if c.After != nil {
+			e := fileEntry(*c.After)
+			out[i].After = &e
+		}
+	}
+	return out
 }
 
 // manifestOf returns a version's workspace manifest.
@@ -78,15 +88,15 @@ func (c *Coordinator) sessionFiles(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, FilesView{
+	writeJSON(w, http.StatusOK, api.FilesView{
 		ID: s.ID(), Snapshot: s.Placement().Snapshot,
-		Files: m.Files(), Bytes: m.TotalBytes(), Entries: nonNil(m.Entries),
+		Files: m.Files(), Bytes: m.TotalBytes(), Entries: fileEntries(m.Entries),
 	})
 }
 
 // MaxFileContent caps GET /v1/sessions/{id}/files/{path...}: a larger
 // file is refused with 413 (restore the snapshot to read it whole).
-const MaxFileContent = 8 << 20
+const MaxFileContent = api.MaxFileContent
 
 // fileReader is what the file-content endpoint needs of Manifests (a
 // *workspace.Snapshotter has it).
@@ -121,8 +131,8 @@ func (c *Coordinator) sessionFile(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
-	h.Set("Rath-File-Mode", e.Mode.String())
-	h.Set("Rath-File-Sha256", e.SHA256)
+	h.Set(api.HeaderFileMode, e.Mode.String())
+	h.Set(api.HeaderFileSHA256, e.SHA256)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
 }
@@ -157,10 +167,10 @@ func (c *Coordinator) sessionDiff(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, DiffView{
+	writeJSON(w, http.StatusOK, api.DiffView{
 		From: a.ID(), To: b.ID(),
 		FromSnapshot: a.Placement().Snapshot, ToSnapshot: b.Placement().Snapshot,
-		Changes: nonNil(workspace.Diff(ma, mb)),
+		Changes: fileChanges(workspace.Diff(ma, mb)),
 	})
 }
 

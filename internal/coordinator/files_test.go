@@ -12,6 +12,7 @@ import (
 
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/coordinator"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/workspace"
 )
@@ -72,18 +73,18 @@ func TestFilesAndDiffEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var fv coordinator.FilesView
+	var fv api.FilesView
 	if code, body := get(t, h, "/v1/sessions/"+placed.ID().String()+"/files", &fv); code != http.StatusOK {
 		t.Fatalf("files: %d %s", code, body)
 	}
 	if fv.Snapshot != res.ID || fv.Files != 2 || fv.Bytes != 2 || len(fv.Entries) != 3 {
 		t.Errorf("files = %+v", fv)
 	}
-	var dv coordinator.DiffView
+	var dv api.DiffView
 	if code, body := get(t, h, "/v1/sessions/"+root.ID().String()+"/diff?to="+placed.ID().String(), &dv); code != http.StatusOK {
 		t.Fatalf("diff: %d %s", code, body)
 	}
-	if len(dv.Changes) != 3 || dv.ToSnapshot != res.ID || dv.Changes[0].Kind != workspace.Added {
+	if len(dv.Changes) != 3 || dv.ToSnapshot != res.ID || dv.Changes[0].Kind != api.Added {
 		t.Errorf("diff = %+v", dv)
 	}
 

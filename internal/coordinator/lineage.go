@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/lineage"
 	"github.com/rath-run/rath/pkg/session"
 )
@@ -82,7 +83,7 @@ func (c *Coordinator) runGraph(w http.ResponseWriter, r *http.Request) {
 
 func (c *Coordinator) writeGraph(w http.ResponseWriter, r *http.Request, g *lineage.Graph, format lineage.Format) {
 	if format == lineage.FormatJSON {
-		writeJSON(w, http.StatusOK, g)
+		writeJSON(w, http.StatusOK, g) // an api.Graph
 		return
 	}
 	var b bytes.Buffer
@@ -107,7 +108,7 @@ func (c *Coordinator) sessionBlame(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "chunks": nonNil(entries)})
+	writeJSON(w, http.StatusOK, api.Blame{ID: id, Chunks: nonNil(entries)})
 }
 
 // RunLineage is what a lineage graph needs to know about a run: its

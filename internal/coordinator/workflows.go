@@ -13,6 +13,8 @@ import (
 
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/api"
+	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/flowfile"
 	"github.com/rath-run/rath/pkg/session"
@@ -73,6 +75,17 @@ func (c *Coordinator) submitWorkflow(ctx context.Context, req SubmitRequest) (ru
 		}
 		if _, err := f.Build(); err != nil {
 			return runs.Run{}, fmt.Errorf("%w: workflow: %w", ErrBadRequest, err)
+		}
+		// Each agent's sandbox block places its steps' inputs: refused
+		// here, naming the block's field and line, when the operator's
+		// policy does not allow it (PutStep checks it again).
+		if p := c.cfg.SandboxPolicy; p != nil {
+			if err := f.CheckSandboxes("workflow", func(sb agent.Sandbox) error {
+				_, err := p.Check(sb.Placement())
+				return err
+			}); err != nil {
+				return runs.Run{}, fmt.Errorf("%w: workflow: %w", ErrBadRequest, err)
+			}
 		}
 		r.Driver, r.Workflow = runs.DriverCoordinator, req.Workflow
 		r.Target = mustJSON(map[string]string{"workflow": f.Name})
@@ -165,6 +178,14 @@ func (c *Coordinator) PutStep(ctx context.Context, rs *runs.Store, runID, key st
 	if call.Agent.ScriptFile != "" {
 		return runs.Step{}, badRequest("call.agent.script_file: the coordinator cannot read your files; inline the replies as script")
 	}
+	// An agent step whose spec has a sandbox block runs on it: its input
+	// is placed there first (below), within the operator's policy.
+	place, placed := call.Placement()
+	if pol := c.cfg.SandboxPolicy; placed && pol != nil {
+		if _, err := pol.Check(place); err != nil {
+			return runs.Step{}, fmt.Errorf("%w: call.agent.sandbox: %w", ErrBadRequest, err)
+		}
+	}
 	target, err := json.Marshal(call)
 	if err != nil {
 		return runs.Step{}, err
@@ -190,6 +211,14 @@ func (c *Coordinator) PutStep(ctx context.Context, rs *runs.Store, runID, key st
 			return runs.Step{}, badRequest("input: no version %s", input)
 		}
 		return runs.Step{}, err
+	}
+	if placed {
+		// The step's input is the placed version (op place, keyed by the
+		// step so a driver's retry gets the same one): the lineage shows
+		// where the step ran, and the worker opens that sandbox.
+		if input, err = c.placeInput(ctx, input, place, flow.PlaceKey(runs.KeyedStepID(runID, key))); err != nil {
+			return runs.Step{}, fmt.Errorf("step %s: %w", key, err)
+		}
 	}
 	st, created, err := rs.PutStep(ctx, runID, key, target, input)
 	if err != nil {
@@ -539,11 +568,11 @@ func (c *Coordinator) commonBaseHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	var out *session.ID
+	var out api.CommonBase
 	if ok {
-		out = &base
+		out.Base = &base
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"base": out})
+	writeJSON(w, http.StatusOK, out)
 }
 
 // stepWaiters wakes the callers of WaitStep when an event about their step
@@ -646,7 +675,10 @@ func clientKey(field string, v *session.Version) error {
 	if v.Op == session.OpMerge && len(v.Parents) == 2 && v.Key == flow.MergeKey(v.Parents[0], v.Parents[1]) {
 		return nil
 	}
-	return badRequest("%s: a client may not choose a version's key (keys are the system's); the only key accepted is a fan-in merge's own, merge/<first parent>+<second parent>", field)
+	// An invalid version (session.ErrInvalidVersion) to a client.Graph,
+	// whose callers see the session.Graph contract's errors.
+	return fmt.Errorf("%w: %w: %s: a client may not choose a version's key (keys are the system's); the only key accepted is a fan-in merge's own, merge/<first parent>+<second parent>",
+		ErrBadRequest, session.ErrInvalidVersion, field)
 }
 
 // keylessImport is the graph an import writes through: it refuses a

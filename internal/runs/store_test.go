@@ -23,7 +23,7 @@ var graphs sync.Map // url → store.Store
 func open(t *testing.T, url string) *runs.Store {
 	t.Helper()
 	ctx := context.Background()
-	st, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true})
+	st, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true, Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}

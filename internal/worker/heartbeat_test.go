@@ -156,7 +156,7 @@ func openStores(t *testing.T) (store.Store, *runs.Store) {
 	t.Helper()
 	ctx := context.Background()
 	url := "sqlite:" + filepath.Join(t.TempDir(), "rath.db")
-	st, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true})
+	st, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true, Create: true})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -4,8 +4,9 @@
 // decodes them, so the two cannot drift.
 //
 // It is a leaf: it imports only the standard library and the
-// Session Graph's value types (pkg/session, pkg/lineage), never the
-// coordinator, a store or a transport. Nothing outside the coordinator
+// Session Graph's value types (pkg/session, pkg/store's Info, Page and
+// Relative, pkg/lineage), never the coordinator, a store implementation,
+// the workspace store or a transport. Nothing outside the coordinator
 // imports the coordinator for a type; it imports this package.
 //
 // Files are grouped by the API's areas: runs, sessions, lineage, admin,

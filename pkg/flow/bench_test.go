@@ -21,7 +21,7 @@ func BenchmarkLocalStep(b *testing.B) {
 			ctx := context.Background()
 			var g session.Graph = session.NewMemoryGraph()
 			if graph == "sqlite" {
-				st, err := storeurl.Open(ctx, "sqlite:"+filepath.Join(b.TempDir(), "rath.db"), storeurl.Options{Migrate: true})
+				st, err := storeurl.Open(ctx, "sqlite:"+filepath.Join(b.TempDir(), "rath.db"), storeurl.Options{Migrate: true, Create: true})
 				if err != nil {
 					b.Fatal(err)
 				}

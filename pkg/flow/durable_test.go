@@ -26,7 +26,7 @@ func durableWorkflow() flow.Workflow {
 
 func openStore(t *testing.T, url string) store.Store {
 	t.Helper()
-	st, err := storeurl.Open(context.Background(), url, storeurl.Options{Migrate: true})
+	st, err := storeurl.Open(context.Background(), url, storeurl.Options{Migrate: true, Create: true})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -77,6 +77,10 @@ func (l *Local) Step(ctx context.Context, key string, call Call, in session.Sess
 			return session.Session{}, fmt.Errorf("look up step %s: %w", id, err)
 		}
 	}
+	in, err := Placed(ctx, call, in, id)
+	if err != nil {
+		return session.Session{}, err
+	}
 	env := l.env
 	env.Producer.Step = id
 	return Execute(ctx, env, id, call, in)

@@ -18,6 +18,10 @@
 //	    description: Sorts tickets. # for selectors; not part of the spec
 //	  writer: agents/writer.yaml    # a spec file, relative to this file
 //	  fixer: {file: agents/fixer.yaml, description: Fixes bugs.}
+//	  builder:                      # its tools run in a docker sandbox
+//	    model: scripted
+//	    tools: [builtin]
+//	    sandbox: {backend: docker, image: rath-sandbox:busybox}
 //	workflows:                      # optional named sub-workflows
 //	  research:
 //	    description: Look it up.
@@ -42,6 +46,21 @@
 // step. A select step is a bounded loop ([selector.Loop]): choose a
 // candidate, run it, repeat until the selector chooses none (-1) or
 // max_rounds candidates have run; max_rounds is required.
+//
+// # Sandboxes
+//
+// An agent may carry a sandbox block, as any agent spec may (package
+// agent: backend, image, network, timeout_seconds). Every agent step of
+// that agent (agent, fork branch, select candidate) runs on that placement:
+// before the step, the driver records its input session placed there (a
+// version with op place, unless the input is placed there already), so the
+// step's tools run in that sandbox and the lineage shows where. An agent
+// without the block runs where its input session is placed, as an agent
+// run does: after a docker agent, that is docker. Selectors and compressors
+// run no tools: their block is checked but places nothing. The operator's
+// sandbox policy bounds the blocks: the coordinator refuses a file whose
+// block it does not allow at submit ([File.CheckSandboxes]), naming the
+// block's field and line.
 //
 // # Limits
 //
@@ -149,7 +168,14 @@ type AgentDef struct {
 	Description string
 	Line        int
 	Column      int
+	// sandboxAt locates the spec's sandbox block: "" is its key, the
+	// others its fields (backend, image, …) when they are inline; nil
+	// without a block. [File.CheckSandboxes] names these positions.
+	sandboxAt map[string]position
 }
+
+// position is a line and column of the file.
+type position struct{ line, column int }
 
 // WorkflowDef is one entry of workflows.
 type WorkflowDef struct {
@@ -514,18 +540,17 @@ func (p *parser) agent(name string, n *yaml.Node) (*AgentDef, error) {
 	if err != nil {
 		at := n
 		if specNode != nil {
-			at = specField(specNode, err)
+			if at = specField(specNode, err); at == specNode {
+				at = n
+			}
 		}
 		return nil, p.errAt(at, field, "%v", err)
 	}
 	if spec.Sandbox != nil {
-		// Workflow steps do not place their inputs yet (issue #20): refuse
-		// rather than run the tools somewhere the file did not say.
-		at := n
-		if specNode != nil {
-			at = specField(specNode, errors.New(`unknown field "sandbox"`))
-		}
-		return nil, p.errAt(at, field+".sandbox", "not applied to workflow steps yet; place the input session instead (rathctl session place, docs/sandboxes.md)")
+		// Steps of this agent run on the block's placement (the driver
+		// places their input sessions); the operator's policy is checked
+		// at submit ([File.CheckSandboxes]), naming these positions.
+		def.sandboxAt = sandboxPositions(n, specNode)
 	}
 	if spec.ScriptFile != "" {
 		if p.read == nil {
@@ -549,27 +574,95 @@ func (p *parser) agent(name string, n *yaml.Node) (*AgentDef, error) {
 }
 
 // specField returns the key node of the inline spec field an agent spec
-// error names ("…: limits.max_tool_rounds: …" or `unknown field "x"`), or
-// the spec itself.
+// error names ("…: limits.max_tool_rounds: …" or `unknown field "x"`): the
+// innermost key of the path found in nested mappings ("max_tool_rounds"
+// in limits), or the spec itself.
 func specField(spec *yaml.Node, err error) *yaml.Node {
 	msg := err.Error()
-	var key string
+	var path []string
 	if m := unknownFieldRE.FindStringSubmatch(msg); m != nil {
-		key = m[1]
+		path = []string{m[1]}
+	} else if m := typeFieldRE.FindStringSubmatch(msg); m != nil {
+		path = strings.Split(m[1], ".")
 	} else if rest, ok := strings.CutPrefix(msg, agent.ErrInvalidSpec.Error()+": "); ok {
-		key, _, _ = strings.Cut(rest, ":")
-		key, _, _ = strings.Cut(key, ".")
-		key, _, _ = strings.Cut(key, "[")
-	}
-	for i := 0; i+1 < len(spec.Content); i += 2 {
-		if key != "" && spec.Content[i].Value == key {
-			return spec.Content[i]
+		field, _, _ := strings.Cut(rest, ": ")
+		for _, k := range strings.Split(field, ".") {
+			k, _, _ = strings.Cut(k, "[")
+			path = append(path, k)
 		}
 	}
-	return spec
+	at, m := spec, spec
+	for i, key := range path {
+		k, v := mappingKey(m, key)
+		if k == nil && i == 0 && len(path) == 1 {
+			// An unknown field may be one of a nested block's.
+			k = findKey(spec, key, 0)
+		}
+		if k == nil {
+			break
+		}
+		at, m = k, v
+	}
+	return at
 }
 
-var unknownFieldRE = regexp.MustCompile(`unknown field "([^"]+)"`)
+// findKey returns the first key node named key in the mappings nested in
+// n (depth-first, at most MaxDepth deep), or nil.
+func findKey(n *yaml.Node, key string, depth int) *yaml.Node {
+	if n == nil || depth > MaxDepth {
+		return nil
+	}
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				return n.Content[i]
+			}
+		}
+	}
+	for _, c := range n.Content {
+		if k := findKey(c, key, depth+1); k != nil {
+			return k
+		}
+	}
+	return nil
+}
+
+// mappingKey returns the key and value nodes of key in mapping m, or nils.
+func mappingKey(m *yaml.Node, key string) (k, v *yaml.Node) {
+	if m == nil || m.Kind != yaml.MappingNode || key == "" {
+		return nil, nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i], m.Content[i+1]
+		}
+	}
+	return nil, nil
+}
+
+// sandboxPositions locates an agent's sandbox block: the key of an inline
+// spec's block and its fields, or the agent's own node for a spec file.
+func sandboxPositions(agentNode, spec *yaml.Node) map[string]position {
+	at := map[string]position{"": {agentNode.Line, agentNode.Column}}
+	k, v := mappingKey(spec, "sandbox")
+	if k == nil {
+		return at
+	}
+	at[""] = position{k.Line, k.Column}
+	if v.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			at[v.Content[i].Value] = position{v.Content[i].Line, v.Content[i].Column}
+		}
+	}
+	return at
+}
+
+var (
+	unknownFieldRE = regexp.MustCompile(`unknown field "([^"]+)"`)
+	// typeFieldRE finds the field of encoding/json's type errors ("cannot
+	// unmarshal string into Go struct field Spec.sandbox of type …").
+	typeFieldRE = regexp.MustCompile(`Go struct field [A-Za-z0-9_]+\.([A-Za-z0-9_.]+) of type`)
+)
 
 // parseSpec parses a spec whose name defaults to the agent's key.
 func parseSpec(raw []byte, name string) (agent.Spec, error) {

@@ -46,7 +46,7 @@ func TestValidationErrors(t *testing.T) {
 		{"unknown top key", agents + "step:\n  - agent: a\n", 8, 1, "step: unknown key"},
 		{"no steps", agents, 1, 1, "steps: required"},
 		{"unknown spec field", "agents:\n  a:\n    model: scripted\n    script: [x]\n    temperature: 2\nsteps:\n  - agent: a\n", 5, 5, `agents.a: rath: invalid agent spec: json: unknown field "temperature"`},
-		{"bad spec field", "agents:\n  a:\n    model: scripted\n    script: [x]\n    limits: {max_tool_rounds: -1}\nsteps:\n  - agent: a\n", 5, 5, "limits.max_tool_rounds: must be ≥ 0"},
+		{"bad spec field", "agents:\n  a:\n    model: scripted\n    script: [x]\n    limits: {max_tool_rounds: -1}\nsteps:\n  - agent: a\n", 5, 14, "limits.max_tool_rounds: must be ≥ 0"},
 		{"cycle", agents + "workflows:\n  w1:\n    steps: [{run: w2}]\n  w2:\n    steps: [{agent: a}, {fork: {branches: [b, w1]}}]\n" + "steps:\n  - run: w1\n",
 			12, 47, "cycle: workflow w1 → w2 → w1"},
 		{"self reference", agents + "workflows:\n  w:\n    steps: [{run: w}]\n" + "steps:\n  - run: w\n", 10, 19, "cycle: workflow w → w"},
@@ -56,8 +56,13 @@ func TestValidationErrors(t *testing.T) {
 		{"file ref without dir", "agents:\n  a: a.yaml\nsteps:\n  - agent: a\n", 2, 6, "inline the agent"},
 		{"not yaml", "steps: [", 0, 0, "not YAML"},
 		{"compress unknown", agents + "steps:\n  - compress: {agent: nope}\n", 9, 23, `unknown agent "nope"`},
-		{"sandbox in a workflow", "agents:\n  a:\n    model: scripted\n    script: [x]\n    sandbox: {backend: docker}\nsteps:\n  - agent: a\n", 5, 5, "agents.a.sandbox: not applied to workflow steps yet"},
-		{"bad sandbox", "agents:\n  a:\n    model: scripted\n    script: [x]\n    sandbox: {backend: vm}\nsteps:\n  - agent: a\n", 5, 5, `sandbox.backend: "vm" is not a sandbox backend`},
+		{"bad sandbox", "agents:\n  a:\n    model: scripted\n    script: [x]\n    sandbox: {backend: vm}\nsteps:\n  - agent: a\n", 5, 15, `sandbox.backend: "vm" is not a sandbox backend`},
+		{"sandbox without backend", "agents:\n  a:\n    model: scripted\n    script: [x]\n    sandbox:\n      image: rath-sandbox:busybox\nsteps:\n  - agent: a\n", 5, 5, "sandbox.backend: required"},
+		{"sandbox bad network", "agents:\n  a:\n    model: scripted\n    script: [x]\n    sandbox:\n      backend: docker\n      network: open\nsteps:\n  - agent: a\n", 7, 7, `sandbox.network: "open" is not none or egress`},
+		{"sandbox local image", agents + "  c:\n    model: scripted\n    script: [x]\n    sandbox:\n      backend: local\n      image: alpine\nsteps:\n  - agent: c\n", 13, 7, "sandbox.image: the local backend takes no image"},
+		{"sandbox bad timeout", "agents:\n  a:\n    model: scripted\n    script: [x]\n    sandbox: {backend: docker, timeout_seconds: -1}\nsteps:\n  - agent: a\n", 5, 32, "sandbox.timeout_seconds: must be in 0..604800"},
+		{"sandbox unknown field", "agents:\n  a:\n    model: scripted\n    script: [x]\n    sandbox:\n      backend: docker\n      cpus: 2\nsteps:\n  - agent: a\n", 7, 7, `unknown field "cpus"`},
+		{"sandbox not a mapping", "agents:\n  a:\n    model: scripted\n    script: [x]\n    sandbox: docker\nsteps:\n  - agent: a\n", 5, 5, "agents.a"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -22,6 +22,8 @@ func FuzzParse(f *testing.F) {
 		agents + "steps:\n  - fork: {n: 3, agent: a}\n  - compress: b\n",
 		agents + "workflows:\n  w:\n    steps: [{agent: a}]\nsteps:\n  - select: {selector: a, candidates: [b, w], max_rounds: 2}\n  - sequence: [{run: w}]\n",
 		agents + "workflows:\n  w:\n    steps: [{run: w}]\nsteps:\n  - run: w\n",
+		"agents:\n  a:\n    model: scripted\n    script: [x]\n    sandbox: {backend: docker, image: rath-sandbox:busybox, network: none, timeout_seconds: 5}\nsteps:\n  - agent: a\n",
+		"agents:\n  a:\n    model: scripted\n    script: [x]\n    sandbox:\n      backend: local\n      limits: {x: 1}\nsteps:\n  - agent: a\n",
 		"steps: []", "", "- 1", "a: &x [*x]", "steps:\n  - agent: a\n",
 	} {
 		f.Add([]byte(s))

@@ -30,7 +30,7 @@ func TestRedactReachesOtherStores(t *testing.T) {
 	for name, url := range urls {
 		t.Run(name, func(t *testing.T) {
 			open := func() store.Store {
-				st := must[store.Store](t)(storeurl.Open(ctx, url, storeurl.Options{Migrate: true}))
+				st := must[store.Store](t)(storeurl.Open(ctx, url, storeurl.Options{Migrate: true, Create: true}))
 				t.Cleanup(func() { st.Close() })
 				return st
 			}

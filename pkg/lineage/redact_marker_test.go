@@ -33,7 +33,7 @@ func TestForgedRedactionMarker(t *testing.T) {
 	}
 	for name, url := range urls {
 		t.Run(name, func(t *testing.T) {
-			st := must[store.Store](t)(storeurl.Open(ctx, url, storeurl.Options{Migrate: true}))
+			st := must[store.Store](t)(storeurl.Open(ctx, url, storeurl.Options{Migrate: true, Create: true}))
 			t.Cleanup(func() { st.Close() })
 			_, db, err := runs.Open(ctx, url)
 			if err != nil {

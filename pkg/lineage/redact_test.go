@@ -34,7 +34,7 @@ func TestRedact(t *testing.T) {
 	const secret = "sk-live-THE-SECRET-4242"
 	for name, url := range urls {
 		t.Run(name, func(t *testing.T) {
-			st := must[store.Store](t)(storeurl.Open(ctx, url, storeurl.Options{Migrate: true}))
+			st := must[store.Store](t)(storeurl.Open(ctx, url, storeurl.Options{Migrate: true, Create: true}))
 			t.Cleanup(func() { st.Close() })
 			_, db, err := runs.Open(ctx, url)
 			if err != nil {

@@ -181,6 +181,14 @@ func (s Session) Detach(ctx context.Context) (Session, error) {
 // bound to another sandbox backend or spec. An empty p.Snapshot keeps the
 // current workspace snapshot, so files travel with the move.
 func (s Session) To(ctx context.Context, p Placement) (Session, error) {
+	return s.ToKeyed(ctx, p, "")
+}
+
+// ToKeyed is [Session.To] with an idempotency key: if a version with key
+// was committed before as the same move, it is returned and nothing is
+// recorded. A workflow step that places its input again on re-execution
+// (a durable run's driver after a restart) gets the same version back.
+func (s Session) ToKeyed(ctx context.Context, p Placement, key string) (Session, error) {
 	if p.Snapshot == "" {
 		p.Snapshot = s.v.Placement.Snapshot
 	}
@@ -190,6 +198,7 @@ func (s Session) To(ctx context.Context, p Placement) (Session, error) {
 		Op:        OpPlace,
 		Placement: p,
 		Usage:     s.v.Usage,
+		Key:       key,
 	}
 	return commit(ctx, s.g, v, []*Version{s.v}, s.v)
 }

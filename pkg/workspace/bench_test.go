@@ -185,7 +185,7 @@ func BenchmarkFork100MBWorkspace(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	g, err := storeurl.Open(ctx, "sqlite:"+filepath.Join(b.TempDir(), "rath.db"), storeurl.Options{Migrate: true})
+	g, err := storeurl.Open(ctx, "sqlite:"+filepath.Join(b.TempDir(), "rath.db"), storeurl.Options{Migrate: true, Create: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -84,6 +84,29 @@ func sameChunks(t fataler, what string, got, want []session.Chunk) {
 // RunGraph checks the session.Graph contract on graphs from open, which
 // must return a new empty graph each call.
 func RunGraph(t *testing.T, open func(t *testing.T) session.Graph) {
+	RunGraphWith(t, open, GraphOptions{})
+}
+
+// GraphOptions say which optional parts of the contract a graph keeps.
+type GraphOptions struct {
+	// RefusesKeys: the graph refuses a version carrying a key with
+	// session.ErrInvalidVersion, as the coordinator's API does for its
+	// clients (keys are the system's: a step's output is committed under
+	// its step id). The keyed cases then check that refusal and that
+	// nothing was stored; the rest runs without keys.
+	RefusesKeys bool
+}
+
+// RunGraphWith is [RunGraph] for a graph that keeps the contract as o
+// says (client.Graph, over the coordinator's API).
+func RunGraphWith(t *testing.T, open func(t *testing.T) session.Graph, o GraphOptions) {
+	// key is k, or none for a graph that refuses keys.
+	key := func(k string) string {
+		if o.RefusesKeys {
+			return ""
+		}
+		return k
+	}
 	t.Run("RoundTrip", func(t *testing.T) {
 		t.Parallel()
 		ctx, g := ctxFor(t), open(t)
@@ -95,7 +118,7 @@ func RunGraph(t *testing.T, open func(t *testing.T) session.Graph) {
 			Producer: session.Producer{Run: "r1", Step: "s1", Agent: "coder", Model: "m", Worker: "w1", TraceID: "t1"},
 			Extras: []session.Extra{session.StringExtra("why", "because"), {Key: "n", Value: []byte("1e2")},
 				{Key: "raw", Value: []byte(` {"b": [1, 2.50], "a": "<&>"} `)}, {Key: "empty"}},
-			Key: "step-1",
+			Key: key("step-1"),
 		}))(t)
 		ev, err := session.Evidence(session.KindNote, map[string]any{"b": 2, "a": []int{1}})
 		if err != nil {
@@ -204,6 +227,31 @@ func RunGraph(t *testing.T, open func(t *testing.T) session.Graph) {
 		t.Parallel()
 		ctx, g := ctxFor(t), open(t)
 		s := must(session.FromUserMessage(ctx, g, "hi"))(t)
+		if o.RefusesKeys {
+			plain := must(s.Extend(ctx, session.Extension{Op: session.OpAppend, Chunks: []session.Chunk{session.Assistant("other")}}))(t).Version()
+			// The same content under a key: refused, and not stored.
+			v := &session.Version{ID: session.NewID(), Parents: plain.Parents, Base: plain.Base, Op: session.OpStep,
+				Chunks: []session.Chunk{session.Assistant("first")}, CreatedAt: time.Now(), Key: "k"}
+			if err := session.Seal(v, []*session.Version{s.Version()}, s.Version()); err != nil {
+				t.Fatal(err)
+			}
+			_, err := g.Put(ctx, v)
+			wantErr(t, err, session.ErrInvalidVersion, "put with a key")
+			_, err = g.Get(ctx, v.ID)
+			wantErr(t, err, session.ErrNotFound, "a refused keyed version must not be stored")
+			// The same version again is a no-op; the same id with other content a conflict.
+			if got := must(g.Put(ctx, plain))(t); got.Hash != plain.Hash {
+				t.Fatalf("re-put returned hash %s, want %s", got.Hash, plain.Hash)
+			}
+			other := &session.Version{ID: plain.ID, Parents: plain.Parents, Base: plain.Base, Op: session.OpAppend,
+				Chunks: []session.Chunk{session.Assistant("another")}, CreatedAt: plain.CreatedAt}
+			if err := session.Seal(other, []*session.Version{s.Version()}, s.Version()); err != nil {
+				t.Fatal(err)
+			}
+			_, err = g.Put(ctx, other)
+			wantErr(t, err, session.ErrConflict, "same id, different content")
+			return
+		}
 		a := must(s.Extend(ctx, session.Extension{Op: session.OpStep, Chunks: []session.Chunk{session.Assistant("first")}, Key: "k"}))(t)
 		b := must(s.Extend(ctx, session.Extension{Op: session.OpStep, Chunks: []session.Chunk{session.Assistant("second")}, Key: "k"}))(t)
 		if a.ID() != b.ID() || a.Hash() != b.Hash() {
@@ -226,6 +274,9 @@ func RunGraph(t *testing.T, open func(t *testing.T) session.Graph) {
 	})
 
 	t.Run("KeyedPutRefusesAnotherCommit", func(t *testing.T) {
+		if o.RefusesKeys {
+			return // IdempotentKeyAndConflict checks the refusal
+		}
 		t.Parallel()
 		ctx, g := ctxFor(t), open(t)
 		// A step's output holds its key; a version on other parents (a
@@ -305,7 +356,7 @@ func RunGraph(t *testing.T, open func(t *testing.T) session.Graph) {
 				s := root
 				for i := range steps {
 					var err error
-					if s, err = s.Extend(ctx, session.Extension{Chunks: []session.Chunk{session.Assistant(fmt.Sprintf("w%d-%d", w, i))}, Key: fmt.Sprintf("w%d-%d", w, i)}); err != nil {
+					if s, err = s.Extend(ctx, session.Extension{Chunks: []session.Chunk{session.Assistant(fmt.Sprintf("w%d-%d", w, i))}, Key: key(fmt.Sprintf("w%d-%d", w, i))}); err != nil {
 						errs <- err
 						return
 					}
