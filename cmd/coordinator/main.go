@@ -179,6 +179,11 @@ func run(ctx context.Context, args []string) error {
 	if tenants != nil {
 		cfg.Tenants = tenants
 	}
+	// gc, pins, redaction and check for requests bound to no tenant
+	// (authentication off); tenants' go through their pools.
+	if cfg.Retention, err = b.Retention(); err != nil {
+		return err
+	}
 	c, err := coordinator.New(b.Store, b.Runs, b.Bus, cfg)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/internal/natsauth"
+	"github.com/rath-run/rath/pkg/lineage"
 	"github.com/rath-run/rath/pkg/store/sqlitestore"
 )
 
@@ -73,4 +74,17 @@ func NATSConnectorAs(url, name string, role natsauth.Role, getenv func(string) s
 		opts := append(NATSOptions(name), creds...)
 		return nats.Connect(url, opts...)
 	}, nil
+}
+
+// Retention returns gc, pins and redaction over the backend's database
+// (coordinator.Config.Retention, for requests bound to no tenant's pools):
+// the embedded store's connection on SQLite, the run store's on Postgres.
+func (b *Backend) Retention() (*lineage.Retention, error) {
+	if sq, ok := b.Store.(*sqlitestore.Store); ok {
+		return &lineage.Retention{DB: sq.DB(), Dialect: lineage.SQLite}, nil
+	}
+	if b.runsDB == nil {
+		return nil, fmt.Errorf("retention: the backend has no run store database")
+	}
+	return &lineage.Retention{DB: b.runsDB, Dialect: lineage.Postgres}, nil
 }

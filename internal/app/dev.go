@@ -106,9 +106,14 @@ func StartDev(ctx context.Context, cfg DevConfig) (*Dev, error) {
 		d.Close()
 		return nil, err
 	}
+	ret, err := d.Backend.Retention()
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
 	d.Coordinator, err = coordinator.New(d.Backend.Store, d.Backend.Runs, d.Backend.Bus, coordinator.Config{Logger: log, SameDatabase: d.Backend.SubmitInOneTx(), RunReads: d.Backend.RunReads,
 		TracerProvider: cfg.TracerProvider, Metrics: metrics, Gatherer: d.Registry, JaegerURL: cfg.JaegerURL, Memory: d.Backend.Memory,
-		SandboxPolicy: pol})
+		SandboxPolicy: pol, Retention: ret})
 	if err != nil {
 		d.Close()
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/lineage"
 	"github.com/rath-run/rath/pkg/memory/pgmem"
 	"github.com/rath-run/rath/pkg/store"
 	"github.com/rath-run/rath/pkg/store/pgstore"
@@ -158,4 +159,23 @@ func (p *TenantPools) Close() error {
 		delete(p.mems, t)
 	}
 	return errors.Join(errs...)
+}
+
+// Retention returns tenant's graph store and a [lineage.Retention] over its
+// confined run-store connections: gc, pins, redaction and the invariant
+// checker then see and change only that tenant's rows (migration 00019:
+// row-level security on pins and redactions, rath_gc and rath_redact
+// held to the connection's tenant).
+func (p *TenantPools) Retention(ctx context.Context, tenant string) (store.Store, lineage.Retention, error) {
+	g, _, err := p.For(ctx, tenant)
+	if err != nil {
+		return nil, lineage.Retention{}, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	tp, ok := p.pools[tenant]
+	if !ok {
+		return nil, lineage.Retention{}, errors.New("tenant pools: closed")
+	}
+	return g, lineage.Retention{DB: tp.db, Dialect: lineage.Postgres}, nil
 }

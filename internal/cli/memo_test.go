@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/llm/llmtest"
-	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/store"
 )
 
@@ -38,8 +38,9 @@ func TestMemoryCommitExtract(t *testing.T) {
 	if reqs := srv.Requests(); len(reqs) != 1 || reqs[0].Model != "fake-chat" {
 		t.Fatalf("requests: %+v", reqs)
 	}
-	var hits []memory.Hit
-	okJSON(t, &hits, "memory", "--store", db, "recall", "favorite color", "--scope", "memory://session/"+v.ID.String()+"/memos/", "-k", "1")
+	var hitsReply api.RecallReply
+	okJSON(t, &hitsReply, "memory", "--store", db, "recall", "favorite color", "--scope", "memory://session/"+v.ID.String()+"/memos/", "-k", "1")
+	hits := hitsReply.Hits
 	if len(hits) != 1 || hits[0].URI != m.URI || hits[0].VersionID != v.ID.String() {
 		t.Fatalf("recall: %+v", hits)
 	}
@@ -51,8 +52,9 @@ func TestMemoryCommitExtract(t *testing.T) {
 		!strings.Contains(errOut, "warning: memo extraction failed") || !strings.Contains(errOut, "bad memo list") {
 		t.Fatalf("malformed: exit %d %q %q", code, out, errOut)
 	}
-	var items []memory.Item
-	okJSON(t, &items, "memory", "--store", db, "list", "memory://session/"+root.ID.String()+"/")
+	var itemsReply api.MemoryList
+	okJSON(t, &itemsReply, "memory", "--store", db, "list", "memory://session/"+root.ID.String()+"/")
+	items := itemsReply.Items
 	if len(items) != 1 || items[0].URI != agent.TranscriptURI(root.ID) {
 		t.Fatalf("items after malformed reply: %+v", items)
 	}

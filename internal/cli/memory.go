@@ -15,56 +15,57 @@ import (
 
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/llm"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/memory/pgmem"
 	"github.com/rath-run/rath/pkg/memory/sqlitemem"
 	"github.com/rath-run/rath/pkg/session"
-	"github.com/rath-run/rath/pkg/store/storeurl"
 )
 
-// memoryFlags are the flags of rathctl memory.
+// memoryFlags are the flags of rathctl memory: a coordinator (--server,
+// $RATH_SERVER, --token) or a store, as the lineage commands choose, and
+// the namespace.
 type memoryFlags struct {
-	storeFlags
+	lineageFlags
 	namespace string
 }
 
-// openMemory opens the memory store beside the store --store or
-// RATH_STORE names: the memory.db file next to a sqlite: store
-// (sqlite:.rath/rath.db gives .rath/memory.db, the one `memory: local` uses
-// under rathctl dev), or the Postgres database.
-func (f *memoryFlags) openMemory(ctx context.Context) (memory.Store, error) {
-	if f.output != "text" && f.output != "json" {
-		return nil, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", f.output)}
-	}
-	url, err := storeURLFrom(f.url)
-	if err != nil {
-		return nil, err
-	}
-	// The memory file lives beside a SQLite store: refuse a store that is
-	// not there rather than start a new memory file in the wrong place.
-	if err := storeurl.CheckExists(url); err != nil {
-		return nil, err
-	}
+// openMemory opens the memory store beside the store a store target names:
+// the memory.db file next to a sqlite: store (.rath/memory.db by default,
+// the one `memory: local` uses under rathctl dev), or the Postgres
+// database.
+func openMemory(ctx context.Context, url string) (memory.Store, error) {
 	if p := app.MemoryPath(url); p != "" {
 		return sqlitemem.Open(ctx, p)
 	}
 	return pgmem.Open(ctx, url)
 }
 
-func (f *memoryFlags) with(fn func(ctx context.Context, st memory.Store, args []string) error) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, args []string) error {
-		st, err := f.openMemory(cmd.Context())
-		if err != nil {
-			return err
+// with wraps a memory command body: mem is the coordinator's memory
+// (client.Memory, t.cl set) or the store's.
+func (f *memoryFlags) with(fn func(ctx context.Context, t target, mem memory.Store, args []string) error) func(*cobra.Command, []string) error {
+	return f.lineageFlags.with(func(ctx context.Context, t target, args []string) error {
+		var mem memory.Store
+		if t.cl != nil {
+			mem = t.cl.Memory()
+		} else {
+			st, err := openMemory(ctx, t.storeURL)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			mem = st
 		}
-		defer st.Close()
-		err = fn(cmd.Context(), st, args)
+		err := fn(ctx, t, mem, args)
 		if memory.IsKind(err, memory.KindInvalidURI) || memory.IsKind(err, memory.KindInvalidArgument) || memory.IsKind(err, memory.KindTooLarge) {
 			return &exitError{code: 2, err: err}
 		}
+		if memory.IsKind(err, memory.KindNotFound) && !errors.Is(err, session.ErrNotFound) {
+			return fmt.Errorf("%w (%w)", err, session.ErrNotFound)
+		}
 		return err
-	}
+	})
 }
 
 func newMemoryCmd(env *Env) *cobra.Command {
@@ -82,7 +83,7 @@ func newMemoryCmd(env *Env) *cobra.Command {
 		Use:   "remember URI [TEXT]",
 		Short: "write an item (TEXT, or standard input when omitted or -)",
 		Args:  cobra.RangeArgs(1, 2),
-		RunE: f.with(func(ctx context.Context, st memory.Store, args []string) error {
+		RunE: f.with(func(ctx context.Context, _ target, st memory.Store, args []string) error {
 			var text string
 			if len(args) == 2 && args[1] != "-" {
 				text = args[1]
@@ -119,12 +120,12 @@ func newMemoryCmd(env *Env) *cobra.Command {
 		Use:   "recall QUERY",
 		Short: "rank items by BM25 against QUERY (OpenRath's scoring)",
 		Args:  cobra.ExactArgs(1),
-		RunE: f.with(func(ctx context.Context, st memory.Store, args []string) error {
+		RunE: f.with(func(ctx context.Context, _ target, st memory.Store, args []string) error {
 			hits, err := st.Recall(ctx, f.namespace, memory.Query{Text: args[0], TopK: topK, Scope: scope})
 			if err != nil {
 				return err
 			}
-			return f.print(env, hits, func(w io.Writer) {
+			return f.print(env, api.RecallReply{Hits: nonNilSlice(hits)}, func(w io.Writer) {
 				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "SCORE\tURI\tWRITTEN BY\tSNIPPET")
 				for _, h := range hits {
@@ -143,7 +144,7 @@ func newMemoryCmd(env *Env) *cobra.Command {
 		Use:   "list [SCOPE]",
 		Short: "list items in URI order",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: f.with(func(ctx context.Context, st memory.Store, args []string) error {
+		RunE: f.with(func(ctx context.Context, _ target, st memory.Store, args []string) error {
 			opts := memory.ListOptions{Limit: limit, IncludeDeleted: deleted}
 			if len(args) == 1 {
 				opts.Scope = args[0]
@@ -152,7 +153,7 @@ func newMemoryCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return f.print(env, items, func(w io.Writer) {
+			return f.print(env, api.MemoryList{Items: nonNilSlice(items)}, func(w io.Writer) {
 				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "URI\tUPDATED\tWRITTEN BY\tTEXT")
 				for _, it := range items {
@@ -173,7 +174,7 @@ func newMemoryCmd(env *Env) *cobra.Command {
 		Use:   "show URI",
 		Short: "print an item with its provenance",
 		Args:  cobra.ExactArgs(1),
-		RunE: f.with(func(ctx context.Context, st memory.Store, args []string) error {
+		RunE: f.with(func(ctx context.Context, _ target, st memory.Store, args []string) error {
 			it, err := st.Read(ctx, f.namespace, args[0])
 			if err != nil {
 				return err
@@ -194,11 +195,12 @@ func newMemoryCmd(env *Env) *cobra.Command {
 		Use:   "delete URI",
 		Short: "delete an item (a tombstone stays: list --deleted shows it)",
 		Args:  cobra.ExactArgs(1),
-		RunE: f.with(func(ctx context.Context, st memory.Store, args []string) error {
+		RunE: f.with(func(ctx context.Context, _ target, st memory.Store, args []string) error {
 			if err := st.Delete(ctx, f.namespace, args[0], delVersion); err != nil {
 				return err
 			}
-			return f.print(env, map[string]string{"deleted": args[0]}, func(w io.Writer) { fmt.Fprintf(w, "deleted %s\n", args[0]) })
+			ns := cmp.Or(f.namespace, memory.DefaultNamespace)
+			return f.print(env, api.MemoryDeleteReply{Namespace: ns, Deleted: args[0]}, func(w io.Writer) { fmt.Fprintf(w, "deleted %s\n", args[0]) })
 		}),
 	}
 	del.Flags().StringVar(&delVersion, "version", "", "session version id to record as the deleter")
@@ -211,17 +213,32 @@ func newMemoryCmd(env *Env) *cobra.Command {
 		Use:   "commit SESSION_VERSION_ID",
 		Short: "archive a session version's transcript into memory (memory://session/ID/transcript, written by that version), as an agent's commit: true does",
 		Args:  cobra.ExactArgs(1),
-		RunE: f.with(func(ctx context.Context, mem memory.Store, args []string) error {
+		RunE: f.with(func(ctx context.Context, t target, mem memory.Store, args []string) error {
 			id, err := parseID(args[0])
 			if err != nil {
 				return err
 			}
-			st, err := f.open(ctx)
-			if err != nil {
-				return err
+			if t.cl != nil && !extract {
+				if model != "" || provider != "" {
+					return &exitError{code: 2, err: errors.New("--model and --provider need --extract")}
+				}
+				res, err := t.cl.Memory().Commit(ctx, f.namespace, id.String(), agentName)
+				if err != nil {
+					return err
+				}
+				return f.print(env, res, func(w io.Writer) {
+					it := res.Transcript
+					fmt.Fprintf(w, "committed %s (%d bytes) in %s, written by %s\n", it.URI, len(it.Text), it.Namespace, it.VersionID)
+				})
 			}
-			defer st.Close()
-			out, err := session.Open(ctx, st, id)
+			// Through a coordinator, --extract runs the model here, on the
+			// transcript read through the API, and remembers each memo
+			// through it.
+			var g session.Graph = t.st
+			if t.cl != nil {
+				g = t.cl.Graph()
+			}
+			out, err := session.Open(ctx, g, id)
 			if err != nil {
 				return err
 			}
@@ -233,7 +250,7 @@ func newMemoryCmd(env *Env) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return f.print(env, it, func(w io.Writer) {
+				return f.print(env, api.MemoryCommitReply{Transcript: it}, func(w io.Writer) {
 					fmt.Fprintf(w, "committed %s (%d bytes) in %s, written by %s\n", it.URI, len(it.Text), it.Namespace, it.VersionID)
 				})
 			}
@@ -248,7 +265,7 @@ func newMemoryCmd(env *Env) *cobra.Command {
 			if res.Warning != "" {
 				fmt.Fprintf(env.Err, "warning: %s\n", res.Warning)
 			}
-			return f.print(env, res, func(w io.Writer) {
+			return f.print(env, api.MemoryCommitReply{Transcript: res.Transcript, Memos: res.Memos, Warning: res.Warning}, func(w io.Writer) {
 				it := res.Transcript
 				fmt.Fprintf(w, "committed %s (%d bytes) in %s, written by %s\n", it.URI, len(it.Text), it.Namespace, it.VersionID)
 				for _, m := range res.Memos {
@@ -281,6 +298,13 @@ func oneLine(s string, n int) string {
 	r := []rune(s)
 	if len(r) > n {
 		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func nonNilSlice[T any](s []T) []T {
+	if s == nil {
+		return []T{}
 	}
 	return s
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
@@ -26,8 +27,9 @@ func TestMemoryCommands(t *testing.T) {
 	run("The user reads English and writes Python.", "remember", "memory://user/memories/preferences/language")
 	run("", "remember", "--namespace", "other", "memory://user/x", "night night night")
 
-	var hits []memory.Hit
-	okJSON(t, &hits, "memory", "--store", store, "recall", "reading code at night", "-k", "3")
+	var hitsReply api.RecallReply
+	okJSON(t, &hitsReply, "memory", "--store", store, "recall", "reading code at night", "-k", "3")
+	hits := hitsReply.Hits
 	// OpenRath's example 09 numbers (fixtures/openrath/memory_bm25.expected.json).
 	if len(hits) != 2 || hits[0].Score != 1.3124680341963462 || hits[0].VersionID != "v-1" || hits[1].Score != 0 {
 		t.Fatalf("recall: %+v", hits)
@@ -59,7 +61,7 @@ func TestMemoryCommands(t *testing.T) {
 		{[]string{"show", "memory://user/../x"}, 2, "invalid_uri"},
 		{[]string{"remember", "file:///etc/x", "t"}, 2, "invalid_uri"},
 		{[]string{"recall", "x", "--scope", "memory://tenant"}, 2, `unknown scope "tenant"`},
-		{[]string{"show", "memory://user/nope"}, 1, "not_found"},
+		{[]string{"show", "memory://user/nope"}, notFoundExit, "not_found"},
 		{[]string{"remember", "memory://user/x", "t", "--meta", "novalue"}, 2, "key=value"},
 		{[]string{"list", "-o", "yaml"}, 2, "--output"},
 	} {
@@ -84,14 +86,16 @@ func TestMemoryCommit(t *testing.T) {
 	okJSON(t, &root, "session", "new", "--store", db, "--system", "Be brief.", "--user", "My favorite color is teal.")
 	okJSON(t, &v, "session", "append", root.ID.String(), "--store", db, "--assistant", "Noted: teal.")
 
-	var it memory.Item
-	okJSON(t, &it, "memory", "--store", db, "commit", v.ID.String(), "--agent", "helper")
+	var committed api.MemoryCommitReply
+	okJSON(t, &committed, "memory", "--store", db, "commit", v.ID.String(), "--agent", "helper")
+	it := committed.Transcript
 	want := "system: Be brief.\nuser: My favorite color is teal.\nassistant: Noted: teal.\n"
 	if it.URI != agent.TranscriptURI(v.ID) || it.VersionID != v.ID.String() || it.Text != want || it.Metadata["agent"] != "helper" || it.Metadata["kind"] != "commit" {
 		t.Fatalf("commit: %+v", it)
 	}
-	var hits []memory.Hit
-	okJSON(t, &hits, "memory", "--store", db, "recall", "favorite color", "-k", "1")
+	var hitsReply api.RecallReply
+	okJSON(t, &hitsReply, "memory", "--store", db, "recall", "favorite color", "-k", "1")
+	hits := hitsReply.Hits
 	if len(hits) != 1 || hits[0].URI != it.URI || hits[0].VersionID != v.ID.String() || hits[0].Score <= 0 {
 		t.Fatalf("recall after commit: %+v", hits)
 	}
@@ -100,8 +104,9 @@ func TestMemoryCommit(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "committed "+it.URI) || !strings.Contains(out, "written by "+v.ID.String()) {
 		t.Fatalf("commit again: exit %d %q %s", code, out, errOut)
 	}
-	var items []memory.Item
-	okJSON(t, &items, "memory", "--store", db, "list", "memory://session")
+	var itemsReply api.MemoryList
+	okJSON(t, &itemsReply, "memory", "--store", db, "list", "memory://session")
+	items := itemsReply.Items
 	if len(items) != 1 || items[0].CreatedAt != it.CreatedAt {
 		t.Fatalf("list after second commit: %+v", items)
 	}
@@ -112,7 +117,7 @@ func TestMemoryCommit(t *testing.T) {
 		want string
 	}{
 		{[]string{"commit", "not-an-id"}, 2, "not-an-id"},
-		{[]string{"commit", session.NewID().String()}, 4, "not found"},
+		{[]string{"commit", session.NewID().String()}, notFoundExit, "not found"},
 		{[]string{"commit"}, 2, "accepts 1 arg"},
 	} {
 		code, _, errOut := rathctl(t, "", append([]string{"memory", "--store", db}, tc.args...)...)

@@ -8,12 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/lineage"
-	"github.com/rath-run/rath/pkg/store"
 )
 
 func newRedactCmds(env *Env) []*cobra.Command {
-	var f, lf storeFlags
+	var f, lf lineageFlags
 	var ord int
 	var reason string
 	redact := &cobra.Command{
@@ -23,9 +23,10 @@ func newRedactCmds(env *Env) []*cobra.Command {
 			"hash, in the row that stores it and in every other row holding the same chunk (a merge stores copies), and\n" +
 			"records each in the redactions table. It is the one path allowed to change graph rows (Postgres: the\n" +
 			"rath_redact function and role; see docs/lineage.md). It takes effect everywhere at once: once redact\n" +
-			"returns, no running coordinator or worker on the same database serves the old content from its cache.",
+			"returns, no running coordinator or worker on the same database serves the old content from its cache.\n" +
+			"Through a coordinator (POST /v1/versions/{id}/redact, an admin token) it acts on the token's tenant's rows only.",
 		Args: cobra.ExactArgs(1),
-		RunE: f.withRetention(func(ctx context.Context, st store.Store, ret lineage.Retention, args []string) error {
+		RunE: f.withRetention(func(ctx context.Context, t target, ret lineage.Retention, args []string) error {
 			id, err := parseID(args[0])
 			if err != nil {
 				return err
@@ -36,14 +37,22 @@ func newRedactCmds(env *Env) []*cobra.Command {
 			if strings.TrimSpace(reason) == "" {
 				return &exitError{code: 2, err: errors.New("--reason is required: it is recorded with the redaction")}
 			}
-			done, err := ret.Redact(ctx, id, ord, reason)
+			var reply api.RedactReply
+			if t.cl != nil {
+				reply, err = t.cl.Redact(ctx, id, ord, reason)
+			} else {
+				reply.Redactions, err = ret.Redact(ctx, id, ord, reason)
+			}
 			if err != nil {
 				return err
 			}
 			if f.output == "json" {
-				return (&printer{env: env}).json(map[string]any{"redactions": done})
+				if reply.Redactions == nil {
+					reply.Redactions = []api.Redaction{}
+				}
+				return (&printer{env: env}).json(reply)
 			}
-			for _, d := range done {
+			for _, d := range reply.Redactions {
 				fmt.Fprintf(env.Out, "redacted chunks row (version_id=%s, ord=%d) hash %s\n", d.Version, d.Ord, d.Hash)
 			}
 			return nil
@@ -56,32 +65,37 @@ func newRedactCmds(env *Env) []*cobra.Command {
 		Use:   "redactions",
 		Short: "list recorded redactions, and any redaction marker no redaction recorded",
 		Args:  cobra.NoArgs,
-		RunE: lf.withRetention(func(ctx context.Context, _ store.Store, ret lineage.Retention, _ []string) error {
-			rs, err := ret.Redactions(ctx)
-			if err != nil {
-				return err
+		RunE: lf.withRetention(func(ctx context.Context, t target, ret lineage.Retention, _ []string) error {
+			var rl api.RedactionList
+			var err error
+			if t.cl != nil {
+				rl, err = t.cl.Redactions(ctx)
+			} else if rl.Redactions, err = ret.Redactions(ctx); err == nil {
+				rl.Problems, err = ret.CheckRedactions(ctx)
 			}
-			ps, err := ret.CheckRedactions(ctx)
 			if err != nil {
 				return err
 			}
 			if lf.output == "json" {
-				if rs == nil {
-					rs = []lineage.Redaction{}
+				if rl.Redactions == nil {
+					rl.Redactions = []api.Redaction{}
 				}
-				if err := (&printer{env: env}).json(map[string]any{"redactions": rs, "problems": ps}); err != nil {
+				if rl.Problems == nil {
+					rl.Problems = []api.RedactionProblem{}
+				}
+				if err := (&printer{env: env}).json(rl); err != nil {
 					return err
 				}
 			} else {
-				for _, r := range rs {
+				for _, r := range rl.Redactions {
 					fmt.Fprintf(env.Out, "%s  %s  ord %d  %s  by %s: %s\n", r.At.Format("2006-01-02T15:04:05Z"), r.Version, r.Ord, r.Hash, r.By, r.Reason)
 				}
-				for _, p := range ps {
+				for _, p := range rl.Problems {
 					fmt.Fprintf(env.Out, "MISMATCH %s\n", p)
 				}
 			}
-			if len(ps) > 0 {
-				return &exitError{code: 1, err: fmt.Errorf("%d redaction marker(s) no redaction recorded", len(ps))}
+			if len(rl.Problems) > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("%d redaction marker(s) no redaction recorded", len(rl.Problems))}
 			}
 			return nil
 		}),

@@ -54,6 +54,7 @@ func (c *Coordinator) Handler() http.Handler {
 	c.lineageRoutes(api)
 	c.authRoutes(api)
 	c.memoryRoutes(api)
+	c.adminRoutes(api)
 	mux.Handle("/v1/", uiCredentials(c.auth(api)))
 	return c.instrument(mux)
 }

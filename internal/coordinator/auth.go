@@ -55,9 +55,23 @@ var RouteScopes = map[string]auth.Scope{
 	"GET /v1/memory/item":         auth.ScopeRead,
 	"POST /v1/memory/recall":      auth.ScopeRead,
 	"POST /v1/memory/items":       auth.ScopeSubmit,
+	"DELETE /v1/memory/item":      auth.ScopeSubmit,
+	"POST /v1/memory/commit":      auth.ScopeSubmit,
 	"GET /v1/tokens":              auth.ScopeAdmin,
 	"POST /v1/tokens":             auth.ScopeAdmin,
 	"POST /v1/tokens/{id}/revoke": auth.ScopeAdmin,
+
+	// Retention, redaction and check (admin.go, issue #20): reading pins
+	// and redaction records is read (a tenant's read token already reads
+	// its transcripts); pinning is admin (a pin keeps data from gc); gc,
+	// redaction and check are admin.
+	"POST /v1/admin/gc":             auth.ScopeAdmin,
+	"GET /v1/pins":                  auth.ScopeRead,
+	"POST /v1/versions/{id}/pin":    auth.ScopeAdmin,
+	"DELETE /v1/versions/{id}/pin":  auth.ScopeAdmin,
+	"POST /v1/versions/{id}/redact": auth.ScopeAdmin,
+	"GET /v1/redactions":            auth.ScopeRead,
+	"POST /v1/admin/check":          auth.ScopeAdmin,
 
 	// A workspace file's bytes (issue #20).
 	"GET /v1/sessions/{id}/files/{path...}": auth.ScopeRead,

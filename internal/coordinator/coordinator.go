@@ -29,6 +29,7 @@ import (
 	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/flow"
+	"github.com/rath-run/rath/pkg/lineage"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/sandbox/policy"
 	"github.com/rath-run/rath/pkg/session"
@@ -59,6 +60,11 @@ type Config struct {
 	// requests use Tenants' confined memory stores (TenantMemory). Nil: no
 	// memory over the API for such requests (404).
 	Memory memory.Store
+	// Retention serves gc, pins, redaction and check (/v1/admin, admin.go)
+	// to requests bound to no tenant (authentication off, the embedded
+	// store's default tenant). Tenants' requests use Tenants' confined
+	// retention (TenantRetention). Nil: those endpoints answer 501.
+	Retention *lineage.Retention
 	// MaxBodyBytes bounds a request body; default 1 MiB.
 	MaxBodyBytes int64
 	// MaxImportBytes bounds a session JSONL import body; default 64 MiB.

@@ -3,11 +3,15 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/rath-run/rath/internal/auth"
+	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/memory"
+	"github.com/rath-run/rath/pkg/session"
 )
 
 // TenantMemory gives each tenant a memory store confined to the
@@ -27,6 +31,8 @@ func (c *Coordinator) memoryRoutes(api *apiMux) {
 	api.HandleFunc("GET /v1/memory/item", c.readMemory)
 	api.HandleFunc("POST /v1/memory/items", c.rememberMemory)
 	api.HandleFunc("POST /v1/memory/recall", c.recallMemory)
+	api.HandleFunc("DELETE /v1/memory/item", c.deleteMemory)
+	api.HandleFunc("POST /v1/memory/commit", c.commitMemory)
 }
 
 // memoryOf returns the memory store ctx is bound to: its tenant's confined
@@ -86,10 +92,7 @@ func (c *Coordinator) listMemory(w http.ResponseWriter, r *http.Request) {
 		c.failMemory(w, r, err)
 		return
 	}
-	if items == nil {
-		items = []memory.Item{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	writeJSON(w, http.StatusOK, api.MemoryList{Items: nonNil(items)})
 }
 
 // readMemory serves GET /v1/memory/item?namespace=&uri=.
@@ -108,17 +111,14 @@ func (c *Coordinator) readMemory(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, it)
 }
 
-type rememberRequest struct {
-	Namespace string            `json:"namespace"`
-	URI       string            `json:"uri"`
-	Text      string            `json:"text"`
-	Metadata  map[string]string `json:"metadata,omitempty"`
-}
-
 // rememberMemory serves POST /v1/memory/items: write (or rewrite) an item.
 func (c *Coordinator) rememberMemory(w http.ResponseWriter, r *http.Request) {
-	var req rememberRequest
+	var req api.RememberRequest
 	if !c.decode(w, r, &req) {
+		return
+	}
+	if err := c.ownWriter(r.Context(), req.VersionID); err != nil {
+		c.failMemory(w, r, err)
 		return
 	}
 	ms, err := c.memoryOf(r.Context())
@@ -126,7 +126,7 @@ func (c *Coordinator) rememberMemory(w http.ResponseWriter, r *http.Request) {
 		c.failMemory(w, r, err)
 		return
 	}
-	it, err := ms.Remember(r.Context(), req.Namespace, memory.Write{URI: req.URI, Text: req.Text, Metadata: req.Metadata})
+	it, err := ms.Remember(r.Context(), req.Namespace, memory.Write{URI: req.URI, Text: req.Text, Metadata: req.Metadata, VersionID: req.VersionID})
 	if err != nil {
 		c.failMemory(w, r, err)
 		return
@@ -134,16 +134,9 @@ func (c *Coordinator) rememberMemory(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, it)
 }
 
-type recallRequest struct {
-	Namespace string `json:"namespace"`
-	Text      string `json:"text"`
-	TopK      int    `json:"top_k,omitempty"`
-	Scope     string `json:"scope,omitempty"`
-}
-
 // recallMemory serves POST /v1/memory/recall: BM25 recall in a namespace.
 func (c *Coordinator) recallMemory(w http.ResponseWriter, r *http.Request) {
-	var req recallRequest
+	var req api.RecallRequest
 	if !c.decode(w, r, &req) {
 		return
 	}
@@ -157,8 +150,82 @@ func (c *Coordinator) recallMemory(w http.ResponseWriter, r *http.Request) {
 		c.failMemory(w, r, err)
 		return
 	}
-	if hits == nil {
-		hits = []memory.Hit{}
+	writeJSON(w, http.StatusOK, api.RecallReply{Hits: nonNil(hits)})
+}
+
+// ownWriter checks that a version a memory write names as its writer (or
+// deleter) is one the caller's tenant can see: provenance cannot name
+// another tenant's version. "" (written outside a step) passes.
+func (c *Coordinator) ownWriter(ctx context.Context, version string) error {
+	if version == "" {
+		return nil
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"hits": hits})
+	id, err := session.ParseID(version)
+	if err != nil {
+		return &memory.Error{Kind: memory.KindInvalidArgument, Message: fmt.Sprintf("version_id %q: %v", version, err)}
+	}
+	if _, err := c.graph.Get(ctx, id); err != nil {
+		if errors.Is(err, session.ErrNotFound) {
+			return &memory.Error{Kind: memory.KindNotFound, Message: fmt.Sprintf("version_id %s: no such version", id)}
+		}
+		return err
+	}
+	return nil
+}
+
+// deleteMemory serves DELETE /v1/memory/item?namespace=&uri=&version=: the
+// item is deleted, a tombstone stays (GET /v1/memory/items?deleted=true).
+func (c *Coordinator) deleteMemory(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if err := c.ownWriter(r.Context(), q.Get("version")); err != nil {
+		c.failMemory(w, r, err)
+		return
+	}
+	ms, err := c.memoryOf(r.Context())
+	if err != nil {
+		c.failMemory(w, r, err)
+		return
+	}
+	ns, err := memory.CheckNamespace(q.Get("namespace"))
+	if err != nil {
+		c.failMemory(w, r, err)
+		return
+	}
+	if err := ms.Delete(r.Context(), ns, q.Get("uri"), q.Get("version")); err != nil {
+		c.failMemory(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.MemoryDeleteReply{Namespace: ns, Deleted: q.Get("uri")})
+}
+
+// commitMemory serves POST /v1/memory/commit: archive a session version's
+// transcript into memory (memory://session/ID/transcript, written by that
+// version), as an agent's commit: true does. The version must be the
+// caller's tenant's.
+func (c *Coordinator) commitMemory(w http.ResponseWriter, r *http.Request) {
+	var req api.MemoryCommitRequest
+	if !c.decode(w, r, &req) {
+		return
+	}
+	id, err := session.ParseID(req.Version)
+	if err != nil {
+		c.fail(w, r, badRequest("version: %q: %v", req.Version, err))
+		return
+	}
+	ms, err := c.memoryOf(r.Context())
+	if err != nil {
+		c.failMemory(w, r, err)
+		return
+	}
+	out, err := session.Open(r.Context(), c.graph, id)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	it, err := agent.CommitTranscript(r.Context(), ms, req.Namespace, out, req.Agent)
+	if err != nil {
+		c.failMemory(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, api.MemoryCommitReply{Transcript: it})
 }
