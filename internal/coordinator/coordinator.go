@@ -26,6 +26,7 @@ import (
 	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/service"
 	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/sandbox/policy"
@@ -177,8 +178,14 @@ type Coordinator struct {
 	log      *slog.Logger
 
 	manifests Manifests
-	// wf drives workflow runs (workflows.go, driver.go).
-	wf workflowState
+	// waiters wakes the step waits (workflows.go) on events about their
+	// step, fed by feed.
+	waiters *stepWaiters
+	// The coordinator's services, which its program starts and stops
+	// (Services): the event feed, the workflow driver and the reconciler.
+	feed       *EventFeed
+	driver     *WorkflowDriver
+	reconciler *Reconciler
 	// routes is the /v1 mux Handler built last (auth.go), for route checks.
 	routes atomic.Pointer[apiMux]
 	// specs caches parsed agent specs of submits (specs.go).
@@ -209,8 +216,26 @@ func New(graph store.Store, rs *runs.Store, b Bus, cfg Config) (*Coordinator, er
 		streams: newStreamLimiter(cfg.EventStreamsPerToken, cfg.EventStreamsPerTenant),
 		imports: make(chan struct{}, cfg.MaxConcurrentImports)}
 	c.graph = tenantGraph{c}
+	c.waiters = &stepWaiters{}
+	c.feed = &EventFeed{bus: b, waiters: c.waiters, log: cfg.Logger}
+	c.driver = newWorkflowDriver(c)
+	c.reconciler = &Reconciler{c: c}
 	return c, nil
 }
+
+// Services returns the coordinator's background services in the order to
+// start them: the event feed (step waits listen to it), the workflow
+// driver, the reconciler. Its program starts them (Group.Start) beside the
+// HTTP handler and stops them (Group.Stop) after the handler has drained;
+// the coordinator starts no goroutine of its own. Without them the API
+// still serves, but no declarative workflow runs, no run times out and no
+// lost step is republished, and step waits poll.
+func (c *Coordinator) Services() service.Group {
+	return service.Group{c.feed, c.driver, c.reconciler}
+}
+
+// Reconciler returns the coordinator's reconciler (one of Services).
+func (c *Coordinator) Reconciler() *Reconciler { return c.reconciler }
 
 // SubmitRequest is the body of POST /v1/runs: forward a session (an existing
 // version, or a new one holding Message) through an agent.
@@ -457,125 +482,6 @@ func (c *Coordinator) Cancel(ctx context.Context, runID string) (runs.Run, error
 	}
 	c.event(ctx, bus.Event{RunID: r.ID, Type: "run.canceled"})
 	return r, nil
-}
-
-// RunReconciler reconciles while this replica holds the lease, until ctx
-// ends. Each pass finds unfinished steps that have not been touched for
-// StaleAfter: a step whose version is already committed (its ack or record
-// was lost) is settled; a step whose job is still in its queue (waiting
-// behind a backlog, or due for redelivery) is left to JetStream; any other
-// has its job republished. Republishing is safe because commits are
-// idempotent on the step id; checking the queue first keeps a backlog from
-// turning into duplicate executions.
-func (c *Coordinator) RunReconciler(ctx context.Context) error {
-	// The workflow loop (driver.go) shares the reconciler's lifetime.
-	wfDone := make(chan struct{})
-	go func() { defer close(wfDone); c.runWorkflows(ctx) }()
-	defer func() { <-wfDone }()
-	t := time.NewTicker(c.cfg.ReconcileInterval)
-	defer t.Stop()
-	for {
-		leader, err := c.runs.AcquireLease(ctx, "reconciler", c.cfg.Name, c.cfg.LeaseTTL)
-		if err != nil && ctx.Err() == nil {
-			c.log.WarnContext(ctx, "reconciler lease", slog.Any("error", err))
-		}
-		if leader {
-			if n, err := c.ReconcileOnce(ctx); err != nil && ctx.Err() == nil {
-				c.log.WarnContext(ctx, "reconcile pass", slog.Any("error", err))
-			} else if n > 0 {
-				c.log.InfoContext(ctx, "reconciled steps", slog.Int("count", n))
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
-// ReconcileOnce runs one reconciliation pass and returns how many steps it
-// settled or republished.
-func (c *Coordinator) ReconcileOnce(ctx context.Context) (int, error) {
-	stale, err := c.runs.Stale(ctx, time.Now().Add(-c.cfg.StaleAfter), 500)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	queued := map[string]map[string]bool{}
-	for _, st := range stale {
-		v, err := c.graph.GetByKey(ctx, st.ID)
-		switch {
-		case err == nil:
-			r, err := c.runs.CommitStep(ctx, st.ID, v.ID)
-			if err != nil {
-				return n, err
-			}
-			c.event(ctx, bus.Event{RunID: st.RunID, StepID: st.ID, Type: "step.committed", Data: mustJSON(map[string]any{"version": v.ID})})
-			if r.Status.Terminal() {
-				c.event(ctx, runEndEvent(r))
-			}
-		case errors.Is(err, session.ErrNotFound):
-			r, err := c.runs.Get(ctx, st.RunID)
-			if err != nil {
-				return n, err
-			}
-			inQueue, err := c.inQueue(ctx, queued, r.Queue, st)
-			if err != nil {
-				return n, err
-			}
-			if inQueue {
-				if err := c.runs.Touch(ctx, st.ID); err != nil && !errors.Is(err, runs.ErrTerminal) {
-					return n, err
-				}
-				continue
-			}
-			// A fresh message id per reconcile interval gets past JetStream's
-			// duplicate window when the original message is gone.
-			msgID := fmt.Sprintf("%s/r%d", st.ID, time.Now().UnixNano()/int64(c.cfg.StaleAfter))
-			if err := c.publishStep(ctx, r, st, msgID); err != nil {
-				return n, err
-			}
-			if err := c.runs.Touch(ctx, st.ID); err != nil && !errors.Is(err, runs.ErrTerminal) {
-				return n, err
-			}
-		default:
-			return n, err
-		}
-		n++
-	}
-	return n, nil
-}
-
-// inQueue reports whether st's job is still in its queue and will be
-// delivered by JetStream. The queue is read once per pass (cache). A job
-// that has used up its deliveries is a dead letter: not in the queue for
-// this purpose. When the queue holds more than QueueScanLimit jobs, a step
-// not seen in the part read counts as queued: it is rechecked on the next
-// pass, once the backlog has shrunk.
-func (c *Coordinator) inQueue(ctx context.Context, cache map[string]map[string]bool, queue string, st runs.Step) (bool, error) {
-	if st.Attempts >= c.cfg.MaxDeliver {
-		return false, nil
-	}
-	steps, ok := cache[queue]
-	if !ok {
-		var complete bool
-		var err error
-		steps, complete, err = c.bus.QueuedSteps(ctx, queue, c.cfg.QueueScanLimit)
-		if err != nil {
-			return false, fmt.Errorf("read queue %s: %w", queue, err)
-		}
-		if !complete {
-			c.log.InfoContext(ctx, "reconciler: queue backlog exceeds the scan limit; deferring its stale steps",
-				slog.String("queue", queue), slog.Int("limit", c.cfg.QueueScanLimit))
-			steps = nil
-		}
-		cache[queue] = steps
-	}
-	if steps == nil {
-		return true, nil
-	}
-	return steps[st.ID], nil
 }
 
 func runEndEvent(r runs.Run) bus.Event {

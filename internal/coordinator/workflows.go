@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rath-run/rath/internal/bus"
@@ -127,7 +128,7 @@ func (c *Coordinator) submitWorkflow(ctx context.Context, req SubmitRequest) (ru
 	}
 	c.event(ctx, bus.Event{RunID: r.ID, Type: "run.submitted", Data: mustJSON(map[string]any{"input": r.Input, "driver": r.Driver})})
 	if r.Driver == runs.DriverCoordinator {
-		c.wf.kick()
+		c.driver.kick()
 	}
 	return r, nil
 }
@@ -284,7 +285,7 @@ func (c *Coordinator) WaitStep(ctx context.Context, rs *runs.Store, runID, key s
 	id := runs.KeyedStepID(runID, key)
 	// Listen before reading: an event that arrives between the read and
 	// the wait is not lost.
-	wake, done := c.wf.waiters.wait(runID, id)
+	wake, done := c.waiters.wait(runID, id)
 	defer done()
 	st, err := getStepOutcome(ctx, rs, id)
 	if err != nil || st.Status.Terminal() || wait <= 0 {
@@ -302,7 +303,7 @@ func (c *Coordinator) PutStepWait(ctx context.Context, rs *runs.Store, runID, ke
 		return c.PutStep(ctx, rs, runID, key, raw, input)
 	}
 	id := runs.KeyedStepID(runID, key)
-	wake, done := c.wf.waiters.wait(runID, id)
+	wake, done := c.waiters.wait(runID, id)
 	defer done()
 	st, err := c.PutStep(ctx, rs, runID, key, raw, input)
 	if err != nil || st.Status.Terminal() {
@@ -319,7 +320,7 @@ func (c *Coordinator) awaitStep(ctx context.Context, rs *runs.Store, id string, 
 	defer cancel()
 	// Events may be lost; poll slowly as well (often without an event feed).
 	every := 5 * time.Second
-	if !c.wf.fed.Load() {
+	if !c.waiters.fed.Load() {
 		every = 200 * time.Millisecond
 	}
 	poll := time.NewTicker(every)
@@ -550,6 +551,9 @@ func (c *Coordinator) commonBaseHTTP(w http.ResponseWriter, r *http.Request) {
 // or its run arrives. One watch of all events feeds it (when the bus can
 // watch everything); a caller polls as well, since events may be lost.
 type stepWaiters struct {
+	// fed: the event feed is live, so waiters may poll slowly.
+	fed atomic.Bool
+
 	mu     sync.Mutex
 	byStep map[string]map[chan struct{}]struct{}
 	byRun  map[string]map[chan struct{}]struct{}
@@ -604,31 +608,6 @@ func (sw *stepWaiters) notify(e bus.Event) {
 		case ch <- struct{}{}:
 		default:
 		}
-	}
-}
-
-// feedEvents feeds the waiters from a watch of every event until ctx ends
-// (the workflow loop runs it). Without it, waiters poll.
-func (c *Coordinator) feedEvents(ctx context.Context) {
-	aw, ok := c.bus.(allWatcher)
-	if !ok {
-		return
-	}
-	for ctx.Err() == nil {
-		events, _, err := aw.WatchAll(ctx)
-		if err != nil {
-			c.log.DebugContext(ctx, "step waiters: watch events", slog.Any("error", err))
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		c.wf.fed.Store(true)
-		for e := range events {
-			c.wf.waiters.notify(e)
-		}
-		c.wf.fed.Store(false)
 	}
 }
 
