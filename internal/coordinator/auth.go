@@ -120,7 +120,10 @@ func (c *Coordinator) authenticator() *auth.Authenticator {
 func (c *Coordinator) auth(api *apiMux) http.Handler {
 	c.routes.Store(api)
 	if !c.authOn() {
-		return api
+		// Every request acts as the system: one tenant, its own stores.
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			api.ServeHTTP(w, r.WithContext(withScope(r.Context(), c.SystemScope())))
+		})
 	}
 	authn := c.authenticator()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -159,6 +162,9 @@ func (c *Coordinator) auth(api *apiMux) http.Handler {
 			writeError(w, http.StatusServiceUnavailable, "unavailable", "cannot open the tenant's stores now")
 			return
 		}
+		// The request's scope, resolved here once: the run service's
+		// methods take it from the handlers explicitly.
+		ctx = withScope(ctx, Scope{Tenant: p.Tenant, Principal: p, Graph: c.graphOf(ctx), Runs: c.runsOf(ctx)})
 		api.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

@@ -186,6 +186,9 @@ type Coordinator struct {
 	feed       *EventFeed
 	driver     *WorkflowDriver
 	reconciler *Reconciler
+	// runSvc submits, cancels and decides runs and keeps workflow steps
+	// (runservice.go); the handlers call it.
+	runSvc *RunService
 	// routes is the /v1 mux Handler built last (auth.go), for route checks.
 	routes atomic.Pointer[apiMux]
 	// specs caches parsed agent specs of submits (specs.go).
@@ -220,6 +223,7 @@ func New(graph store.Store, rs *runs.Store, b Bus, cfg Config) (*Coordinator, er
 	c.feed = &EventFeed{bus: b, waiters: c.waiters, log: cfg.Logger}
 	c.driver = newWorkflowDriver(c)
 	c.reconciler = &Reconciler{c: c}
+	c.runSvc = &RunService{c: c}
 	return c, nil
 }
 
@@ -267,160 +271,9 @@ func badRequest(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, args...))
 }
 
-// Submit validates a request, records the run and its first step, and
-// publishes the step's job. A publish failure leaves the step pending for the
-// reconciler; the run is durable once Submit returns.
-func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, error) {
-	if req.Driver != "" || req.Workflow != "" {
-		return c.submitWorkflow(ctx, req)
-	}
-	if len(req.Agent) == 0 {
-		return runs.Run{}, badRequest("agent: required")
-	}
-	spec, target, err := c.specs.parse(req.Agent)
-	if err != nil {
-		return runs.Run{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
-	}
-	if spec.ScriptFile != "" {
-		return runs.Run{}, badRequest("agent.script_file: the coordinator cannot read your files; inline the replies as script (rathctl does this)")
-	}
-	if err := req.Budget.Validate(); err != nil {
-		return runs.Run{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
-	}
-	queue := cmp.Or(req.Queue, c.cfg.Queue)
-	if err := bus.ValidQueue(queue); err != nil {
-		return runs.Run{}, fmt.Errorf("%w: queue: %w", ErrBadRequest, err)
-	}
-	r := runs.Run{ID: runs.NewRunID(), Queue: queue, Target: target, Budget: req.Budget}
-	if r.Deadline, err = parseTimeout(req.Timeout); err != nil {
-		return runs.Run{}, err
-	}
-	if spec.Sandbox != nil {
-		// The spec places the input session (docs/sandboxes.md): checked
-		// here, at submit, naming the agent's field.
-		if c.cfg.SandboxPolicy != nil {
-			if _, err := c.cfg.SandboxPolicy.Check(spec.Sandbox.Placement()); err != nil {
-				return runs.Run{}, fmt.Errorf("%w: agent.sandbox: %w", ErrBadRequest, err)
-			}
-		}
-	} else if req.Message != "" && (len(spec.Tools) > 0 || len(spec.MCP) > 0) {
-		// A new session is unplaced: its tools run on the policy's default.
-		if err := c.validatePlacement(session.Placement{}); err != nil {
-			return runs.Run{}, err
-		}
-	}
-	var input session.ID
-	switch {
-	case req.Message != "" && req.Session != "":
-		return runs.Run{}, badRequest("give message or session, not both")
-	case req.Message != "" && c.cfg.SameDatabase && spec.Sandbox == nil:
-		if err := c.createWithMessage(ctx, &r, req.Message); err != nil {
-			return runs.Run{}, err
-		}
-		input = r.Input
-	case req.Message != "":
-		s, err := session.FromUserMessage(ctx, c.graph, req.Message)
-		if err != nil {
-			return runs.Run{}, fmt.Errorf("create session: %w", err)
-		}
-		input = s.ID()
-	case req.Session != "":
-		id, err := session.ParseID(req.Session)
-		if err != nil {
-			return runs.Run{}, badRequest("session: %v", err)
-		}
-		in, err := c.graph.Get(ctx, id)
-		if err != nil {
-			if errors.Is(err, session.ErrNotFound) {
-				return runs.Run{}, badRequest("session: no version %s", id)
-			}
-			return runs.Run{}, err
-		}
-		// The placement was checked when it entered; the policy may have
-		// changed since, and an unplaced session's tools run on its
-		// default backend.
-		if spec.Sandbox == nil && (len(spec.Tools) > 0 || len(spec.MCP) > 0 || placed(in.Placement)) {
-			if err := c.validatePlacement(in.Placement); err != nil {
-				return runs.Run{}, fmt.Errorf("session %s: %w", id, err)
-			}
-		}
-		input = id
-	default:
-		return runs.Run{}, badRequest("message or session: one is required")
-	}
-	if spec.Sandbox != nil {
-		if input, err = c.placeInput(ctx, input, spec.Sandbox.Placement()); err != nil {
-			return runs.Run{}, err
-		}
-	}
-	if r.Steps == nil {
-		r.Input = input
-		if err := c.runsOf(ctx).Create(ctx, &r, []runs.Step{{Ordinal: 0, Input: input}}); err != nil {
-			return runs.Run{}, fmt.Errorf("record run: %w", err)
-		}
-	}
-	st := r.Steps[0]
-	if err := c.publishStep(ctx, r, st, st.ID); err != nil {
-		c.log.WarnContext(ctx, "publish failed; the reconciler will retry", slog.String("step_id", st.ID), slog.Any("error", err))
-	}
-	c.event(ctx, bus.Event{RunID: r.ID, Type: "run.submitted", Data: mustJSON(map[string]any{"input": input, "agent": spec.Name})})
-	return r, nil
-}
-
-// createWithMessage records a new session holding text and the run r
-// forwarding it (r.Input is set) in one transaction of the graph store,
-// whose database also holds the run store (Config.SameDatabase): one commit
-// to wait for instead of two. A crash before the commit leaves neither; after
-// it, a pending step the reconciler republishes, as with two commits.
-func (c *Coordinator) createWithMessage(ctx context.Context, r *runs.Run, text string) error {
-	if g, ok := c.graphOf(ctx).(runs.VersionPutter); ok {
-		// Postgres: the version's rows and the run's in one pipelined
-		// batch, one round trip.
-		return c.createWithMessageBatch(ctx, g, r, text)
-	}
-	err := c.graph.Tx(ctx, func(ctx context.Context, tx store.TxStore) error {
-		ex, ok := tx.(runs.Execer)
-		if !ok {
-			return fmt.Errorf("record run: the graph store's transaction %T cannot hold it (Config.SameDatabase)", tx)
-		}
-		s, err := session.FromUserMessage(ctx, tx, text)
-		if err != nil {
-			return fmt.Errorf("create session: %w", err)
-		}
-		r.Input = s.ID()
-		if err := c.runs.CreateIn(ctx, ex, r, []runs.Step{{Ordinal: 0, Input: r.Input}}); err != nil {
-			return fmt.Errorf("record run: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
-		r.Input, r.Steps = session.ID{}, nil
-		return fmt.Errorf("submit: %w", err)
-	}
-	return nil
-}
-
-// createWithMessageBatch is createWithMessage through a store that runs
-// the run's statements in the version's commit (runs.VersionPutter).
-func (c *Coordinator) createWithMessageBatch(ctx context.Context, g runs.VersionPutter, r *runs.Run, text string) error {
-	v, err := session.Root(session.User(text))
-	if err != nil {
-		return fmt.Errorf("submit: create session: %w", err)
-	}
-	r.Input = v.ID
-	_, ran, err := g.PutWith(ctx, v, c.runs.CreateStmts(r, []runs.Step{{Ordinal: 0, Input: r.Input}})...)
-	if err == nil && !ran {
-		// A fresh random id cannot have been committed before.
-		err = fmt.Errorf("version %s already existed", v.ID)
-	}
-	if err != nil {
-		r.Input, r.Steps = session.ID{}, nil
-		return fmt.Errorf("submit: %w", err)
-	}
-	return nil
-}
-
-func (c *Coordinator) publishStep(ctx context.Context, r runs.Run, st runs.Step, msgID string) error {
+// publishStep publishes st's job, with what the run's other steps spent
+// read from g (the scope's graph).
+func (c *Coordinator) publishStep(ctx context.Context, g store.Store, r runs.Run, st runs.Step, msgID string) error {
 	job := bus.Job{
 		V: bus.JobVersion, StepID: st.ID, RunID: r.ID, Queue: r.Queue,
 		Input: st.Input.String(), Target: r.Target, CreatedAt: time.Now().UTC(),
@@ -429,7 +282,7 @@ func (c *Coordinator) publishStep(ctx context.Context, r runs.Run, st runs.Step,
 		job.Target = st.Target // a workflow step's own call
 	}
 	if !r.Budget.IsZero() {
-		b, err := c.spent(ctx, r, st)
+		b, err := spentWith(ctx, g, r, st)
 		if err != nil {
 			return err
 		}
@@ -444,44 +297,6 @@ func (c *Coordinator) publishStep(ctx context.Context, r runs.Run, st runs.Step,
 	_, err := c.bus.Publish(ctx, job, hdr)
 	endSpan(span, err)
 	return err
-}
-
-// spent returns the run's budget with what its committed steps other than st
-// used: each step's tokens are its output's usage less its input's, its cost
-// the "loop.cost_usd" its version records.
-func (c *Coordinator) spent(ctx context.Context, r runs.Run, st runs.Step) (bus.Budget, error) {
-	b := bus.Budget{MaxTokens: r.Budget.MaxTokens, MaxCostUSD: r.Budget.MaxCostUSD}
-	for _, other := range r.Steps {
-		if other.ID == st.ID || other.Status != runs.StepCommitted || other.Output == nil {
-			continue
-		}
-		out, err := c.graph.Get(ctx, *other.Output)
-		if err != nil {
-			return b, fmt.Errorf("budget: step %s output: %w", other.ID, err)
-		}
-		in, err := c.graph.Get(ctx, other.Input)
-		if err != nil {
-			return b, fmt.Errorf("budget: step %s input: %w", other.ID, err)
-		}
-		b.UsedTokens += out.Usage.Sub(in.Usage).TotalTokens
-		for _, e := range out.Extras {
-			var cost float64
-			if e.Key == "loop.cost_usd" && json.Unmarshal(e.Value, &cost) == nil {
-				b.UsedCostUSD += cost
-			}
-		}
-	}
-	return b, nil
-}
-
-// Cancel cancels a run.
-func (c *Coordinator) Cancel(ctx context.Context, runID string) (runs.Run, error) {
-	r, err := c.runsOf(ctx).Cancel(ctx, runID)
-	if err != nil {
-		return runs.Run{}, err
-	}
-	c.event(ctx, bus.Event{RunID: r.ID, Type: "run.canceled"})
-	return r, nil
 }
 
 func runEndEvent(r runs.Run) bus.Event {
@@ -505,26 +320,6 @@ func mustJSON(v any) json.RawMessage {
 		return nil
 	}
 	return b
-}
-
-// placeInput returns the version of id placed on p: id itself when it is
-// there already, else a new version with op place (its workspace snapshot
-// travels with it, as [session.Session.To] keeps it).
-func (c *Coordinator) placeInput(ctx context.Context, id session.ID, p session.Placement) (session.ID, error) {
-	s, err := session.Open(ctx, c.graph, id)
-	if err != nil {
-		return session.ID{}, fmt.Errorf("open the input session %s: %w", id, err)
-	}
-	cur := s.Placement()
-	if cur.Backend == p.Backend && cur.Spec.Image == p.Spec.Image && cur.Spec.Network == p.Spec.Network &&
-		cur.Spec.TimeoutSeconds == p.Spec.TimeoutSeconds {
-		return id, nil
-	}
-	placed, err := s.To(ctx, p)
-	if err != nil {
-		return session.ID{}, fmt.Errorf("place the input session %s: %w", id, err)
-	}
-	return placed.ID(), nil
 }
 
 // validatePlacement refuses a placement the operator's sandbox policy does

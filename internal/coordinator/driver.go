@@ -225,12 +225,12 @@ func (rt *localRuntime) Step(ctx context.Context, key string, call flow.Call, in
 	if err != nil {
 		return session.Session{}, fmt.Errorf("step %s: %w", key, err)
 	}
-	st, err := rt.c.PutStepWait(ctx, rt.c.runs, rt.run, key, raw, in.ID(), stepWait)
+	st, err := rt.c.runSvc.PutStepWait(ctx, rt.c.SystemScope(), rt.run, key, raw, in.ID(), stepWait)
 	if err != nil {
 		return session.Session{}, err
 	}
 	for !st.Status.Terminal() {
-		if st, err = rt.c.WaitStep(ctx, rt.c.runs, rt.run, key, stepWait); err != nil {
+		if st, err = rt.c.runSvc.WaitStep(ctx, rt.c.SystemScope(), rt.run, key, stepWait); err != nil {
 			return session.Session{}, err
 		}
 	}

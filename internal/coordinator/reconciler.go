@@ -115,7 +115,7 @@ func (rc *Reconciler) ReconcileOnce(ctx context.Context) (int, error) {
 			// A fresh message id per reconcile interval gets past JetStream's
 			// duplicate window when the original message is gone.
 			msgID := fmt.Sprintf("%s/r%d", st.ID, time.Now().UnixNano()/int64(c.cfg.StaleAfter))
-			if err := c.publishStep(ctx, r, st, msgID); err != nil {
+			if err := c.publishStep(ctx, c.sysGraph, r, st, msgID); err != nil {
 				return n, err
 			}
 			if err := c.runs.Touch(ctx, st.ID); err != nil && !errors.Is(err, runs.ErrTerminal) {
