@@ -122,7 +122,7 @@ func (c *Coordinator) auth(api *apiMux) http.Handler {
 	if !c.authOn() {
 		// Every request acts as the system: one tenant, its own stores.
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			api.ServeHTTP(w, r.WithContext(withScope(r.Context(), c.SystemScope())))
+			serveIn(withScope(r.Context(), c.SystemScope()), api, w, r)
 		})
 	}
 	authn := c.authenticator()
@@ -165,8 +165,19 @@ func (c *Coordinator) auth(api *apiMux) http.Handler {
 		// The request's scope, resolved here once: the run service's
 		// methods take it from the handlers explicitly.
 		ctx = withScope(ctx, Scope{Tenant: p.Tenant, Principal: p, Graph: c.graphOf(ctx), Runs: c.runsOf(ctx)})
-		api.ServeHTTP(w, r.WithContext(ctx))
+		serveIn(ctx, api, w, r)
 	})
+}
+
+// serveIn serves r with ctx on api, then gives r the route pattern api
+// matched: request spans (instrument) are named by it, not by the /v1/
+// prefix the outer mux matched.
+func serveIn(ctx context.Context, api http.Handler, w http.ResponseWriter, r *http.Request) {
+	in := r.WithContext(ctx)
+	api.ServeHTTP(w, in)
+	if in.Pattern != "" {
+		r.Pattern = in.Pattern
+	}
 }
 
 type tenantStoresKey struct{}
