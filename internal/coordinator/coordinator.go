@@ -2,9 +2,22 @@
 // Session Graph and runs, the publisher of step jobs, and the reconciler
 // that republishes steps whose jobs were lost.
 //
+// A Coordinator is four parts:
+//
+//   - the HTTP handlers (Handler): the auth middleware resolves each
+//     request's tenant Scope once, and the handlers decode, call and
+//     encode;
+//   - the run service (Runs, runservice.go): submit, cancel, decide and a
+//     workflow run's steps, each taking the caller's Scope;
+//   - the workflow driver and the reconciler, with the event feed that
+//     wakes step waits: services (Services) that the program starts
+//     beside the handler and stops, waiting for them, on shutdown. New
+//     starts no goroutine.
+//
 // The coordinator is stateless apart from Postgres (or the embedded store)
 // and JetStream, so several replicas may run; only the holder of the
-// "reconciler" lease reconciles. docs/api.md documents the API.
+// "reconciler" lease reconciles, and only the holder of the "workflows"
+// lease drives workflow runs. docs/api.md documents the API.
 package coordinator
 
 import (
