@@ -188,7 +188,17 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	go func() { _ = c.RunReconciler(ctx) }()
+	// The event feed, the workflow driver and the reconciler run beside
+	// the API. They outlive the signal (WithoutCancel) so that the API's
+	// requests in flight, step waits among them, finish while it drains;
+	// then they stop, in reverse order, and are waited for: the driver
+	// hands its runs back and both leases are released for the next
+	// replica.
+	services := c.Services()
+	if err := services.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	defer services.Stop()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	healthDone := make(chan error, 1)
@@ -207,7 +217,11 @@ func run(ctx context.Context, args []string) error {
 	log.Info("coordinator listening", slog.String("addr", *addr), slog.Int("max_conns", limits.MaxConns))
 	err = app.ServeHTTP(ctx, *addr, c.Handler(), limits, 10*time.Second)
 	cancel()
-	return errors.Join(err, <-healthDone)
+	err = errors.Join(err, <-healthDone)
+	log.Info("coordinator API stopped; stopping its services")
+	services.Stop()
+	log.Info("coordinator stopped")
+	return err
 }
 
 // envInt reads a non-negative integer from the environment (0 when unset).

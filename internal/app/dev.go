@@ -20,6 +20,7 @@ import (
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/bus/embedded"
 	"github.com/rath-run/rath/internal/coordinator"
+	"github.com/rath-run/rath/internal/service"
 	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/internal/worker"
 	"github.com/rath-run/rath/pkg/llm"
@@ -61,11 +62,15 @@ type Dev struct {
 	Registry    *prometheus.Registry
 	Coordinator *coordinator.Coordinator
 
-	nats   *embedded.Server
-	srv    *http.Server
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	log    *slog.Logger
+	nats *embedded.Server
+	srv  *http.Server
+	// services are the coordinator's (event feed, workflow driver,
+	// reconciler), started after the API and stopped after it drained.
+	services service.Group
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	log      *slog.Logger
+	closing  sync.Once
 }
 
 // StartDev starts embedded NATS with JetStream, the store, the coordinator
@@ -139,7 +144,11 @@ func StartDev(ctx context.Context, cfg DevConfig) (*Dev, error) {
 			log.Error("coordinator API stopped", slog.Any("error", err))
 		}
 	})
-	d.goRun(func() { _ = d.Coordinator.RunReconciler(runCtx) })
+	if err := d.Coordinator.Services().Start(runCtx); err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.services = d.Coordinator.Services()
 	// On a laptop the spec's author runs the workers, and the local sandbox
 	// already runs their commands: MCP servers may run any command unless
 	// RATH_MCP_ALLOW says otherwise.
@@ -171,14 +180,20 @@ func (d *Dev) goRun(fn func()) {
 	}()
 }
 
-// Close stops the API, lets workers finish their steps, and shuts the
-// embedded NATS server down.
-func (d *Dev) Close() {
+// Close stops the API (letting its requests finish), then the
+// coordinator's services (the workflow driver hands its runs back), lets
+// workers finish their steps, and shuts the embedded NATS server down.
+// Every goroutine the stack started has returned when Close does; a
+// second Close does nothing.
+func (d *Dev) Close() { d.closing.Do(d.close) }
+
+func (d *Dev) close() {
 	if d.srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = d.srv.Shutdown(ctx)
 		cancel()
 	}
+	d.services.Stop()
 	if d.cancel != nil {
 		d.cancel()
 	}

@@ -221,7 +221,7 @@ func TestReconcilerRepublishesLostJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := c.ReconcileOnce(ctx)
+	n, err := c.Reconciler().ReconcileOnce(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("reconcile = %d, %v; want 1 step republished", n, err)
 	}
@@ -278,3 +278,28 @@ func TestWorkerCrashAfterCommit(t *testing.T) {
 }
 
 func workerConfig() worker.Config { return worker.Config{Name: "test-worker", Heartbeat: time.Second} }
+
+// TestDevCloseStopsServices: the dev stack starts the coordinator's
+// services (a declarative workflow run completes, which needs the
+// workflow driver), and Close returns only once they have stopped.
+func TestDevCloseStopsServices(t *testing.T) {
+	t.Parallel()
+	s := startDev(t, "", app.DevConfig{Workers: 1})
+	ctx := context.Background()
+	r, err := s.cl.StartWorkflow(ctx, client.WorkflowRequest{
+		Workflow: "agents:\n  a: {model: scripted, script: [done]}\nsteps:\n  - agent: a\n", Message: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.waitRun(t, r.ID); got.Status != runs.RunSucceeded {
+		t.Fatalf("workflow run %s: %s", got.Status, got.Error)
+	}
+	s.dev.Close()
+	for _, svc := range s.dev.Coordinator.Services() {
+		select {
+		case <-svc.(interface{ Done() <-chan struct{} }).Done():
+		default:
+			t.Fatalf("%T still running after Dev.Close", svc)
+		}
+	}
+}

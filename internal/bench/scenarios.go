@@ -19,7 +19,7 @@ import (
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/memory"
-	"github.com/rath-run/rath/pkg/memory/memorytest"
+	"github.com/rath-run/rath/pkg/memory/memcorpus"
 	"github.com/rath-run/rath/pkg/sandbox"
 	"github.com/rath-run/rath/pkg/sandbox/docker"
 	"github.com/rath-run/rath/pkg/session"
@@ -562,8 +562,8 @@ func (b *runner) recall(ctx context.Context) error {
 	}
 	ns := fmt.Sprintf("rath-bench-%d", time.Now().UnixNano())
 	sizes := slices.Sorted(slices.Values(b.cfg.RecallSizes))
-	corpus := memorytest.Corpus(sizes[len(sizes)-1])
-	queries := memorytest.Queries(200)
+	corpus := memcorpus.Corpus(sizes[len(sizes)-1])
+	queries := memcorpus.Queries(200)
 	rs := Series{Name: "recall_vs_items", Title: "BM25 recall latency vs items (top 8, p50)", XLabel: "items in the namespace", YLabel: "recall p50 ms"}
 	loaded := 0
 	per := b.cfg.Duration / time.Duration(len(sizes))
@@ -571,7 +571,7 @@ func (b *runner) recall(ctx context.Context) error {
 		for loaded < n {
 			end := min(n, loaded+1000)
 			b.p.set("loading items %d..%d", loaded, end)
-			if bulk, ok := b.t.Memory.(memorytest.Bulk); ok {
+			if bulk, ok := b.t.Memory.(memcorpus.Bulk); ok {
 				if err := bulk.RememberMany(ctx, ns, corpus[loaded:end]); err != nil {
 					return fmt.Errorf("load memory: %w", err)
 				}

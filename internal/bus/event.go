@@ -176,8 +176,11 @@ func (b *Bus) watch(ctx context.Context, filter string, after uint64) (<-chan St
 		failure error // guarded by mu; set before ch is closed
 	)
 	go func() {
-		defer b.dropConsumer(ctx, cons)
+		// The channel closes last: a reader that has seen it closed
+		// knows the watch's consumer is gone and this goroutine done
+		// (the coordinator's event feed stops without leaving it behind).
 		defer close(ch)
+		defer b.dropConsumer(ctx, cons)
 		defer it.Stop()
 		for {
 			m, err := it.Next(jetstream.NextContext(ctx))

@@ -93,7 +93,7 @@ func (c *Coordinator) submit(w http.ResponseWriter, r *http.Request) {
 	if !c.decode(w, r, &req) {
 		return
 	}
-	run, err := c.Submit(r.Context(), req)
+	run, err := c.runSvc.Submit(r.Context(), c.scopeOf(r.Context()), req)
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -127,7 +127,7 @@ func (c *Coordinator) getRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Coordinator) cancelRun(w http.ResponseWriter, r *http.Request) {
-	run, err := c.Cancel(r.Context(), r.PathValue("id"))
+	run, err := c.runSvc.Cancel(r.Context(), c.scopeOf(r.Context()), r.PathValue("id"))
 	if err != nil {
 		c.fail(w, r, err)
 		return

@@ -134,7 +134,10 @@ func (c *Coordinator) authenticator() *auth.Authenticator {
 func (c *Coordinator) auth(api *apiMux) http.Handler {
 	c.routes.Store(api)
 	if !c.authOn() {
-		return api
+		// Every request acts as the system: one tenant, its own stores.
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			serveIn(withScope(r.Context(), c.SystemScope()), api, w, r)
+		})
 	}
 	authn := c.authenticator()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -173,8 +176,22 @@ func (c *Coordinator) auth(api *apiMux) http.Handler {
 			writeError(w, http.StatusServiceUnavailable, "unavailable", "cannot open the tenant's stores now")
 			return
 		}
-		api.ServeHTTP(w, r.WithContext(ctx))
+		// The request's scope, resolved here once: the run service's
+		// methods take it from the handlers explicitly.
+		ctx = withScope(ctx, Scope{Tenant: p.Tenant, Principal: p, Graph: c.graphOf(ctx), Runs: c.runsOf(ctx)})
+		serveIn(ctx, api, w, r)
 	})
+}
+
+// serveIn serves r with ctx on api, then gives r the route pattern api
+// matched: request spans (instrument) are named by it, not by the /v1/
+// prefix the outer mux matched.
+func serveIn(ctx context.Context, api http.Handler, w http.ResponseWriter, r *http.Request) {
+	in := r.WithContext(ctx)
+	api.ServeHTTP(w, in)
+	if in.Pattern != "" {
+		r.Pattern = in.Pattern
+	}
 }
 
 type tenantStoresKey struct{}

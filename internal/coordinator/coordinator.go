@@ -2,9 +2,22 @@
 // Session Graph and runs, the publisher of step jobs, and the reconciler
 // that republishes steps whose jobs were lost.
 //
+// A Coordinator is four parts:
+//
+//   - the HTTP handlers (Handler): the auth middleware resolves each
+//     request's tenant Scope once, and the handlers decode, call and
+//     encode;
+//   - the run service (Runs, runservice.go): submit, cancel, decide and a
+//     workflow run's steps, each taking the caller's Scope;
+//   - the workflow driver and the reconciler, with the event feed that
+//     wakes step waits: services (Services) that the program starts
+//     beside the handler and stops, waiting for them, on shutdown. New
+//     starts no goroutine.
+//
 // The coordinator is stateless apart from Postgres (or the embedded store)
 // and JetStream, so several replicas may run; only the holder of the
-// "reconciler" lease reconciles. docs/api.md documents the API.
+// "reconciler" lease reconciles, and only the holder of the "workflows"
+// lease drives workflow runs. docs/api.md documents the API.
 package coordinator
 
 import (
@@ -26,9 +39,9 @@ import (
 	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/service"
 	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/pkg/api"
-	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/lineage"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/sandbox/policy"
@@ -185,8 +198,17 @@ type Coordinator struct {
 	log      *slog.Logger
 
 	manifests Manifests
-	// wf drives workflow runs (workflows.go, driver.go).
-	wf workflowState
+	// waiters wakes the step waits (workflows.go) on events about their
+	// step, fed by feed.
+	waiters *stepWaiters
+	// The coordinator's services, which its program starts and stops
+	// (Services): the event feed, the workflow driver and the reconciler.
+	feed       *EventFeed
+	driver     *WorkflowDriver
+	reconciler *Reconciler
+	// runSvc submits, cancels and decides runs and keeps workflow steps
+	// (runservice.go); the handlers call it.
+	runSvc *RunService
 	// routes is the /v1 mux Handler built last (auth.go), for route checks.
 	routes atomic.Pointer[apiMux]
 	// specs caches parsed agent specs of submits (specs.go).
@@ -217,8 +239,27 @@ func New(graph store.Store, rs *runs.Store, b Bus, cfg Config) (*Coordinator, er
 		streams: newStreamLimiter(cfg.EventStreamsPerToken, cfg.EventStreamsPerTenant),
 		imports: make(chan struct{}, cfg.MaxConcurrentImports)}
 	c.graph = tenantGraph{c}
+	c.waiters = &stepWaiters{}
+	c.feed = &EventFeed{bus: b, waiters: c.waiters, log: cfg.Logger}
+	c.driver = newWorkflowDriver(c)
+	c.reconciler = &Reconciler{c: c}
+	c.runSvc = &RunService{c: c}
 	return c, nil
 }
+
+// Services returns the coordinator's background services in the order to
+// start them: the event feed (step waits listen to it), the workflow
+// driver, the reconciler. Its program starts them (Group.Start) beside the
+// HTTP handler and stops them (Group.Stop) after the handler has drained;
+// the coordinator starts no goroutine of its own. Without them the API
+// still serves, but no declarative workflow runs, no run times out and no
+// lost step is republished, and step waits poll.
+func (c *Coordinator) Services() service.Group {
+	return service.Group{c.feed, c.driver, c.reconciler}
+}
+
+// Reconciler returns the coordinator's reconciler (one of Services).
+func (c *Coordinator) Reconciler() *Reconciler { return c.reconciler }
 
 // SubmitRequest is the body of POST /v1/runs (package api).
 type SubmitRequest = api.SubmitRequest
@@ -230,163 +271,9 @@ func badRequest(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, args...))
 }
 
-// Submit validates a request, records the run and its first step, and
-// publishes the step's job. A publish failure leaves the step pending for the
-// reconciler; the run is durable once Submit returns.
-func (c *Coordinator) Submit(ctx context.Context, req SubmitRequest) (runs.Run, error) {
-	if req.Driver != "" || req.Workflow != "" {
-		return c.submitWorkflow(ctx, req)
-	}
-	if len(req.Agent) == 0 {
-		return runs.Run{}, badRequest("agent: required")
-	}
-	spec, target, err := c.specs.parse(req.Agent)
-	if err != nil {
-		return runs.Run{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
-	}
-	if spec.ScriptFile != "" {
-		return runs.Run{}, badRequest("agent.script_file: the coordinator cannot read your files; inline the replies as script (rathctl does this)")
-	}
-	if err := req.Budget.Validate(); err != nil {
-		return runs.Run{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
-	}
-	queue := cmp.Or(req.Queue, c.cfg.Queue)
-	if err := bus.ValidQueue(queue); err != nil {
-		return runs.Run{}, fmt.Errorf("%w: queue: %w", ErrBadRequest, err)
-	}
-	r := runs.Run{ID: runs.NewRunID(), Queue: queue, Target: target, Budget: req.Budget}
-	if r.Deadline, err = parseTimeout(req.Timeout); err != nil {
-		return runs.Run{}, err
-	}
-	if spec.Sandbox != nil {
-		// The spec places the input session (docs/sandboxes.md): checked
-		// here, at submit, naming the agent's field.
-		if c.cfg.SandboxPolicy != nil {
-			if _, err := c.cfg.SandboxPolicy.Check(spec.Sandbox.Placement()); err != nil {
-				return runs.Run{}, fmt.Errorf("%w: agent.sandbox: %w", ErrBadRequest, err)
-			}
-		}
-	} else if req.Message != "" && (len(spec.Tools) > 0 || len(spec.MCP) > 0) {
-		// A new session is unplaced: its tools run on the policy's default.
-		if err := c.validatePlacement(session.Placement{}); err != nil {
-			return runs.Run{}, err
-		}
-	}
-	var input session.ID
-	switch {
-	case req.Message != "" && req.Session != "":
-		return runs.Run{}, badRequest("give message or session, not both")
-	case req.Message != "" && c.cfg.SameDatabase && spec.Sandbox == nil:
-		if err := c.createWithMessage(ctx, &r, req.Message); err != nil {
-			return runs.Run{}, err
-		}
-		input = r.Input
-	case req.Message != "":
-		s, err := session.FromUserMessage(ctx, c.graph, req.Message)
-		if err != nil {
-			return runs.Run{}, fmt.Errorf("create session: %w", err)
-		}
-		input = s.ID()
-	case req.Session != "":
-		id, err := session.ParseID(req.Session)
-		if err != nil {
-			return runs.Run{}, badRequest("session: %v", err)
-		}
-		in, err := c.graph.Get(ctx, id)
-		if err != nil {
-			if errors.Is(err, session.ErrNotFound) {
-				return runs.Run{}, badRequest("session: no version %s", id)
-			}
-			return runs.Run{}, err
-		}
-		// The placement was checked when it entered; the policy may have
-		// changed since, and an unplaced session's tools run on its
-		// default backend.
-		if spec.Sandbox == nil && (len(spec.Tools) > 0 || len(spec.MCP) > 0 || placed(in.Placement)) {
-			if err := c.validatePlacement(in.Placement); err != nil {
-				return runs.Run{}, fmt.Errorf("session %s: %w", id, err)
-			}
-		}
-		input = id
-	default:
-		return runs.Run{}, badRequest("message or session: one is required")
-	}
-	if spec.Sandbox != nil {
-		if input, err = c.placeInput(ctx, input, spec.Sandbox.Placement(), ""); err != nil {
-			return runs.Run{}, err
-		}
-	}
-	if r.Steps == nil {
-		r.Input = input
-		if err := c.runsOf(ctx).Create(ctx, &r, []runs.Step{{Ordinal: 0, Input: input}}); err != nil {
-			return runs.Run{}, fmt.Errorf("record run: %w", err)
-		}
-	}
-	// run.submitted goes out before the step's job: a worker's step events
-	// must not come first in the run's stream (a watcher from the start
-	// would be told that the run's first events are missing).
-	c.event(ctx, bus.Event{RunID: r.ID, Type: "run.submitted", Data: mustJSON(map[string]any{"input": input, "agent": spec.Name})})
-	st := r.Steps[0]
-	if err := c.publishStep(ctx, r, st, st.ID); err != nil {
-		c.log.WarnContext(ctx, "publish failed; the reconciler will retry", slog.String("step_id", st.ID), slog.Any("error", err))
-	}
-	return r, nil
-}
-
-// createWithMessage records a new session holding text and the run r
-// forwarding it (r.Input is set) in one transaction of the graph store,
-// whose database also holds the run store (Config.SameDatabase): one commit
-// to wait for instead of two. A crash before the commit leaves neither; after
-// it, a pending step the reconciler republishes, as with two commits.
-func (c *Coordinator) createWithMessage(ctx context.Context, r *runs.Run, text string) error {
-	if g, ok := c.graphOf(ctx).(runs.VersionPutter); ok {
-		// Postgres: the version's rows and the run's in one pipelined
-		// batch, one round trip.
-		return c.createWithMessageBatch(ctx, g, r, text)
-	}
-	err := c.graph.Tx(ctx, func(ctx context.Context, tx store.TxStore) error {
-		ex, ok := tx.(runs.Execer)
-		if !ok {
-			return fmt.Errorf("record run: the graph store's transaction %T cannot hold it (Config.SameDatabase)", tx)
-		}
-		s, err := session.FromUserMessage(ctx, tx, text)
-		if err != nil {
-			return fmt.Errorf("create session: %w", err)
-		}
-		r.Input = s.ID()
-		if err := c.runs.CreateIn(ctx, ex, r, []runs.Step{{Ordinal: 0, Input: r.Input}}); err != nil {
-			return fmt.Errorf("record run: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
-		r.Input, r.Steps = session.ID{}, nil
-		return fmt.Errorf("submit: %w", err)
-	}
-	return nil
-}
-
-// createWithMessageBatch is createWithMessage through a store that runs
-// the run's statements in the version's commit (runs.VersionPutter).
-func (c *Coordinator) createWithMessageBatch(ctx context.Context, g runs.VersionPutter, r *runs.Run, text string) error {
-	v, err := session.Root(session.User(text))
-	if err != nil {
-		return fmt.Errorf("submit: create session: %w", err)
-	}
-	r.Input = v.ID
-	_, ran, err := g.PutWith(ctx, v, c.runs.CreateStmts(r, []runs.Step{{Ordinal: 0, Input: r.Input}})...)
-	if err == nil && !ran {
-		// A fresh random id cannot have been committed before.
-		err = fmt.Errorf("version %s already existed", v.ID)
-	}
-	if err != nil {
-		r.Input, r.Steps = session.ID{}, nil
-		return fmt.Errorf("submit: %w", err)
-	}
-	return nil
-}
-
-func (c *Coordinator) publishStep(ctx context.Context, r runs.Run, st runs.Step, msgID string) error {
+// publishStep publishes st's job, with what the run's other steps spent
+// read from g (the scope's graph).
+func (c *Coordinator) publishStep(ctx context.Context, g store.Store, r runs.Run, st runs.Step, msgID string) error {
 	job := bus.Job{
 		V: bus.JobVersion, StepID: st.ID, RunID: r.ID, Queue: r.Queue,
 		Input: st.Input.String(), Target: r.Target, CreatedAt: time.Now().UTC(),
@@ -395,7 +282,7 @@ func (c *Coordinator) publishStep(ctx context.Context, r runs.Run, st runs.Step,
 		job.Target = st.Target // a workflow step's own call
 	}
 	if !r.Budget.IsZero() {
-		b, err := c.spent(ctx, r, st)
+		b, err := spentWith(ctx, g, r, st)
 		if err != nil {
 			return err
 		}
@@ -410,163 +297,6 @@ func (c *Coordinator) publishStep(ctx context.Context, r runs.Run, st runs.Step,
 	_, err := c.bus.Publish(ctx, job, hdr)
 	endSpan(span, err)
 	return err
-}
-
-// spent returns the run's budget with what its committed steps other than st
-// used: each step's tokens are its output's usage less its input's, its cost
-// the "loop.cost_usd" its version records.
-func (c *Coordinator) spent(ctx context.Context, r runs.Run, st runs.Step) (bus.Budget, error) {
-	b := bus.Budget{MaxTokens: r.Budget.MaxTokens, MaxCostUSD: r.Budget.MaxCostUSD}
-	for _, other := range r.Steps {
-		if other.ID == st.ID || other.Status != runs.StepCommitted || other.Output == nil {
-			continue
-		}
-		out, err := c.graph.Get(ctx, *other.Output)
-		if err != nil {
-			return b, fmt.Errorf("budget: step %s output: %w", other.ID, err)
-		}
-		in, err := c.graph.Get(ctx, other.Input)
-		if err != nil {
-			return b, fmt.Errorf("budget: step %s input: %w", other.ID, err)
-		}
-		b.UsedTokens += out.Usage.Sub(in.Usage).TotalTokens
-		for _, e := range out.Extras {
-			var cost float64
-			if e.Key == "loop.cost_usd" && json.Unmarshal(e.Value, &cost) == nil {
-				b.UsedCostUSD += cost
-			}
-		}
-	}
-	return b, nil
-}
-
-// Cancel cancels a run.
-func (c *Coordinator) Cancel(ctx context.Context, runID string) (runs.Run, error) {
-	r, err := c.runsOf(ctx).Cancel(ctx, runID)
-	if err != nil {
-		return runs.Run{}, err
-	}
-	c.event(ctx, bus.Event{RunID: r.ID, Type: "run.canceled"})
-	return r, nil
-}
-
-// RunReconciler reconciles while this replica holds the lease, until ctx
-// ends. Each pass finds unfinished steps that have not been touched for
-// StaleAfter: a step whose version is already committed (its ack or record
-// was lost) is settled; a step whose job is still in its queue (waiting
-// behind a backlog, or due for redelivery) is left to JetStream; any other
-// has its job republished. Republishing is safe because commits are
-// idempotent on the step id; checking the queue first keeps a backlog from
-// turning into duplicate executions.
-func (c *Coordinator) RunReconciler(ctx context.Context) error {
-	// The workflow loop (driver.go) shares the reconciler's lifetime.
-	wfDone := make(chan struct{})
-	go func() { defer close(wfDone); c.runWorkflows(ctx) }()
-	defer func() { <-wfDone }()
-	t := time.NewTicker(c.cfg.ReconcileInterval)
-	defer t.Stop()
-	for {
-		leader, err := c.runs.AcquireLease(ctx, "reconciler", c.cfg.Name, c.cfg.LeaseTTL)
-		if err != nil && ctx.Err() == nil {
-			c.log.WarnContext(ctx, "reconciler lease", slog.Any("error", err))
-		}
-		if leader {
-			if n, err := c.ReconcileOnce(ctx); err != nil && ctx.Err() == nil {
-				c.log.WarnContext(ctx, "reconcile pass", slog.Any("error", err))
-			} else if n > 0 {
-				c.log.InfoContext(ctx, "reconciled steps", slog.Int("count", n))
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
-// ReconcileOnce runs one reconciliation pass and returns how many steps it
-// settled or republished.
-func (c *Coordinator) ReconcileOnce(ctx context.Context) (int, error) {
-	stale, err := c.runs.Stale(ctx, time.Now().Add(-c.cfg.StaleAfter), 500)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	queued := map[string]map[string]bool{}
-	for _, st := range stale {
-		v, err := c.graph.GetByKey(ctx, st.ID)
-		switch {
-		case err == nil:
-			r, err := c.runs.CommitStep(ctx, st.ID, v.ID)
-			if err != nil {
-				return n, err
-			}
-			c.event(ctx, bus.Event{RunID: st.RunID, StepID: st.ID, Type: "step.committed", Data: mustJSON(map[string]any{"version": v.ID})})
-			if r.Status.Terminal() {
-				c.event(ctx, runEndEvent(r))
-			}
-		case errors.Is(err, session.ErrNotFound):
-			r, err := c.runs.Get(ctx, st.RunID)
-			if err != nil {
-				return n, err
-			}
-			inQueue, err := c.inQueue(ctx, queued, r.Queue, st)
-			if err != nil {
-				return n, err
-			}
-			if inQueue {
-				if err := c.runs.Touch(ctx, st.ID); err != nil && !errors.Is(err, runs.ErrTerminal) {
-					return n, err
-				}
-				continue
-			}
-			// A fresh message id per reconcile interval gets past JetStream's
-			// duplicate window when the original message is gone.
-			msgID := fmt.Sprintf("%s/r%d", st.ID, time.Now().UnixNano()/int64(c.cfg.StaleAfter))
-			if err := c.publishStep(ctx, r, st, msgID); err != nil {
-				return n, err
-			}
-			if err := c.runs.Touch(ctx, st.ID); err != nil && !errors.Is(err, runs.ErrTerminal) {
-				return n, err
-			}
-		default:
-			return n, err
-		}
-		n++
-	}
-	return n, nil
-}
-
-// inQueue reports whether st's job is still in its queue and will be
-// delivered by JetStream. The queue is read once per pass (cache). A job
-// that has used up its deliveries is a dead letter: not in the queue for
-// this purpose. When the queue holds more than QueueScanLimit jobs, a step
-// not seen in the part read counts as queued: it is rechecked on the next
-// pass, once the backlog has shrunk.
-func (c *Coordinator) inQueue(ctx context.Context, cache map[string]map[string]bool, queue string, st runs.Step) (bool, error) {
-	if st.Attempts >= c.cfg.MaxDeliver {
-		return false, nil
-	}
-	steps, ok := cache[queue]
-	if !ok {
-		var complete bool
-		var err error
-		steps, complete, err = c.bus.QueuedSteps(ctx, queue, c.cfg.QueueScanLimit)
-		if err != nil {
-			return false, fmt.Errorf("read queue %s: %w", queue, err)
-		}
-		if !complete {
-			c.log.InfoContext(ctx, "reconciler: queue backlog exceeds the scan limit; deferring its stale steps",
-				slog.String("queue", queue), slog.Int("limit", c.cfg.QueueScanLimit))
-			steps = nil
-		}
-		cache[queue] = steps
-	}
-	if steps == nil {
-		return true, nil
-	}
-	return steps[st.ID], nil
 }
 
 func runEndEvent(r runs.Run) bus.Event {
@@ -590,25 +320,6 @@ func mustJSON(v any) json.RawMessage {
 		return nil
 	}
 	return b
-}
-
-// placeInput returns the version of id placed on p: id itself when it is
-// there already, else a new version with op place (its workspace snapshot
-// travels with it, as [session.Session.To] keeps it), committed under key
-// when key is set ([session.Session.ToKeyed]).
-func (c *Coordinator) placeInput(ctx context.Context, id session.ID, p session.Placement, key string) (session.ID, error) {
-	s, err := session.Open(ctx, c.graph, id)
-	if err != nil {
-		return session.ID{}, fmt.Errorf("open the input session %s: %w", id, err)
-	}
-	if flow.SamePlace(s.Placement(), p) {
-		return id, nil
-	}
-	placed, err := s.ToKeyed(ctx, p, key)
-	if err != nil {
-		return session.ID{}, fmt.Errorf("place the input session %s: %w", id, err)
-	}
-	return placed.ID(), nil
 }
 
 // validatePlacement refuses a placement the operator's sandbox policy does

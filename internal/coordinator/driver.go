@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/service"
 	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/flowfile"
 	"github.com/rath-run/rath/pkg/session"
@@ -35,51 +35,52 @@ const MaxDrivers = 64
 // renewed.
 const stepWait = 30 * time.Second
 
-// workflowState is the coordinator's workflow machinery; its zero value is
-// ready.
-type workflowState struct {
-	waiters stepWaiters
-	// fed: the event feed is live, so waiters may poll slowly.
-	fed atomic.Bool
-
-	once   sync.Once
+// WorkflowDriver is the service that drives declarative workflow runs and
+// ends runs past their deadline, while this replica holds the "workflows"
+// lease (see above). Submit kicks it when a workflow run is recorded.
+//
+// Stop hands the runs it drives back: each driver's context is canceled
+// (its step waits and flow.Run return; the steps already put stay
+// recorded, and their jobs run on the workers), Stop waits for every
+// driver to return, and the lease is released, so that another replica (or
+// this one, restarted) resumes the runs from their committed steps at
+// once.
+type WorkflowDriver struct {
+	service.Base
+	c *Coordinator
+	// kickCh asks the loop to look for runs to drive now.
 	kickCh chan struct{}
 
 	mu      sync.Mutex
-	driving map[string]context.CancelFunc
+	driving map[string]context.CancelFunc // by run id
 }
 
-func (w *workflowState) kicker() chan struct{} {
-	w.once.Do(func() { w.kickCh = make(chan struct{}, 1) })
-	return w.kickCh
+func newWorkflowDriver(c *Coordinator) *WorkflowDriver {
+	return &WorkflowDriver{c: c, kickCh: make(chan struct{}, 1), driving: map[string]context.CancelFunc{}}
 }
 
-// kick asks the workflow loop to look for runs to drive now.
-func (w *workflowState) kick() {
+// kick asks the workflow loop to look for runs to drive now; it never
+// blocks, and a kick of a stopped driver waits for its next start.
+func (d *WorkflowDriver) kick() {
 	select {
-	case w.kicker() <- struct{}{}:
+	case d.kickCh <- struct{}{}:
 	default:
 	}
 }
 
-// runWorkflows runs the workflow loop until ctx ends, then stops every
-// driver and waits for them. RunReconciler runs it.
-func (c *Coordinator) runWorkflows(ctx context.Context) {
+// Start implements [service.Service].
+func (d *WorkflowDriver) Start(ctx context.Context) error {
+	return d.Go(ctx, d.run)
+}
+
+// run runs the workflow loop until ctx ends, then stops every driver,
+// waits for them and releases the lease.
+func (d *WorkflowDriver) run(ctx context.Context) {
+	c := d.c
+	defer releaseLease(ctx, c, "workflows")
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c.feedEvents(ctx)
-	}()
-	stopAll := func() {
-		c.wf.mu.Lock()
-		for _, cancel := range c.wf.driving {
-			cancel()
-		}
-		c.wf.mu.Unlock()
-	}
-	defer stopAll()
+	defer d.stopAll()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -88,22 +89,32 @@ func (c *Coordinator) runWorkflows(ctx context.Context) {
 			c.log.WarnContext(ctx, "workflows lease", slog.Any("error", err))
 		}
 		if leader {
-			c.expire(ctx)
-			c.resume(ctx, &wg)
+			d.expire(ctx)
+			d.resume(ctx, &wg)
 		} else {
-			stopAll()
+			d.stopAll()
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-c.wf.kicker():
+		case <-d.kickCh:
 		}
 	}
 }
 
+// stopAll cancels every driver (they return soon after).
+func (d *WorkflowDriver) stopAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, cancel := range d.driving {
+		cancel()
+	}
+}
+
 // expire ends the runs whose deadline passed.
-func (c *Coordinator) expire(ctx context.Context) {
+func (d *WorkflowDriver) expire(ctx context.Context) {
+	c := d.c
 	ended, err := c.runs.Expire(ctx, time.Now(), 100)
 	if err != nil && ctx.Err() == nil {
 		c.log.WarnContext(ctx, "expire runs", slog.Any("error", err))
@@ -115,7 +126,8 @@ func (c *Coordinator) expire(ctx context.Context) {
 
 // resume starts a driver for every unfinished coordinator-driven run that
 // has none, up to MaxDrivers at once.
-func (c *Coordinator) resume(ctx context.Context, wg *sync.WaitGroup) {
+func (d *WorkflowDriver) resume(ctx context.Context, wg *sync.WaitGroup) {
+	c := d.c
 	list, err := c.runs.Driven(ctx, runs.DriverCoordinator, 1000)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -123,31 +135,26 @@ func (c *Coordinator) resume(ctx context.Context, wg *sync.WaitGroup) {
 		}
 		return
 	}
-	c.wf.mu.Lock()
-	defer c.wf.mu.Unlock()
-	if c.wf.driving == nil {
-		c.wf.driving = map[string]context.CancelFunc{}
-	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	for _, r := range list {
-		if _, ok := c.wf.driving[r.ID]; ok {
+		if _, ok := d.driving[r.ID]; ok {
 			continue
 		}
-		if len(c.wf.driving) >= MaxDrivers {
+		if len(d.driving) >= MaxDrivers {
 			return
 		}
 		dctx, cancel := context.WithCancel(ctx)
-		c.wf.driving[r.ID] = cancel
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		d.driving[r.ID] = cancel
+		wg.Go(func() {
 			defer func() {
 				cancel()
-				c.wf.mu.Lock()
-				delete(c.wf.driving, r.ID)
-				c.wf.mu.Unlock()
+				d.mu.Lock()
+				delete(d.driving, r.ID)
+				d.mu.Unlock()
 			}()
 			c.drive(dctx, r)
-		}()
+		})
 	}
 }
 
@@ -218,12 +225,12 @@ func (rt *localRuntime) Step(ctx context.Context, key string, call flow.Call, in
 	if err != nil {
 		return session.Session{}, fmt.Errorf("step %s: %w", key, err)
 	}
-	st, err := rt.c.PutStepWait(ctx, rt.c.runs, rt.run, key, raw, in.ID(), stepWait)
+	st, err := rt.c.runSvc.PutStepWait(ctx, rt.c.SystemScope(), rt.run, key, raw, in.ID(), stepWait)
 	if err != nil {
 		return session.Session{}, err
 	}
 	for !st.Status.Terminal() {
-		if st, err = rt.c.WaitStep(ctx, rt.c.runs, rt.run, key, stepWait); err != nil {
+		if st, err = rt.c.runSvc.WaitStep(ctx, rt.c.SystemScope(), rt.run, key, stepWait); err != nil {
 			return session.Session{}, err
 		}
 	}

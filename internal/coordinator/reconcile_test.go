@@ -52,7 +52,7 @@ func TestReconcilerLeavesQueuedJobs(t *testing.T) {
 		return info.State.Msgs
 	}
 
-	n, err := c.ReconcileOnce(ctx)
+	n, err := c.Reconciler().ReconcileOnce(ctx)
 	if err != nil || n != 0 {
 		t.Fatalf("reconcile with the job queued = %d, %v; want nothing republished", n, err)
 	}
@@ -64,14 +64,14 @@ func TestReconcilerLeavesQueuedJobs(t *testing.T) {
 	if err := stream.Purge(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, err = c.ReconcileOnce(ctx); err != nil || n != 1 {
+	if n, err = c.Reconciler().ReconcileOnce(ctx); err != nil || n != 1 {
 		t.Fatalf("reconcile with the job lost = %d, %v; want 1 republished", n, err)
 	}
 	if got := msgs(); got != 1 {
 		t.Fatalf("stream holds %d jobs after republishing, want 1", got)
 	}
 	// And the queued republished job is left alone again.
-	if n, err = c.ReconcileOnce(ctx); err != nil || n != 0 {
+	if n, err = c.Reconciler().ReconcileOnce(ctx); err != nil || n != 0 {
 		t.Fatalf("second reconcile = %d, %v; want nothing republished", n, err)
 	}
 

@@ -5,18 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
-	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/flow"
-	"github.com/rath-run/rath/pkg/flowfile"
 	"github.com/rath-run/rath/pkg/session"
 )
 
@@ -59,173 +57,12 @@ func parseTimeout(s string) (*time.Time, error) {
 	return &t, nil
 }
 
-// submitWorkflow records a workflow run: driven by the client (Driver
-// "client") or by this coordinator (Workflow holds the file).
-func (c *Coordinator) submitWorkflow(ctx context.Context, req SubmitRequest) (runs.Run, error) {
-	r := runs.Run{ID: runs.NewRunID(), Kind: runs.KindWorkflow, Budget: req.Budget}
-	switch {
-	case len(req.Agent) > 0:
-		return runs.Run{}, badRequest("agent: not allowed with driver or workflow (steps carry their own calls)")
-	case req.Workflow != "" && req.Driver != "" && req.Driver != runs.DriverCoordinator:
-		return runs.Run{}, badRequest("driver: %q with workflow; a workflow file is driven by the coordinator", req.Driver)
-	case req.Workflow != "":
-		f, err := flowfile.Parse("workflow", []byte(req.Workflow), nil)
-		if err != nil {
-			return runs.Run{}, fmt.Errorf("%w: workflow: %w", ErrBadRequest, err)
-		}
-		if _, err := f.Build(); err != nil {
-			return runs.Run{}, fmt.Errorf("%w: workflow: %w", ErrBadRequest, err)
-		}
-		// Each agent's sandbox block places its steps' inputs: refused
-		// here, naming the block's field and line, when the operator's
-		// policy does not allow it (PutStep checks it again).
-		if p := c.cfg.SandboxPolicy; p != nil {
-			if err := f.CheckSandboxes("workflow", func(sb agent.Sandbox) error {
-				_, err := p.Check(sb.Placement())
-				return err
-			}); err != nil {
-				return runs.Run{}, fmt.Errorf("%w: workflow: %w", ErrBadRequest, err)
-			}
-		}
-		r.Driver, r.Workflow = runs.DriverCoordinator, req.Workflow
-		r.Target = mustJSON(map[string]string{"workflow": f.Name})
-	case req.Driver == runs.DriverClient:
-		r.Driver = runs.DriverClient
-		r.Target = json.RawMessage(`{"driver":"client"}`)
-	default:
-		return runs.Run{}, badRequest("driver: %q: want \"client\" (or give workflow)", req.Driver)
-	}
-	if err := req.Budget.Validate(); err != nil {
-		return runs.Run{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
-	}
-	queue := req.Queue
-	if queue == "" {
-		queue = c.cfg.Queue
-	}
-	if err := bus.ValidQueue(queue); err != nil {
-		return runs.Run{}, fmt.Errorf("%w: queue: %w", ErrBadRequest, err)
-	}
-	r.Queue = queue
-	var err error
-	if r.Deadline, err = parseTimeout(req.Timeout); err != nil {
-		return runs.Run{}, err
-	}
-	graph, rs := c.graph, c.runsOf(ctx)
-	switch {
-	case req.Message != "" && req.Session != "":
-		return runs.Run{}, badRequest("give message or session, not both")
-	case req.Message != "":
-		s, err := session.FromUserMessage(ctx, graph, req.Message)
-		if err != nil {
-			return runs.Run{}, fmt.Errorf("create session: %w", err)
-		}
-		r.Input = s.ID()
-	case req.Session != "":
-		id, err := session.ParseID(req.Session)
-		if err != nil {
-			return runs.Run{}, badRequest("session: %v", err)
-		}
-		if _, err := graph.Get(ctx, id); err != nil {
-			if errors.Is(err, session.ErrNotFound) {
-				return runs.Run{}, badRequest("session: no version %s", id)
-			}
-			return runs.Run{}, err
-		}
-		r.Input = id
-	default:
-		return runs.Run{}, badRequest("message or session: one is required")
-	}
-	if err := rs.Create(ctx, &r, nil); err != nil {
-		return runs.Run{}, fmt.Errorf("record run: %w", err)
-	}
-	c.event(ctx, bus.Event{RunID: r.ID, Type: "run.submitted", Data: mustJSON(map[string]any{"input": r.Input, "driver": r.Driver})})
-	if r.Driver == runs.DriverCoordinator {
-		c.wf.kick()
-	}
-	return r, nil
-}
-
-// PutStep records the step key of a workflow run and publishes its job
-// when it is new (or still pending: the bus drops a duplicate). A key that
-// exists returns the stored step, with its output once committed. Before
-// a new step, the run's budget is checked: a run that has spent it fails
-// ("budget: …") and the step is refused with runs.ErrTerminal.
-func (c *Coordinator) PutStep(ctx context.Context, rs *runs.Store, runID, key string, raw json.RawMessage, input session.ID) (runs.Step, error) {
-	if err := runs.ValidKey(key); err != nil {
-		return runs.Step{}, fmt.Errorf("%w: key: %w", ErrBadRequest, err)
-	}
-	reads := c.readsFor(rs)
-	if existing, err := reads.GetStep(ctx, runs.KeyedStepID(runID, key)); err == nil {
-		if existing.Status == runs.StepPending {
-			c.republish(ctx, reads, runID, existing)
-		}
-		return stepOutcome(ctx, reads, existing)
-	} else if !errors.Is(err, runs.ErrNotFound) {
-		return runs.Step{}, err
-	}
-	call, err := flow.ParseTarget(raw)
-	if err != nil {
-		return runs.Step{}, fmt.Errorf("%w: call: %w", ErrBadRequest, err)
-	}
-	if call.Agent.ScriptFile != "" {
-		return runs.Step{}, badRequest("call.agent.script_file: the coordinator cannot read your files; inline the replies as script")
-	}
-	// An agent step whose spec has a sandbox block runs on it: its input
-	// is placed there first (below), within the operator's policy.
-	place, placed := call.Placement()
-	if pol := c.cfg.SandboxPolicy; placed && pol != nil {
-		if _, err := pol.Check(place); err != nil {
-			return runs.Step{}, fmt.Errorf("%w: call.agent.sandbox: %w", ErrBadRequest, err)
-		}
-	}
-	target, err := json.Marshal(call)
-	if err != nil {
-		return runs.Step{}, err
-	}
-	r, err := runWithSteps(ctx, reads, runID)
-	if err != nil {
-		return runs.Step{}, err
-	}
-	if !r.Budget.IsZero() && !r.Status.Terminal() {
-		b, err := c.spentWith(ctx, c.graph, r, runs.Step{})
-		if err != nil {
-			return runs.Step{}, err
-		}
-		if reason := exhausted(b); reason != "" {
-			if _, err := rs.FailRun(ctx, runID, reason); err == nil {
-				c.event(ctx, bus.Event{RunID: runID, Type: "run.failed", Data: mustJSON(map[string]any{"error": reason})})
-			}
-			return runs.Step{}, fmt.Errorf("step %s: %s: %w", key, reason, runs.ErrTerminal)
-		}
-	}
-	if _, err := c.graph.Get(ctx, input); err != nil {
-		if errors.Is(err, session.ErrNotFound) {
-			return runs.Step{}, badRequest("input: no version %s", input)
-		}
-		return runs.Step{}, err
-	}
-	if placed {
-		// The step's input is the placed version (op place, keyed by the
-		// step so a driver's retry gets the same one): the lineage shows
-		// where the step ran, and the worker opens that sandbox.
-		if input, err = c.placeInput(ctx, input, place, flow.PlaceKey(runs.KeyedStepID(runID, key))); err != nil {
-			return runs.Step{}, fmt.Errorf("step %s: %w", key, err)
-		}
-	}
-	st, created, err := rs.PutStep(ctx, runID, key, target, input)
-	if err != nil {
-		return runs.Step{}, err
-	}
-	if created {
-		if r.Status == runs.RunPending {
-			_ = rs.MarkRunning(ctx, runID)
-		}
-		r.Steps = append(r.Steps, st)
-		if err := c.publishStep(ctx, r, st, st.ID); err != nil {
-			c.log.WarnContext(ctx, "publish failed; the reconciler will retry", slog.String("step_id", st.ID), slog.Any("error", err))
-		}
-	}
-	return st, nil
+// stepRequest is the body of PUT /v1/runs/{id}/steps/{key}.
+type stepRequest struct {
+	// Call is the step's flow.Call (or a bare agent spec).
+	Call json.RawMessage `json:"call"`
+	// Input is the session version the step forwards.
+	Input string `json:"input"`
 }
 
 // readsFor returns the store to read rs's rows from: Config.RunReads for
@@ -247,18 +84,6 @@ func runWithSteps(ctx context.Context, rs *runs.Store, runID string) (runs.Run, 
 	return rs.Get(ctx, runID)
 }
 
-// republish publishes a pending step's job again (a driver asked for it:
-// JetStream's dedupe window drops it when the first is still stored).
-func (c *Coordinator) republish(ctx context.Context, rs *runs.Store, runID string, st runs.Step) {
-	r, err := runWithSteps(ctx, rs, runID)
-	if err != nil || r.Status.Terminal() {
-		return
-	}
-	if err := c.publishStep(ctx, r, st, st.ID); err != nil {
-		c.log.DebugContext(ctx, "republish", slog.String("step_id", st.ID), slog.Any("error", err))
-	}
-}
-
 // exhausted names the limit a budget has reached, or "".
 func exhausted(b bus.Budget) string {
 	switch {
@@ -270,8 +95,10 @@ func exhausted(b bus.Budget) string {
 	return ""
 }
 
-// spentWith is spent over the given graph.
-func (c *Coordinator) spentWith(ctx context.Context, g interface {
+// spentWith returns the run's budget with what its committed steps other
+// than st used, read from g: each step's tokens are its output's usage
+// less its input's, its cost the "loop.cost_usd" its version records.
+func spentWith(ctx context.Context, g interface {
 	Get(context.Context, session.ID) (*session.Version, error)
 }, r runs.Run, st runs.Step) (bus.Budget, error) {
 	b := bus.Budget{MaxTokens: r.Budget.MaxTokens, MaxCostUSD: r.Budget.MaxCostUSD}
@@ -298,76 +125,6 @@ func (c *Coordinator) spentWith(ctx context.Context, g interface {
 	return b, nil
 }
 
-// WaitStep returns the step key of run once it has ended (committed,
-// failed, canceled), or as it is when wait passes first.
-func (c *Coordinator) WaitStep(ctx context.Context, rs *runs.Store, runID, key string, wait time.Duration) (runs.Step, error) {
-	rs = c.readsFor(rs)
-	id := runs.KeyedStepID(runID, key)
-	// Listen before reading: an event that arrives between the read and
-	// the wait is not lost.
-	wake, done := c.wf.waiters.wait(runID, id)
-	defer done()
-	st, err := getStepOutcome(ctx, rs, id)
-	if err != nil || st.Status.Terminal() || wait <= 0 {
-		return st, err
-	}
-	return c.awaitStep(ctx, rs, id, st, wake, wait)
-}
-
-// PutStepWait is [Coordinator.PutStep] followed by a wait of up to wait
-// for the step's end, in one request (PUT …/steps/{key}?wait=): a driver's
-// step costs one round trip instead of two. The waiter listens before the
-// step is recorded, so a step that ends at once is not missed.
-func (c *Coordinator) PutStepWait(ctx context.Context, rs *runs.Store, runID, key string, raw json.RawMessage, input session.ID, wait time.Duration) (runs.Step, error) {
-	if wait <= 0 {
-		return c.PutStep(ctx, rs, runID, key, raw, input)
-	}
-	id := runs.KeyedStepID(runID, key)
-	wake, done := c.wf.waiters.wait(runID, id)
-	defer done()
-	st, err := c.PutStep(ctx, rs, runID, key, raw, input)
-	if err != nil || st.Status.Terminal() {
-		return st, err
-	}
-	return c.awaitStep(ctx, c.readsFor(rs), id, st, wake, wait)
-}
-
-// awaitStep waits up to wait for step id, last read as st, to end: it
-// reads the step again when wake fires (an event about the step or its
-// run) and, since events may be lost, every poll interval.
-func (c *Coordinator) awaitStep(ctx context.Context, rs *runs.Store, id string, st runs.Step, wake <-chan struct{}, wait time.Duration) (runs.Step, error) {
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	// Events may be lost; poll slowly as well (often without an event feed).
-	every := 5 * time.Second
-	if !c.wf.fed.Load() {
-		every = 200 * time.Millisecond
-	}
-	poll := time.NewTicker(every)
-	defer poll.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-				return getStepOutcome(context.WithoutCancel(ctx), rs, id)
-			}
-			return st, ctx.Err()
-		case <-wake:
-		case <-poll.C:
-		}
-		// A run that ends cancels its unfinished steps in the same
-		// transaction, so the step's own status is enough.
-		next, err := getStepOutcome(ctx, rs, id)
-		switch {
-		case err != nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
-			return st, nil // the wait is over: the step as last read
-		case err != nil || next.Status.Terminal():
-			return next, err
-		}
-		st = next
-	}
-}
-
 func (c *Coordinator) putStepHTTP(w http.ResponseWriter, r *http.Request) {
 	wait, ok := c.parseStepWait(w, r)
 	if !ok {
@@ -386,7 +143,7 @@ func (c *Coordinator) putStepHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, badRequest("input: %v", err))
 		return
 	}
-	st, err := c.PutStepWait(r.Context(), c.runsOf(r.Context()), r.PathValue("id"), r.PathValue("key"), req.Call, in, wait)
+	st, err := c.runSvc.PutStepWait(r.Context(), c.scopeOf(r.Context()), r.PathValue("id"), r.PathValue("key"), req.Call, in, wait)
 	if err != nil {
 		c.failWorkflow(w, r, err)
 		return
@@ -420,7 +177,7 @@ func (c *Coordinator) getStepHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, fmt.Errorf("%w: key: %w", ErrBadRequest, err))
 		return
 	}
-	st, err := c.WaitStep(r.Context(), c.runsOf(r.Context()), r.PathValue("id"), key, wait)
+	st, err := c.runSvc.WaitStep(r.Context(), c.scopeOf(r.Context()), r.PathValue("id"), key, wait)
 	if err != nil {
 		c.failWorkflow(w, r, err)
 		return
@@ -442,19 +199,11 @@ func (c *Coordinator) completeRunHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, badRequest("output: %v", err))
 		return
 	}
-	if _, err := c.graph.Get(r.Context(), out); err != nil {
-		if errors.Is(err, session.ErrNotFound) {
-			err = badRequest("output: no version %s", out)
-		}
-		c.fail(w, r, err)
-		return
-	}
-	run, err := c.runsOf(r.Context()).Complete(r.Context(), r.PathValue("id"), out)
+	run, err := c.runSvc.Complete(r.Context(), c.scopeOf(r.Context()), r.PathValue("id"), out)
 	if err != nil {
 		c.failWorkflow(w, r, err)
 		return
 	}
-	c.event(r.Context(), runEndEvent(run))
 	writeJSON(w, http.StatusOK, run.API())
 }
 
@@ -471,12 +220,11 @@ func (c *Coordinator) failRunHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, badRequest("error: required"))
 		return
 	}
-	run, err := c.runsOf(r.Context()).FailRun(r.Context(), r.PathValue("id"), req.Error)
+	run, err := c.runSvc.Fail(r.Context(), c.scopeOf(r.Context()), r.PathValue("id"), req.Error)
 	if err != nil {
 		c.failWorkflow(w, r, err)
 		return
 	}
-	c.event(r.Context(), runEndEvent(run))
 	writeJSON(w, http.StatusOK, run.API())
 }
 
@@ -565,6 +313,9 @@ func (c *Coordinator) commonBaseHTTP(w http.ResponseWriter, r *http.Request) {
 // or its run arrives. One watch of all events feeds it (when the bus can
 // watch everything); a caller polls as well, since events may be lost.
 type stepWaiters struct {
+	// fed: the event feed is live, so waiters may poll slowly.
+	fed atomic.Bool
+
 	mu     sync.Mutex
 	byStep map[string]map[chan struct{}]struct{}
 	byRun  map[string]map[chan struct{}]struct{}
@@ -619,31 +370,6 @@ func (sw *stepWaiters) notify(e bus.Event) {
 		case ch <- struct{}{}:
 		default:
 		}
-	}
-}
-
-// feedEvents feeds the waiters from a watch of every event until ctx ends
-// (the workflow loop runs it). Without it, waiters poll.
-func (c *Coordinator) feedEvents(ctx context.Context) {
-	aw, ok := c.bus.(allWatcher)
-	if !ok {
-		return
-	}
-	for ctx.Err() == nil {
-		events, _, err := aw.WatchAll(ctx)
-		if err != nil {
-			c.log.DebugContext(ctx, "step waiters: watch events", slog.Any("error", err))
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		c.wf.fed.Store(true)
-		for e := range events {
-			c.wf.waiters.notify(e)
-		}
-		c.wf.fed.Store(false)
 	}
 }
 

@@ -382,6 +382,17 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 	return n == 1, nil
 }
 
+// ReleaseLease gives up the named lease when holder holds it, so that
+// another holder takes it at its next try instead of after the lease
+// expires (a service stopping hands its work over). A lease held by
+// another is left alone.
+func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM leases WHERE name = $1 AND holder = $2`, name, holder); err != nil {
+		return fmt.Errorf("release lease %s: %w", name, err)
+	}
+	return nil
+}
+
 func (s *Store) steps(ctx context.Context, runID string) ([]Step, error) {
 	return queryAll(ctx, s.db, fmt.Sprintf("steps of %s", runID), scanStep, `SELECT `+stepCols+` FROM steps WHERE run_id = $1 ORDER BY ordinal`, runID)
 }

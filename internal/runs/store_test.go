@@ -196,5 +196,19 @@ func TestLease(t *testing.T) {
 		if got, err := rs.AcquireLease(ctx, "reconciler", "b", time.Minute); err != nil || !got {
 			t.Fatalf("AcquireLease(b) after expiry = %v, %v; want true", got, err)
 		}
+		// A release by another than the holder leaves the lease; the
+		// holder's release hands it over before it expires.
+		if err := rs.ReleaseLease(ctx, "reconciler", "a"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := rs.AcquireLease(ctx, "reconciler", "a", time.Minute); err != nil || got {
+			t.Fatalf("AcquireLease(a) after a's release of b's lease = %v, %v; want false", got, err)
+		}
+		if err := rs.ReleaseLease(ctx, "reconciler", "b"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := rs.AcquireLease(ctx, "reconciler", "a", time.Minute); err != nil || !got {
+			t.Fatalf("AcquireLease(a) after b's release = %v, %v; want true", got, err)
+		}
 	})
 }

@@ -4,76 +4,30 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
-	"math/rand"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/rath-run/rath/pkg/llm"
 	"github.com/rath-run/rath/pkg/llm/llmtest"
 	"github.com/rath-run/rath/pkg/memory"
+	"github.com/rath-run/rath/pkg/memory/memcorpus"
 )
 
 // Bulk is what a backend offers for loading many items in one transaction.
-type Bulk interface {
-	RememberMany(ctx context.Context, namespace string, ws []memory.Write) error
-}
+type Bulk = memcorpus.Bulk
 
-// Corpus makes n deterministic notes over a Zipf-distributed vocabulary of
-// 20,000 words (s = 1.1), 8 to 24 words each, like short English notes:
-// a few words are very common, most are rare.
-func Corpus(n int) []memory.Write {
-	r := rand.New(rand.NewSource(1))
-	z := rand.NewZipf(r, 1.1, 1, 19999)
-	ws := make([]memory.Write, n)
-	var b strings.Builder
-	for i := range ws {
-		b.Reset()
-		for j := range 8 + r.Intn(17) {
-			if j > 0 {
-				b.WriteByte(' ')
-			}
-			fmt.Fprintf(&b, "w%d", z.Uint64())
-		}
-		ws[i] = memory.Write{URI: fmt.Sprintf("memory://user/notes/%07d", i), Text: b.String()}
-	}
-	return ws
-}
+// Corpus is [memcorpus.Corpus].
+func Corpus(n int) []memory.Write { return memcorpus.Corpus(n) }
 
-// Queries makes n recall queries of 4 words: two content words (Zipf ranks
-// 50..2,000) and two drawn from the same Zipf as the notes (so common words
-// appear too, as in real questions).
-func Queries(n int) []string {
-	r := rand.New(rand.NewSource(2))
-	z := rand.NewZipf(r, 1.1, 1, 19999)
-	qs := make([]string, n)
-	for i := range qs {
-		qs[i] = fmt.Sprintf("w%d w%d w%d w%d", 50+r.Intn(1950), 50+r.Intn(1950), z.Uint64(), z.Uint64())
-	}
-	return qs
-}
+// Queries is [memcorpus.Queries].
+func Queries(n int) []string { return memcorpus.Queries(n) }
 
 // Load writes Corpus(n) into namespace ns.
 func Load(tb testing.TB, s memory.Store, ns string, n int) {
 	tb.Helper()
-	ctx := context.Background()
-	ws := Corpus(n)
-	bulk, ok := s.(Bulk)
-	for len(ws) > 0 {
-		k := min(len(ws), 2000)
-		if ok {
-			if err := bulk.RememberMany(ctx, ns, ws[:k]); err != nil {
-				tb.Fatal(err)
-			}
-		} else {
-			for _, w := range ws[:k] {
-				if _, err := s.Remember(ctx, ns, w); err != nil {
-					tb.Fatal(err)
-				}
-			}
-		}
-		ws = ws[k:]
+	if err := memcorpus.Load(context.Background(), s, ns, Corpus(n)); err != nil {
+		tb.Fatal(err)
 	}
 }
 
