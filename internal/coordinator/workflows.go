@@ -57,14 +57,6 @@ func parseTimeout(s string) (*time.Time, error) {
 	return &t, nil
 }
 
-// stepRequest is the body of PUT /v1/runs/{id}/steps/{key}.
-type stepRequest struct {
-	// Call is the step's flow.Call (or a bare agent spec).
-	Call json.RawMessage `json:"call"`
-	// Input is the session version the step forwards.
-	Input string `json:"input"`
-}
-
 // readsFor returns the store to read rs's rows from: Config.RunReads for
 // the coordinator's own run store, rs itself otherwise (a tenant's).
 func (c *Coordinator) readsFor(rs *runs.Store) *runs.Store {
