@@ -908,6 +908,16 @@ func TestWalkCoversTheDocs(t *testing.T) {
 					continue
 				}
 				mentioned[path] = append(mentioned[path], where)
+				// The flags it names are the command's.
+				for _, word := range rest {
+					flag, _, _ := strings.Cut(word, "=")
+					if !docFlag.MatchString(flag) {
+						continue
+					}
+					if !slices.Contains(flags(t, path), flag) {
+						t.Errorf("%s mentions `rathctl %s … %s`: the command has no flag %s", where, path, flag, flag)
+					}
+				}
 			}
 		}
 	}
@@ -977,6 +987,35 @@ func commandPathOf(tree map[string]bool, words []string) (string, []string) {
 		path = next
 	}
 	return path, words[i:]
+}
+
+// docFlag is what a flag in the docs looks like.
+var docFlag = regexp.MustCompile(`^--?[a-z][a-z0-9-]*$`)
+
+// flagCache holds each command's flags, read from its help.
+var flagCache = map[string][]string{}
+
+// flags returns the flags (long and short) of the command at path.
+func flags(t *testing.T, path string) []string {
+	t.Helper()
+	if fs, ok := flagCache[path]; ok {
+		return fs
+	}
+	cmd := exec.Command(bin(t, "rathctl"), append(strings.Fields(path), "--help")...)
+	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("rathctl %s --help: %v", path, err)
+	}
+	var fs []string
+	for _, m := range regexp.MustCompile(`(?m)^\s+(?:(-[a-z]), )?(--[a-z0-9-]+)`).FindAllStringSubmatch(string(out), -1) {
+		if m[1] != "" {
+			fs = append(fs, m[1])
+		}
+		fs = append(fs, m[2])
+	}
+	flagCache[path] = fs
+	return fs
 }
 
 // commandWord is what a command's name looks like (not a flag, a path or
