@@ -30,22 +30,24 @@ import (
 )
 
 // pendingOnMain names the walk's steps that fail on main only because their
-// command has no server form there yet (issue 20 items 2 and 3: verify,
-// dossier, replay, rerun, gc, pins, redact, check, memory and the target
-// rules are being built on other branches). The walk runs them and reports
+// command has no server form there yet (issue 20 items 2, 3 and 8: diff,
+// verify, dossier, replay, gc, pins, redact, check, memory, exit codes and
+// the target rules are being built on the branches named below). The walk runs them and reports
 // each failure as PENDING with its message; a pending step that passes
 // fails the walk, so this set only ever shrinks. Empty it as the server
 // forms merge.
 var pendingOnMain = map[string]bool{
-	// Store-only on main: H1b (diff), H2 (verify, dossier, replay), H3
-	// (gc, pins, redact, check, memory).
-	"diff":                        true,
-	"verify":                      true,
-	"verify --all":                true,
-	"dossier (md)":                true,
-	"dossier --format html":       true,
-	"dossier -o json":             true,
-	"replay":                      true,
+	// h1b-sessions-api: diff through a coordinator.
+	"diff": true,
+	// h2-lineage-ops: verify, dossier and replay through a coordinator.
+	"verify":                true,
+	"verify --all":          true,
+	"dossier (md)":          true,
+	"dossier --format html": true,
+	"dossier -o json":       true,
+	"replay":                true,
+	// h3-admin-ops: pins, gc, redact, check and memory through a
+	// coordinator, with their scopes and tenants.
 	"pin":                         true,
 	"pins":                        true,
 	"unpin":                       true,
@@ -68,12 +70,11 @@ var pendingOnMain = map[string]bool{
 	"a read token cannot gc":                   true,
 	"a read token cannot redact":               true,
 	"another tenant cannot see acme's memory":  true,
-	// H4: exit code 4 for not found, and the message when no coordinator
-	// answers.
-	"session show (not found)": true,
-	"runs show (not found)":    true,
-	"no coordinator there":     true,
-	// H4: exit code 4 for another tenant's run or session (404).
+	// h4-cli-target: exit 4 for not found (another tenant's run or
+	// session too), and the message when no coordinator answers.
+	"session show (not found)":                 true,
+	"runs show (not found)":                    true,
+	"no coordinator there":                     true,
 	"another tenant cannot see acme's run":     true,
 	"another tenant cannot see acme's session": true,
 }
