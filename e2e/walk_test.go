@@ -37,8 +37,6 @@ import (
 // fails the walk, so this set only ever shrinks. Empty it as the server
 // forms merge.
 var pendingOnMain = map[string]bool{
-	// h1b-sessions-api: diff through a coordinator.
-	"diff": true,
 	// h2-lineage-ops: verify, dossier and replay through a coordinator.
 	"verify":                true,
 	"verify --all":          true,
@@ -46,50 +44,12 @@ var pendingOnMain = map[string]bool{
 	"dossier --format html": true,
 	"dossier -o json":       true,
 	"replay":                true,
-	// h3-admin-ops: pins, gc, redact, check and memory through a
-	// coordinator, with their scopes and tenants.
-	"pin":                         true,
-	"pins":                        true,
-	"unpin":                       true,
-	"pins (after unpin)":          true,
-	"gc --dry-run":                true,
-	"gc":                          true,
-	"redact":                      true,
-	"session show (after redact)": true, // needs redact
-	"redactions":                  true,
-	"check":                       true,
-	"memory remember":             true,
-	"memory remember (stdin)":     true,
-	"memory recall":               true,
-	"memory list":                 true,
-	"memory show":                 true,
-	"memory delete":               true,
-	"memory list --deleted":       true,
-	"memory commit":               true,
-	"memory recall (the committed transcript)": true,
-	"a read token cannot gc":                   true,
-	"a read token cannot redact":               true,
-	"another tenant cannot see acme's memory":  true,
-	// h4-cli-target: exit 4 for not found (another tenant's run or
-	// session too), and the message when no coordinator answers.
-	"session show (not found)":                 true,
-	"runs show (not found)":                    true,
-	"no coordinator there":                     true,
-	"another tenant cannot see acme's run":     true,
-	"another tenant cannot see acme's session": true,
 }
 
 // knownBugs are steps that fail on main now and then because of a bug (not
 // a missing server form), with the bug. The walk reports their failures as
 // KNOWN BUG instead of failing; fix the bug and delete the entry.
-var knownBugs = map[string]string{
-	// Submit publishes the step's job before the run.submitted event
-	// (internal/coordinator/coordinator.go, submit: publishStep, then
-	// c.event(run.submitted)); a fast worker's step.started reaches the
-	// event stream first, and a watch of the finished run starts with
-	// events.missing and has no run.submitted.
-	"runs watch (a finished run)": "run.submitted is published after the step's job: step.started can precede it in the stream",
-}
+var knownBugs = map[string]string{}
 
 // walkExempt are the documented commands the walk does not run, each with
 // the reason it cannot be walked against a cluster. Nothing else may be
@@ -105,6 +65,7 @@ var walkExempt = map[string]string{
 	"config use":             "local: edits the config file",
 	"config set-provider":    "local: edits the config file",
 	"config remove-provider": "local: edits the config file",
+	"completion":             "local: prints cobra's shell completion script",
 }
 
 // walkStep is one command of the walk. Strings in args, stdin, env, want,
@@ -941,7 +902,7 @@ func TestWalkCoversTheDocs(t *testing.T) {
 }
 
 // commandTree reads rathctl's command paths from its help, recursively
-// (help and completion left out).
+// (help left out; completion without its per-shell subcommands).
 func commandTree(t *testing.T) map[string]bool {
 	t.Helper()
 	tree := map[string]bool{}
@@ -964,7 +925,11 @@ func commandTree(t *testing.T) map[string]bool {
 				in = false
 			case in:
 				name := strings.Fields(line)[0]
-				if name == "help" || name == "completion" {
+				if name == "help" {
+					continue
+				}
+				if name == "completion" {
+					tree[name] = true // cobra's; its shell subcommands are not walked
 					continue
 				}
 				sub := append(slices.Clone(path), name)
