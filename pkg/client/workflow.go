@@ -17,11 +17,14 @@ type Run struct {
 	Driver   string     `json:"driver,omitempty"`
 	Deadline *time.Time `json:"deadline,omitempty"`
 	Queue    string     `json:"queue"`
-	Input    string     `json:"input"`
-	Output   string     `json:"output,omitempty"`
-	Error    string     `json:"error,omitempty"`
-	Budget   Budget     `json:"budget,omitzero"`
-	Steps    []Step     `json:"steps,omitempty"`
+	// Target is what the run forwards its input through (an agent run's
+	// agent spec).
+	Target json.RawMessage `json:"target,omitempty"`
+	Input  string          `json:"input"`
+	Output string          `json:"output,omitempty"`
+	Error  string          `json:"error,omitempty"`
+	Budget Budget          `json:"budget,omitzero"`
+	Steps  []Step          `json:"steps,omitempty"`
 }
 
 // Terminal reports whether the run has ended.
