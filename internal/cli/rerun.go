@@ -87,7 +87,7 @@ func (r *rerunner) firstParentPath(ctx context.Context, from, to session.ID) ([]
 
 // offPath explains why from is not on to's first-parent path.
 func (r *rerunner) offPath(ctx context.Context, from, to session.ID) error {
-	if base, ok, err := r.g.CommonBase(ctx, from, to); err == nil && ok && base == from {
+	if ok, err := r.cl.IsAncestor(ctx, from, to); err == nil && ok {
 		return fmt.Errorf("--from %s is an ancestor of %s only through a merge's second parent, not on its first-parent path; rerun from a version on that path", from, to)
 	}
 	return fmt.Errorf("--from %s is not on the first-parent path of %s (it is not one of the versions %s was made from)", from, to, to)

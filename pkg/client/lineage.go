@@ -94,3 +94,23 @@ func (c *Client) RerunStep(ctx context.Context, req api.RerunStepRequest) (Run, 
 	err := c.Do(ctx, http.MethodPost, "/v1/runs", req, &r)
 	return r, err
 }
+
+// IsAncestor reports whether version ancestor is one of the versions of
+// descends from, through any parent or base (GET
+// /v1/sessions/{id}/ancestors?depth=0).
+func (c *Client) IsAncestor(ctx context.Context, ancestor, of session.ID) (bool, error) {
+	var res struct {
+		Versions []struct {
+			ID session.ID `json:"id"`
+		} `json:"versions"`
+	}
+	if err := c.Do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(of.String())+"/ancestors?depth=0", nil, &res); err != nil {
+		return false, translate(err)
+	}
+	for _, a := range res.Versions {
+		if a.ID == ancestor {
+			return true, nil
+		}
+	}
+	return false, nil
+}
