@@ -36,15 +36,7 @@ import (
 // each failure as PENDING with its message; a pending step that passes
 // fails the walk, so this set only ever shrinks. Empty it as the server
 // forms merge.
-var pendingOnMain = map[string]bool{
-	// h2-lineage-ops: verify, dossier and replay through a coordinator.
-	"verify":                true,
-	"verify --all":          true,
-	"dossier (md)":          true,
-	"dossier --format html": true,
-	"dossier -o json":       true,
-	"replay":                true,
-}
+var pendingOnMain = map[string]bool{}
 
 // knownBugs are steps that fail on main now and then because of a bug (not
 // a missing server form), with the bug. The walk reports their failures as

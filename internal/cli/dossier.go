@@ -1,26 +1,25 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/api"
+	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/lineage"
 	"github.com/rath-run/rath/pkg/session"
-	"github.com/rath-run/rath/pkg/store"
 )
 
 func newDossierCmd(env *Env) *cobra.Command {
-	var f storeFlags
+	var f lineageFlags
 	var format, out string
 	var prices []string
 	var c *cobra.Command
@@ -28,10 +27,11 @@ func newDossierCmd(env *Env) *cobra.Command {
 		Use:   "dossier RUN",
 		Short: "write a run's evidence dossier (graph, route, rejected branches, tool calls, workspace, memory, approvals, usage, output, hash) as md or html",
 		Long: "dossier writes one self-contained document per run. The HTML needs no network: inline CSS and SVG, no scripts.\n" +
-			"Costs come from --price MODEL=PROMPT/COMPLETION (US dollars per million tokens), repeatable.",
+			"Costs come from --price MODEL=PROMPT/COMPLETION (US dollars per million tokens), repeatable. -o json writes\n" +
+			"the dossier's data (the API's dossier JSON) instead of a document.",
 		Args: cobra.ExactArgs(1),
-		RunE: f.withStore(func(ctx context.Context, st store.Store, args []string) error {
-			if format != "md" && format != "html" {
+		RunE: f.with(func(ctx context.Context, t target, args []string) error {
+			if format != api.DossierMarkdown && format != api.DossierHTML {
 				return &exitError{code: 2, err: fmt.Errorf("--format must be md or html, not %q", format)}
 			}
 			if f.output == "json" && c.Flags().Changed("format") {
@@ -45,28 +45,6 @@ func newDossierCmd(env *Env) *cobra.Command {
 				}
 				opts.Prices[model] = price
 			}
-			rs, db, err := runs.Open(ctx, storeURLOf(f))
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			run, err := rs.Get(ctx, args[0])
-			if err != nil {
-				return fmt.Errorf("run %s: %w", args[0], err)
-			}
-			opts.Status, opts.Error = string(run.Status), run.Error
-			info := runs.Lineage(run.API())
-			g, err := lineage.ForRun(ctx, st, info)
-			if err != nil {
-				return err
-			}
-			if opts.MemoryWritten, err = memoryWrites(ctx, db, g); err != nil {
-				return err
-			}
-			d, err := lineage.BuildDossier(ctx, st, info, opts)
-			if err != nil {
-				return err
-			}
 			w := env.Out
 			if out != "" && out != "-" {
 				file, err := os.Create(out)
@@ -76,12 +54,27 @@ func newDossierCmd(env *Env) *cobra.Command {
 				defer file.Close()
 				w = file
 			}
-			if f.output == "json" {
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				return enc.Encode(d)
+			if t.cl != nil {
+				if f.output == "json" {
+					d, err := t.cl.DossierData(ctx, args[0], prices)
+					if err != nil {
+						return fmt.Errorf("run %s: %w", args[0], err)
+					}
+					return writeDossierJSON(w, d)
+				}
+				if err := t.cl.Dossier(ctx, args[0], client.DossierOptions{Format: format, Prices: prices}, w); err != nil {
+					return fmt.Errorf("run %s: %w", args[0], err)
+				}
+				return nil
 			}
-			if format == "html" {
+			d, err := storeDossier(ctx, t, args[0], opts)
+			if err != nil {
+				return err
+			}
+			if f.output == "json" {
+				return writeDossierJSON(w, d)
+			}
+			if format == api.DossierHTML {
 				return d.WriteHTML(w)
 			}
 			return d.WriteMarkdown(w)
@@ -94,25 +87,44 @@ func newDossierCmd(env *Env) *cobra.Command {
 	return c
 }
 
-// storeURLOf is the store f names (--store, else RATH_STORE); only called
-// once f.open has succeeded, so one is named.
-func storeURLOf(f storeFlags) string {
-	return cmp.Or(f.url, os.Getenv("RATH_STORE"))
+func writeDossierJSON(w io.Writer, d *api.Dossier) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(d)
 }
 
-// parsePrice reads MODEL=PROMPT/COMPLETION.
+// storeDossier builds run id's dossier from the store t names and the run
+// store next to it.
+func storeDossier(ctx context.Context, t target, id string, opts lineage.DossierOptions) (*api.Dossier, error) {
+	rs, db, err := runs.Open(ctx, t.storeURL)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	run, err := rs.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", id, err)
+	}
+	opts.Status, opts.Error = string(run.Status), run.Error
+	info := runs.Lineage(run.API())
+	g, err := lineage.ForRun(ctx, t.st, info)
+	if err != nil {
+		return nil, err
+	}
+	if opts.MemoryWritten, err = memoryWrites(ctx, db, g); err != nil {
+		return nil, err
+	}
+	return lineage.BuildDossier(ctx, t.st, info, opts)
+}
+
+
+// parsePrice reads MODEL=PROMPT/COMPLETION (--price).
 func parsePrice(s string) (string, lineage.Price, error) {
-	model, rest, ok := strings.Cut(s, "=")
-	in, outp, ok2 := strings.Cut(rest, "/")
-	if !ok || !ok2 || model == "" {
-		return "", lineage.Price{}, fmt.Errorf("--price %q: want MODEL=PROMPT/COMPLETION (USD per million tokens)", s)
+	model, p, err := lineage.ParsePrice(s)
+	if err != nil {
+		return "", lineage.Price{}, fmt.Errorf("--%w", err)
 	}
-	a, err1 := strconv.ParseFloat(in, 64)
-	b, err2 := strconv.ParseFloat(outp, 64)
-	if err := errors.Join(err1, err2); err != nil || a < 0 || b < 0 {
-		return "", lineage.Price{}, fmt.Errorf("--price %q: prices must be non-negative numbers", s)
-	}
-	return model, lineage.Price{Prompt: a, Completion: b}, nil
+	return model, p, nil
 }
 
 // memoryWrites lists the memory items the graph's versions wrote or

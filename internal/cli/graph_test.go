@@ -14,6 +14,7 @@ import (
 	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testenv"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/lineage"
 	"github.com/rath-run/rath/pkg/session"
 )
@@ -121,7 +122,7 @@ func TestGraphBlameDiffCommands(t *testing.T) {
 func TestVerifyCommand(t *testing.T) {
 	t.Parallel()
 	storeFlag, _, run := scriptedRun(t)
-	var rep verifyReply
+	var rep api.VerifyReport
 	okJSON(t, &rep, with(storeFlag, "verify", run.Output.String())...)
 	if !rep.OK || rep.Versions != 2 || rep.Chunks != 2 {
 		t.Errorf("verify ID = %+v", rep)
@@ -209,7 +210,7 @@ func TestGCAndPinCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(body, "freed 1 versions, 1 chunks, 0 edges") {
 		t.Errorf("gc: exit %d\n%s", code, body)
 	}
-	var vr verifyReply
+	var vr api.VerifyReport
 	okJSON(t, &vr, with(storeFlag, "verify", "--all")...)
 	if !vr.OK || vr.Versions != 2 {
 		t.Errorf("verify --all after gc = %+v", vr)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/lineage"
 )
 
@@ -35,7 +36,7 @@ func TestRedactCommand(t *testing.T) {
 	if len(list.Redactions) == 0 || list.Redactions[0].Ord != 0 || list.Redactions[0].Reason != "user asked" || len(list.Problems) != 0 {
 		t.Errorf("redactions = %+v", list)
 	}
-	var vr verifyReply
+	var vr api.VerifyReport
 	okJSON(t, &vr, with(storeFlag, "verify", "--all")...)
 	if !vr.OK {
 		t.Errorf("verify --all after redact = %+v", vr)

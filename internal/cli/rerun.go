@@ -6,15 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
@@ -28,36 +25,10 @@ const maxRerunPath = 10_000
 
 // Rerun actions, as reported per version of the path.
 const (
-	rerunAppended = "appended"
-	rerunRan      = "ran"
-	rerunSkipped  = "skipped"
+	rerunAppended = api.RerunAppended
+	rerunRan      = api.RerunRan
+	rerunSkipped  = api.RerunSkipped
 )
-
-// rerunRow is one version of the path from ANCESTOR to VERSION and what
-// rerun did with it.
-type rerunRow struct {
-	Original session.ID `json:"original"`
-	Op       session.Op `json:"op"`
-	Action   string     `json:"action"`
-	// New is the version rerun made for it on the new branch; absent when
-	// the version was skipped (a fork or a placement).
-	New *session.ID `json:"new,omitempty"`
-	// Run is the new run that re-executed a step.
-	Run   string `json:"run,omitempty"`
-	Agent string `json:"agent,omitempty"`
-	Model string `json:"model,omitempty"`
-}
-
-// rerunReport is what `rathctl rerun` did.
-type rerunReport struct {
-	Version session.ID `json:"version"`
-	From    session.ID `json:"from"`
-	// Fork is the new branch's first version (op fork, parent From); Head
-	// its last, the rerun's answer to VERSION.
-	Fork  session.ID `json:"fork"`
-	Head  session.ID `json:"head"`
-	Steps []rerunRow `json:"steps"`
-}
 
 // rerunItem is one version of the path and how to re-apply it.
 type rerunItem struct {
@@ -77,7 +48,7 @@ type rerunner struct {
 	script []llm.ScriptReply
 	// progress gets one line per re-applied version; may be io.Discard.
 	progress io.Writer
-	runs     map[string]runs.Run
+	runs     map[string]api.Run
 }
 
 // firstParentPath returns the versions after from up to and including to,
@@ -115,17 +86,8 @@ func (r *rerunner) firstParentPath(ctx context.Context, from, to session.ID) ([]
 
 // offPath explains why from is not on to's first-parent path.
 func (r *rerunner) offPath(ctx context.Context, from, to session.ID) error {
-	var res struct {
-		Versions []struct {
-			ID session.ID `json:"id"`
-		} `json:"versions"`
-	}
-	if err := r.cl.Do(ctx, http.MethodGet, sessionPath(to, "ancestors")+"?depth=0", nil, &res); err == nil {
-		for _, a := range res.Versions {
-			if a.ID == from {
-				return fmt.Errorf("--from %s is an ancestor of %s only through a merge's second parent, not on its first-parent path; rerun from a version on that path", from, to)
-			}
-		}
+	if ok, err := r.cl.IsAncestor(ctx, from, to); err == nil && ok {
+		return fmt.Errorf("--from %s is an ancestor of %s only through a merge's second parent, not on its first-parent path; rerun from a version on that path", from, to)
 	}
 	return fmt.Errorf("--from %s is not on the first-parent path of %s (it is not one of the versions %s was made from)", from, to, to)
 }
@@ -167,7 +129,8 @@ func (r *rerunner) stepSpec(ctx context.Context, v *session.Version) (agent.Spec
 	}
 	run, ok := r.runs[v.Producer.Run]
 	if !ok {
-		if err := r.cl.Do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(v.Producer.Run), nil, &run); err != nil {
+		var err error
+		if run, err = r.cl.GetRun(ctx, v.Producer.Run); err != nil {
 			return agent.Spec{}, "", fmt.Errorf("version %s: run %s: %w", v.ID, v.Producer.Run, err)
 		}
 		r.runs[run.ID] = run
@@ -205,20 +168,20 @@ func (r *rerunner) stepSpec(ctx context.Context, v *session.Version) (agent.Spec
 }
 
 // execute forks from and re-applies items onto the fork.
-func (r *rerunner) execute(ctx context.Context, from session.ID, items []rerunItem) (rerunReport, error) {
-	rep := rerunReport{From: from, Steps: []rerunRow{}}
-	api := apiGraph{r.cl}
-	fork, err := api.Fork(ctx, from)
+func (r *rerunner) execute(ctx context.Context, from session.ID, items []rerunItem) (api.RerunReport, error) {
+	rep := api.RerunReport{From: from, Steps: []api.RerunRow{}}
+	sg := apiGraph{r.cl}
+	fork, err := sg.Fork(ctx, from)
 	if err != nil {
 		return rep, fmt.Errorf("fork %s: %w", from, err)
 	}
 	rep.Fork, rep.Head = fork.ID, fork.ID
 	fmt.Fprintf(r.progress, "forked %s at %s\n", fork.ID, from)
 	for i, it := range items {
-		row := rerunRow{Original: it.v.ID, Op: it.v.Op, Action: it.action, Agent: it.v.Producer.Agent, Model: it.v.Producer.Model}
+		row := api.RerunRow{Original: it.v.ID, Op: it.v.Op, Action: it.action, Agent: it.v.Producer.Agent, Model: it.v.Producer.Model}
 		switch it.action {
 		case rerunAppended:
-			in, err := api.Append(ctx, rep.Head, it.v.Chunks)
+			in, err := sg.Append(ctx, rep.Head, it.v.Chunks)
 			if err != nil {
 				return rep, r.stopped(rep, it.v, fmt.Errorf("append: %w", err))
 			}
@@ -229,7 +192,8 @@ func (r *rerunner) execute(ctx context.Context, from session.ID, items []rerunIt
 			if err != nil {
 				return rep, r.stopped(rep, it.v, err)
 			}
-			v, err := r.g.Get(ctx, *run.Output)
+			out := *run.Output // r.run returns only succeeded runs with an output
+			v, err := r.g.Get(ctx, out)
 			if err != nil {
 				return rep, r.stopped(rep, it.v, fmt.Errorf("output of run %s: %w", run.ID, err))
 			}
@@ -245,38 +209,36 @@ func (r *rerunner) execute(ctx context.Context, from session.ID, items []rerunIt
 }
 
 // stopped wraps err with where the rerun stopped and the branch so far.
-func (r *rerunner) stopped(rep rerunReport, v *session.Version, err error) error {
+func (r *rerunner) stopped(rep api.RerunReport, v *session.Version, err error) error {
 	return fmt.Errorf("rerun of version %s (op %s) failed; the new branch so far ends at %s: %w", v.ID, v.Op, rep.Head, err)
 }
 
 // run submits a run forwarding head through its item's spec and waits for it to
 // end. A run that does not succeed is an error; when ctx ends first the run
 // is canceled.
-func (r *rerunner) run(ctx context.Context, head session.ID, it rerunItem) (runs.Run, error) {
+func (r *rerunner) run(ctx context.Context, head session.ID, it rerunItem) (api.Run, error) {
 	spec, err := json.Marshal(it.spec)
 	if err != nil {
-		return runs.Run{}, err
+		return api.Run{}, err
 	}
-	var run runs.Run
-	if err := r.cl.Do(ctx, http.MethodPost, "/v1/runs", map[string]any{
-		"agent": json.RawMessage(spec), "session": head.String(), "queue": it.queue,
-	}, &run); err != nil {
+	run, err := r.cl.SubmitAgent(ctx, api.SubmitRequest{Agent: spec, Session: head.String(), Queue: it.queue})
+	if err != nil {
 		return run, fmt.Errorf("submit: %w", err)
 	}
 	fmt.Fprintf(r.progress, "run %s: %s (%s) on %s\n", run.ID, it.spec.Name, it.spec.Model, head)
 	id := run.ID
-	if err := r.wait(ctx, id, &run); err != nil {
+	if run, err = r.wait(ctx, id); err != nil {
 		if ctx.Err() != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			_ = r.cl.Do(cctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/cancel", nil, nil) // best effort: ctx ended
+			_, _ = r.cl.CancelRun(cctx, id) // best effort: ctx ended
 		}
-		return runs.Run{ID: id}, fmt.Errorf("run %s: %w", id, err)
+		return api.Run{ID: id}, fmt.Errorf("run %s: %w", id, err)
 	}
 	switch {
-	case run.Status == runs.RunWaiting:
+	case run.Status == api.RunWaiting:
 		return run, fmt.Errorf("run %s is waiting for approval; rerun does not decide approvals (decide with rathctl approve|reject %s)", run.ID, run.ID)
-	case run.Status != runs.RunSucceeded:
+	case run.Status != api.RunSucceeded:
 		return run, fmt.Errorf("run %s %s: %s", run.ID, run.Status, run.Error)
 	case run.Output == nil:
 		return run, fmt.Errorf("run %s succeeded without an output", run.ID)
@@ -287,26 +249,27 @@ func (r *rerunner) run(ctx context.Context, head session.ID, it rerunItem) (runs
 // wait follows the run's events until they end, then reads the run until
 // it is terminal or waiting (events may be lost; the run record is the
 // truth).
-func (r *rerunner) wait(ctx context.Context, id string, run *runs.Run) error {
+func (r *rerunner) wait(ctx context.Context, id string) (api.Run, error) {
 	if err := r.cl.Watch(ctx, id, func(api.Event) error { return nil }); err != nil && ctx.Err() != nil {
-		return ctx.Err()
+		return api.Run{}, ctx.Err()
 	}
 	for {
-		if err := r.cl.Do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id), nil, run); err != nil {
-			return err
+		run, err := r.cl.GetRun(ctx, id)
+		if err != nil {
+			return run, err
 		}
-		if run.Status.Terminal() || run.Status == runs.RunWaiting {
-			return nil
+		if run.Status.Terminal() || run.Status == api.RunWaiting {
+			return run, nil
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return run, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
 
-func writeRerun(w io.Writer, rep rerunReport) error {
+func writeRerun(w io.Writer, rep api.RerunReport) error {
 	fmt.Fprintf(w, "rerun of %s from %s: fork %s, new head %s\n", rep.Version, rep.From, rep.Fork, rep.Head)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ORIGINAL\tNEW\tOP\tACTION\tRUN\tAGENT\tMODEL")
@@ -321,7 +284,7 @@ func writeRerun(w io.Writer, rep rerunReport) error {
 }
 
 func newRerunCmd(env *Env) *cobra.Command {
-	var f serverFlags
+	var f lineageFlags
 	var fromArg, model string
 	c := &cobra.Command{
 		Use:   "rerun VERSION --from ANCESTOR [--model M]",
@@ -330,10 +293,9 @@ func newRerunCmd(env *Env) *cobra.Command {
 			"order: appends are appended again, agent steps are submitted as new runs through the same agent spec (the\n" +
 			"step's target, else its run's; --model overrides its model) and waited for, forks and placements are skipped.\n" +
 			"Merges, compressions, selector steps and replays stop it with an error before anything is written. The\n" +
-			"original branch is untouched. It works through a coordinator (--server, $RATH_SERVER, else the dev default).",
+			"original branch is untouched. It works through a coordinator only (--server, $RATH_SERVER): the steps run as runs.",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
+		RunE: f.with(func(ctx context.Context, t target, args []string) error {
 			if fromArg == "" {
 				return &exitError{code: 2, err: errors.New("--from ANCESTOR is required")}
 			}
@@ -345,11 +307,10 @@ func newRerunCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return &exitError{code: 2, err: fmt.Errorf("--from: %w", err)}
 			}
-			cl, err := f.client()
-			if err != nil {
-				return err
+			if t.cl == nil {
+				return &exitError{code: 2, err: errors.New("rerun runs its steps as runs of a coordinator: give --server (or $RATH_SERVER), not a store")}
 			}
-			r := &rerunner{cl: cl, g: cl.Graph(), model: model, progress: io.Discard, runs: map[string]runs.Run{}}
+			r := &rerunner{cl: t.cl, g: t.cl.Graph(), model: model, progress: io.Discard, runs: map[string]api.Run{}}
 			if file, ok := strings.CutPrefix(model, llm.ScriptedModel+":"); ok {
 				if r.script, err = llm.LoadScript(file); err != nil {
 					return fmt.Errorf("--model %s: %w", model, err)
@@ -376,7 +337,7 @@ func newRerunCmd(env *Env) *cobra.Command {
 				return (&printer{env: env}).json(rep)
 			}
 			return writeRerun(env.Out, rep)
-		},
+		}),
 	}
 	f.register(c)
 	c.Flags().StringVar(&fromArg, "from", "", "the ancestor to fork at (on VERSION's first-parent path)")

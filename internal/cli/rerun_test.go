@@ -14,6 +14,7 @@ import (
 	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testenv"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
@@ -117,7 +118,7 @@ func TestRerunCommand(t *testing.T) {
 	if err := os.WriteFile(alt, []byte("- alternative one\n- alternative two\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var rep rerunReport
+	var rep api.RerunReport
 	okJSON(t, &rep, "rerun", st.o2.String(), "--from", st.input.String(), "--model", "scripted:"+alt, "--server", st.d.URL)
 	if rep.Version != st.o2 || rep.From != st.input || len(rep.Steps) != 3 {
 		t.Fatalf("report = %+v", rep)

@@ -168,7 +168,8 @@ func TestTargetRulesThroughCommands(t *testing.T) {
 		{"missing store file (memory)", nil, []string{"memory", "list", "--store", "sqlite:" + missing}, 1, []string{missing}},
 		{"missing store file (check)", nil, []string{"check", "--store", "sqlite:" + missing}, 1, []string{missing}},
 		{"missing store file (token)", nil, []string{"token", "list", "--store", "sqlite:" + missing}, 1, []string{missing}},
-		{"store-only command without a store", map[string]string{"RATH_STORE": ""}, []string{"verify", "--all"}, 2, []string{"--store URL or RATH_STORE"}},
+		{"store-only command without a store", map[string]string{"RATH_STORE": ""}, []string{"migrate"}, 2, []string{"--store URL or RATH_STORE"}},
+		{"no coordinator (verify)", map[string]string{"RATH_STORE": "", "RATH_SERVER": down}, []string{"verify", "--all"}, 1, []string{"no coordinator at " + down}},
 	} {
 		for k, val := range tc.env {
 			t.Setenv(k, val)

@@ -75,6 +75,12 @@ var RouteScopes = map[string]auth.Scope{
 
 	// A workspace file's bytes (issue #20).
 	"GET /v1/sessions/{id}/files/{path...}": auth.ScopeRead,
+
+	// Lineage operations through the coordinator (issue #20).
+	"GET /v1/sessions/{id}/verify":  auth.ScopeRead,
+	"GET /v1/verify":                auth.ScopeRead,
+	"GET /v1/runs/{id}/dossier":     auth.ScopeRead,
+	"POST /v1/versions/{id}/replay": auth.ScopeSubmit,
 }
 
 // TenantStores gives each tenant a graph store and run store confined to

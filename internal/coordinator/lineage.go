@@ -15,6 +15,7 @@ func (c *Coordinator) lineageRoutes(api *apiMux) {
 	api.HandleFunc("GET /v1/sessions/{id}/graph", c.sessionGraph)
 	api.HandleFunc("GET /v1/sessions/{id}/blame", c.sessionBlame)
 	api.HandleFunc("GET /v1/runs/{id}/graph", c.runGraph)
+	c.lineageOpsRoutes(api)
 }
 
 // graphFormat reads ?format= (json when absent).

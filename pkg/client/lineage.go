@@ -1,0 +1,106 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+
+	"github.com/rath-run/rath/pkg/api"
+	"github.com/rath-run/rath/pkg/session"
+)
+
+// Verify recomputes the hash chain of version id and everything it
+// descends from, from the coordinator's stored rows (GET
+// /v1/sessions/{id}/verify). Problems are in the report, not an error;
+// check [api.VerifyReport.OK]. A version of another tenant, or none, is an
+// error matching [ErrNotFound] and [session.ErrNotFound].
+func (c *Client) Verify(ctx context.Context, id session.ID) (api.VerifyReport, error) {
+	var rep api.VerifyReport
+	err := c.Do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id.String())+"/verify", nil, &rep)
+	return rep, translate(err)
+}
+
+// VerifyAll recomputes every version, chunk and edge of the caller's
+// tenant (GET /v1/verify). A tenant with no versions verifies nothing and
+// is not OK (see [api.VerifyReport.OK]).
+func (c *Client) VerifyAll(ctx context.Context) (api.VerifyReport, error) {
+	var rep api.VerifyReport
+	err := c.Do(ctx, http.MethodGet, "/v1/verify", nil, &rep)
+	return rep, err
+}
+
+// DossierOptions choose a dossier's form.
+type DossierOptions struct {
+	// Format is api.DossierMarkdown (the default) or api.DossierHTML.
+	Format string
+	// Prices are MODEL=PROMPT/COMPLETION in US dollars per million tokens,
+	// for the cost column.
+	Prices []string
+}
+
+// dossierPath is the dossier endpoint of run with format and prices.
+func dossierPath(runID, format string, prices []string) string {
+	q := url.Values{"format": {format}}
+	for _, p := range prices {
+		q.Add("price", p)
+	}
+	return "/v1/runs/" + url.PathEscape(runID) + "/dossier?" + q.Encode()
+}
+
+// Dossier writes run runID's evidence dossier to w as Markdown or HTML
+// (GET /v1/runs/{id}/dossier?format=md|html). A run of another tenant, or
+// none, is an error matching [ErrNotFound].
+func (c *Client) Dossier(ctx context.Context, runID string, opts DossierOptions, w io.Writer) error {
+	format := opts.Format
+	if format == "" {
+		format = api.DossierMarkdown
+	}
+	if format != api.DossierMarkdown && format != api.DossierHTML {
+		return fmt.Errorf("dossier format %q: want %s or %s (DossierData for JSON)", format, api.DossierMarkdown, api.DossierHTML)
+	}
+	return c.Stream(ctx, http.MethodGet, dossierPath(runID, format, opts.Prices), nil, "", w)
+}
+
+// DossierData returns run runID's evidence as data (GET
+// /v1/runs/{id}/dossier?format=json); prices as in [DossierOptions].
+func (c *Client) DossierData(ctx context.Context, runID string, prices []string) (*api.Dossier, error) {
+	var d api.Dossier
+	if err := c.Do(ctx, http.MethodGet, dossierPath(runID, api.DossierJSON, prices), nil, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// Replay re-executes, in the coordinator, the agent step that made version
+// id with its recorded model replies and tool results (no model is
+// called, no tool runs again) and compares the hashes (POST
+// /v1/versions/{id}/replay). The new version (op replay) branches from the
+// step's input; with req.Strict a divergence commits nothing. A
+// divergence is in the report (Identical false), not an error.
+func (c *Client) Replay(ctx context.Context, id session.ID, req api.ReplayRequest) (api.ReplayReport, error) {
+	var rep api.ReplayReport
+	err := c.Do(ctx, http.MethodPost, "/v1/versions/"+url.PathEscape(id.String())+"/replay", req, &rep)
+	return rep, translate(err)
+}
+
+// IsAncestor reports whether version ancestor is one of the versions of
+// descends from, through any parent or base (GET
+// /v1/sessions/{id}/ancestors?depth=0).
+func (c *Client) IsAncestor(ctx context.Context, ancestor, of session.ID) (bool, error) {
+	var res struct {
+		Versions []struct {
+			ID session.ID `json:"id"`
+		} `json:"versions"`
+	}
+	if err := c.Do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(of.String())+"/ancestors?depth=0", nil, &res); err != nil {
+		return false, translate(err)
+	}
+	for _, a := range res.Versions {
+		if a.ID == ancestor {
+			return true, nil
+		}
+	}
+	return false, nil
+}
