@@ -117,7 +117,6 @@ func storeDossier(ctx context.Context, t target, id string, opts lineage.Dossier
 	return lineage.BuildDossier(ctx, t.st, info, opts)
 }
 
-
 // parsePrice reads MODEL=PROMPT/COMPLETION (--price).
 func parsePrice(s string) (string, lineage.Price, error) {
 	model, p, err := lineage.ParsePrice(s)
