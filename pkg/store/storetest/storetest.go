@@ -376,6 +376,8 @@ func RunGraphWith(t *testing.T, open func(t *testing.T) session.Graph, o GraphOp
 			}
 		}
 	})
+
+	runMerge(t, open)
 }
 
 // fataler is what the comparison helpers need of a *testing.T or *rapid.T.
