@@ -11,7 +11,7 @@ import (
 )
 
 // texts is a transcript as its chunks' texts joined by commas.
-func texts(t testing.TB, ctx context.Context, s session.Session) string {
+func texts(t fatalT, ctx context.Context, s session.Session) string {
 	t.Helper()
 	cs := must(s.Chunks(ctx))(t)
 	out := make([]string, len(cs))
@@ -21,7 +21,7 @@ func texts(t testing.TB, ctx context.Context, s session.Session) string {
 	return strings.Join(out, ",")
 }
 
-func wantTexts(t testing.TB, ctx context.Context, what string, s session.Session, want string) {
+func wantTexts(t fatalT, ctx context.Context, what string, s session.Session, want string) {
 	t.Helper()
 	if got := texts(t, ctx, s); got != want {
 		t.Fatalf("%s: transcript %s, want %s", what, got, want)
@@ -30,7 +30,7 @@ func wantTexts(t testing.TB, ctx context.Context, what string, s session.Session
 
 // compress records a compression of s (as a compress step does: parent s,
 // no base, one summary chunk) and returns it.
-func compress(t testing.TB, ctx context.Context, s session.Session, summary string, used session.Usage) session.Session {
+func compress(t fatalT, ctx context.Context, s session.Session, summary string, used session.Usage) session.Session {
 	t.Helper()
 	v := &session.Version{
 		ID:        session.NewID(),
@@ -49,7 +49,7 @@ func compress(t testing.TB, ctx context.Context, s session.Session, summary stri
 
 // legacyMerge records a merge the way merges were recorded before origins:
 // other's chunks since the base-chain common base, no origins extra.
-func legacyMerge(t testing.TB, ctx context.Context, a, b session.Session) session.Session {
+func legacyMerge(t fatalT, ctx context.Context, a, b session.Session) session.Session {
 	t.Helper()
 	g := a.Graph()
 	theirs := must(b.Chunks(ctx))(t)
@@ -76,8 +76,8 @@ func legacyMerge(t testing.TB, ctx context.Context, a, b session.Session) sessio
 	return session.Wrap(g, must(g.Put(ctx, v))(t))
 }
 
-func must2[A, B any](a A, b B, err error) func(t testing.TB) (A, B) {
-	return func(t testing.TB) (A, B) {
+func must2[A, B any](a A, b B, err error) func(t fatalT) (A, B) {
+	return func(t fatalT) (A, B) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
@@ -86,7 +86,7 @@ func must2[A, B any](a A, b B, err error) func(t testing.TB) (A, B) {
 	}
 }
 
-func step(t testing.TB, ctx context.Context, s session.Session, tokens int64, text ...string) session.Session {
+func step(t fatalT, ctx context.Context, s session.Session, tokens int64, text ...string) session.Session {
 	t.Helper()
 	cs := make([]session.Chunk, len(text))
 	for i, x := range text {
