@@ -48,8 +48,8 @@ type modelToken struct {
 //   - merging with itself is refused.
 //
 // Every version's origins map one to one onto the model's tokens. The
-// sequences are short and few (50), so this takes a few seconds on a
-// database.
+// sequences are short (rapid's default 100 of up to 30 operations), so
+// this takes about a second on a database.
 func RunMergeProperties(t *testing.T, open func(t *testing.T) session.Graph) {
 	g := open(t)
 	rapid.Check(t, func(rt *rapid.T) {
