@@ -44,20 +44,26 @@ const ExtraMergeOrigins = "merge.origins"
 //   - one whose own chunks are those of the other parent that its first
 //     parent does not contain, in order, has theirs;
 //   - any other merge's chunks are new origins, as any version's are.
-func Origins(ctx context.Context, g Graph, id ID) ([]Origin, error) {
+func Origins(ctx context.Context, g Reader, id ID) ([]Origin, error) {
 	r := newOriginResolver(g)
 	return r.origins(ctx, id)
+}
+
+// Reader is the read half of a [Graph]: what [Origins] needs.
+type Reader interface {
+	Get(ctx context.Context, id ID) (*Version, error)
+	Transcript(ctx context.Context, id ID) ([]Chunk, error)
 }
 
 // originResolver computes origins with a memo, so versions shared by the
 // chains it walks during one operation are read once.
 type originResolver struct {
-	g        Graph
+	g        Reader
 	memo     map[ID][]Origin // each entry full-capacity sliced: append copies
 	versions map[ID]*Version
 }
 
-func newOriginResolver(g Graph) *originResolver {
+func newOriginResolver(g Reader) *originResolver {
 	return &originResolver{g: g, memo: make(map[ID][]Origin), versions: make(map[ID]*Version)}
 }
 
