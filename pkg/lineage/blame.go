@@ -3,6 +3,7 @@ package lineage
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rath-run/rath/pkg/session"
@@ -131,7 +132,7 @@ func (b *blamer) own(ctx context.Context, v *session.Version, lo, hi, shift int,
 			if err != nil {
 				return fmt.Errorf("lineage: merge %s: parent %s: %w", v.ID, v.Parents[1], err)
 			}
-			through := append(via[:len(via):len(via)], v.ID)
+			through := append(slices.Clip(via), v.ID)
 			for i := lo; i < hi; i++ {
 				p := pos[i-start]
 				if err := b.blame(ctx, other, p, p+1, shift+i-p, through); err != nil {

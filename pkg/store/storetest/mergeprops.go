@@ -92,7 +92,7 @@ func RunMergeProperties(t *testing.T, open func(t *testing.T) session.Graph) {
 			if len(cs) != len(n.m.tokens) {
 				rt.Fatalf("%s: %d chunks, model %d", what, len(cs), len(n.m.tokens))
 			}
-			os := originsOf(rt, ctx, g, n.s.ID())
+			os := originsOf(ctx, rt, g, n.s.ID())
 			for i, c := range cs {
 				tok := n.m.tokens[i]
 				if c.Text() != tok.text {
@@ -179,7 +179,7 @@ func RunMergeProperties(t *testing.T, open func(t *testing.T) session.Graph) {
 				tok := token(mint("", cost), texts.Draw(rt, "text"))
 				m := mergeModel{tokens: []modelToken{tok}, mints: maps.Clone(from.m.mints), ancestors: map[int]bool{}}
 				m.mints[tok.mint] = true
-				add("compress", compress(rt, ctx, from.s, tok.text, session.Usage{TotalTokens: cost}), m)
+				add("compress", compress(ctx, rt, from.s, tok.text, session.Usage{TotalTokens: cost}), m)
 			case "merge", "copy", "ancestor":
 				i, a := pick("a")
 				var j int
@@ -223,7 +223,7 @@ func RunMergeProperties(t *testing.T, open func(t *testing.T) session.Graph) {
 					rt.Fatalf("%s added %d chunks, want none", what, len(s.Version().Chunks))
 				}
 				seen := map[session.Origin]bool{}
-				for _, o := range originsOf(rt, ctx, g, s.ID()) {
+				for _, o := range originsOf(ctx, rt, g, s.ID()) {
 					if seen[o] {
 						rt.Fatalf("%s holds chunk %s twice", what, o)
 					}
