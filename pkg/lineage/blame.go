@@ -3,6 +3,7 @@ package lineage
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rath-run/rath/pkg/session"
@@ -89,8 +90,9 @@ func (b *blamer) blame(ctx context.Context, v *session.Version, from, to, shift 
 }
 
 // own attributes v's own chunks at positions [lo, hi). A merge's own
-// chunks are the other parent's chunks since the common base: they are
-// attributed where that parent's transcript got them.
+// chunks are chunks of the other parent's transcript (its last ones, or
+// those the first parent lacked): they are attributed where that parent's
+// transcript got them.
 func (b *blamer) own(ctx context.Context, v *session.Version, lo, hi, shift int, via []session.ID) error {
 	start := v.Len - len(v.Chunks)
 	if v.Op == session.OpMerge && len(v.Parents) == 2 {
@@ -118,10 +120,62 @@ func (b *blamer) own(ctx context.Context, v *session.Version, lo, hi, shift int,
 			}
 		}
 	}
+	if v.Op == session.OpMerge && len(v.Parents) == 2 && len(via) < 64 {
+		// A merge that took only the chunks its first parent lacked: each
+		// one is where its origin is in the other parent's transcript.
+		pos, err := mergedPositions(ctx, b.src, v)
+		if err != nil {
+			return err
+		}
+		if pos != nil {
+			other, err := b.src.Get(ctx, v.Parents[1])
+			if err != nil {
+				return fmt.Errorf("lineage: merge %s: parent %s: %w", v.ID, v.Parents[1], err)
+			}
+			through := append(slices.Clip(via), v.ID)
+			for i := lo; i < hi; i++ {
+				p := pos[i-start]
+				if err := b.blame(ctx, other, p, p+1, shift+i-p, through); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
 	for i := lo; i < hi; i++ {
 		b.out[shift+i] = entryOf(v, v.Chunks[i-start], shift+i, via)
 	}
 	return nil
+}
+
+// mergedPositions returns, for each of merge v's own chunks, its position
+// in the transcript of v's other parent (found by origin,
+// [session.Origins]), or nil when one is not there.
+func mergedPositions(ctx context.Context, src Source, v *session.Version) ([]int, error) {
+	mine, err := session.Origins(ctx, src, v.ID)
+	if err != nil {
+		return nil, fmt.Errorf("lineage: merge %s: %w", v.ID, err)
+	}
+	theirs, err := session.Origins(ctx, src, v.Parents[1])
+	if err != nil {
+		return nil, fmt.Errorf("lineage: merge %s: %w", v.ID, err)
+	}
+	at := make(map[session.Origin]int, len(theirs))
+	for i, o := range theirs {
+		if _, ok := at[o]; !ok {
+			at[o] = i
+		}
+	}
+	own := mine[len(mine)-len(v.Chunks):]
+	out := make([]int, len(own))
+	for i, o := range own {
+		p, ok := at[o]
+		if !ok {
+			return nil, nil
+		}
+		out[i] = p
+	}
+	return out, nil
 }
 
 func entryOf(v *session.Version, c session.Chunk, ord int, via []session.ID) Entry {

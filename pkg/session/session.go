@@ -204,10 +204,15 @@ func (s Session) ToKeyed(ctx context.Context, p Placement, key string) (Session,
 }
 
 // Merge records a version with parents (s, other) whose transcript is s's
-// followed by other's chunks since the two transcripts' common base (all of
-// other's when they share none). It keeps s's placement and sums usage,
-// counting the shared prefix once. Sessions placed on different backends
-// cannot merge ([ErrIncompatiblePlacement]).
+// followed by the chunks of other's transcript that s's does not already
+// contain, in other's order. "Contain" follows lineage, not content: a
+// chunk is the same chunk when it has the same [Origin], whichever forks,
+// merges and detaches carried it (see "Merge" in the package
+// documentation for the cases). The new version records the taken chunks'
+// origins ([ExtraMergeOrigins]). It keeps s's placement; its usage is s's
+// plus what the versions that first recorded the taken chunks added, each
+// counted once. Merging s with itself is [ErrInvalidVersion]; sessions
+// placed on different backends cannot merge ([ErrIncompatiblePlacement]).
 func (s Session) Merge(ctx context.Context, other Session) (Session, error) {
 	return s.MergeKeyed(ctx, other, "")
 }
@@ -229,30 +234,26 @@ func (s Session) MergeKeyed(ctx context.Context, other Session, key string) (Ses
 	if s.v.ID == other.v.ID {
 		return Session{}, fmt.Errorf("merge %s with itself: %w", s.v.ID, ErrInvalidVersion)
 	}
-	cb, ok, err := s.g.CommonBase(ctx, s.v.ID, other.v.ID)
-	if err != nil {
-		return Session{}, fmt.Errorf("merge %s with %s: common base: %w", s.v.ID, other.v.ID, err)
-	}
-	theirs, err := other.Chunks(ctx)
+	p, err := planMerge(ctx, s.g, s.v, other.v)
 	if err != nil {
 		return Session{}, fmt.Errorf("merge %s with %s: %w", s.v.ID, other.v.ID, err)
 	}
-	usage := s.v.Usage.Add(other.v.Usage)
-	if ok {
-		cbv, err := s.g.Get(ctx, cb)
+	var extras []Extra
+	if len(p.origins) > 0 {
+		e, err := originsExtra(p.origins)
 		if err != nil {
-			return Session{}, fmt.Errorf("merge %s with %s: load common base: %w", s.v.ID, other.v.ID, err)
+			return Session{}, fmt.Errorf("merge %s with %s: %w", s.v.ID, other.v.ID, err)
 		}
-		theirs = theirs[cbv.Len:]
-		usage = s.v.Usage.Add(other.v.Usage.Sub(cbv.Usage))
+		extras = []Extra{e}
 	}
 	v := &Version{
 		Parents:   []ID{s.v.ID, other.v.ID},
 		Base:      idPtr(s.v.ID),
 		Op:        OpMerge,
-		Chunks:    slices.Clone(theirs),
+		Chunks:    p.chunks,
 		Placement: s.v.Placement,
-		Usage:     usage,
+		Usage:     p.usage,
+		Extras:    extras,
 		Key:       key,
 	}
 	return commit(ctx, s.g, v, []*Version{s.v, other.v}, s.v)

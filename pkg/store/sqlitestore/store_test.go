@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
 	"github.com/rath-run/rath/pkg/store/sqlitestore"
 	"github.com/rath-run/rath/pkg/store/storetest"
@@ -41,4 +42,9 @@ func TestConformanceInMemory(t *testing.T) {
 func TestProperties(t *testing.T) {
 	t.Parallel()
 	storetest.RunProperties(t, func(t *testing.T) store.Store { return openFile(t, sqlitestore.Options{}) })
+}
+
+func TestMergeProperties(t *testing.T) {
+	t.Parallel()
+	storetest.RunMergeProperties(t, func(t *testing.T) session.Graph { return openFile(t, sqlitestore.Options{}) })
 }

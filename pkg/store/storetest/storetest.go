@@ -34,8 +34,8 @@ func ctxFor(t testing.TB) context.Context {
 }
 
 // must is used as must(f())(t): it fails t when f returned an error.
-func must[T any](v T, err error) func(t testing.TB) T {
-	return func(t testing.TB) T {
+func must[T any](v T, err error) func(t fatalT) T {
+	return func(t fatalT) T {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
@@ -376,6 +376,16 @@ func RunGraphWith(t *testing.T, open func(t *testing.T) session.Graph, o GraphOp
 			}
 		}
 	})
+
+	runMerge(t, open)
+}
+
+// fatalT is what must and the merge helpers need of a *testing.T or a
+// *rapid.T.
+type fatalT interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
 }
 
 // fataler is what the comparison helpers need of a *testing.T or *rapid.T.

@@ -12,3 +12,8 @@ func TestMemoryGraphConformance(t *testing.T) {
 	t.Parallel()
 	storetest.RunGraph(t, func(t *testing.T) session.Graph { return session.NewMemoryGraph() })
 }
+
+func TestMemoryGraphMergeProperties(t *testing.T) {
+	t.Parallel()
+	storetest.RunMergeProperties(t, func(t *testing.T) session.Graph { return session.NewMemoryGraph() })
+}
