@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 )
 
 // Origin names one chunk of the Session Graph wherever it appears: the
@@ -239,21 +240,100 @@ type mergePlan struct {
 	usage   Usage
 }
 
+// mergeMemo is what a chain of merges hands along (a fan-in: acc =
+// acc.Merge(branch), again and again): the origins of one version's
+// transcript, in order and as a set, and the versions whose cost that
+// transcript carries. Without it each merge would walk the whole growing
+// chain again, and a fan-in of n branches would cost O(n²) reads.
+//
+// A memo describes the version id and is held by the Session of that
+// version that the merge which made it returned. The next merge of that
+// Session takes it (under mu, without waiting), extends it in place and
+// hands it to its own result; the old Session's pointer then names another
+// version (id) and is ignored. A Session without a usable memo computes
+// from the graph, as [Origins] does, so the memo only saves work.
+type mergeMemo struct {
+	mu      sync.Mutex
+	id      ID
+	origins []Origin
+	has     map[Origin]bool
+	carried map[ID]bool
+}
+
+// takeMemo returns s's memo locked, when it describes s's version and no
+// other merge holds it; else nil.
+func (s Session) takeMemo() *mergeMemo {
+	m := s.lin
+	if m == nil || !m.mu.TryLock() {
+		return nil
+	}
+	if m.id != s.v.ID {
+		m.mu.Unlock()
+		return nil
+	}
+	return m
+}
+
+// release ends a merge's hold on m: on success (made is the committed
+// merge, its origins' tail added) m describes made; otherwise m is spoiled
+// (its maps may hold the failed plan's contributors) and nobody uses it.
+func (m *mergeMemo) release(made ID, added []Origin, ok bool) {
+	if ok {
+		m.id = made
+		m.origins = append(m.origins, added...)
+		for _, o := range added {
+			m.has[o] = true
+		}
+	} else {
+		m.id = ID{}
+	}
+	m.mu.Unlock()
+}
+
 // planMerge decides what merging other into s appends: other's chunks
 // whose origin s's transcript lacks, in other's order. Usage is s's plus
 // the cost of every version that other's transcript stands for and s's
-// does not ([originResolver.contributors]), each counted once.
-func planMerge(ctx context.Context, g Graph, s, other *Version) (mergePlan, error) {
+// does not ([originResolver.contributors]), each counted once. It returns
+// the memo describing s, locked and extended with the plan's contributors;
+// the caller releases it.
+func planMerge(ctx context.Context, g Graph, s Session, other *Version) (mergePlan, *mergeMemo, error) {
 	r := newOriginResolver(g)
-	oa, err := r.origins(ctx, s.ID)
-	if err != nil {
-		return mergePlan{}, err
+	m := s.takeMemo()
+	if m == nil {
+		oa, err := r.origins(ctx, s.v.ID)
+		if err != nil {
+			return mergePlan{}, nil, err
+		}
+		m = &mergeMemo{id: s.v.ID, origins: slices.Clip(oa), has: make(map[Origin]bool, len(oa)), carried: make(map[ID]bool)}
+		m.mu.Lock()
+		for _, o := range oa {
+			m.has[o] = true
+		}
+		if _, err := r.contributors(ctx, oa, m.carried); err != nil {
+			m.release(ID{}, nil, false)
+			return mergePlan{}, nil, err
+		}
 	}
+	p, err := m.plan(ctx, r, g, s.v, other)
+	if err != nil {
+		m.release(ID{}, nil, false)
+		return mergePlan{}, nil, err
+	}
+	return p, m, nil
+}
+
+// plan is planMerge's work once m describes s.
+func (m *mergeMemo) plan(ctx context.Context, r *originResolver, g Graph, s, other *Version) (mergePlan, error) {
 	ob, err := r.origins(ctx, other.ID)
 	if err != nil {
 		return mergePlan{}, err
 	}
-	idx := missing(oa, ob)
+	var idx []int
+	for i, o := range ob {
+		if !m.has[o] {
+			idx = append(idx, i)
+		}
+	}
 	p := mergePlan{usage: s.Usage}
 	if len(idx) == 0 {
 		return p, nil
@@ -269,11 +349,7 @@ func planMerge(ctx context.Context, g Graph, s, other *Version) (mergePlan, erro
 		p.chunks = append(p.chunks, theirs[i])
 		p.origins = append(p.origins, ob[i])
 	}
-	have := make(map[ID]bool)
-	if _, err := r.contributors(ctx, oa, have); err != nil {
-		return mergePlan{}, err
-	}
-	added, err := r.contributors(ctx, p.origins, have)
+	added, err := r.contributors(ctx, p.origins, m.carried)
 	if err != nil {
 		return mergePlan{}, err
 	}

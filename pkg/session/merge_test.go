@@ -3,6 +3,8 @@ package session_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -45,5 +47,90 @@ func TestOriginsIgnoreMalformedExtra(t *testing.T) {
 	}
 	if _, err := session.Origins(ctx, g, session.NewID()); err == nil {
 		t.Fatal("origins of an unknown version: no error")
+	}
+}
+
+// TestMergeMemoMatchesTheGraph: a chain of merges (a fan-in) reuses what
+// the previous merge worked out; every result must equal a merge of the
+// same versions reopened from the graph (no memo), and a Session whose
+// memo moved on to its merge's result must still merge correctly.
+func TestMergeMemoMatchesTheGraph(t *testing.T) {
+	ctx := context.Background()
+	g := session.NewMemoryGraph()
+	root, err := session.FromUserMessage(ctx, g, "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var branches []session.Session
+	for i := range 6 {
+		f, err := root.Fork(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := f.Append(ctx, session.Assistant(fmt.Sprintf("b%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		branches = append(branches, b)
+	}
+	texts := func(s session.Session) []string {
+		t.Helper()
+		cs, err := s.Chunks(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.Text())
+		}
+		return out
+	}
+	acc := branches[0]
+	for i, b := range branches[1:] {
+		next, err := acc.Merge(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The same merge from versions reopened from the graph.
+		ra, err := session.Open(ctx, g, acc.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, err := session.Open(ctx, g, b.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := ra.Merge(ctx, rb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := texts(next), texts(fresh); !slices.Equal(got, want) {
+			t.Fatalf("merge %d: with the memo %q, from the graph %q", i+1, got, want)
+		}
+		if next.Version().Usage != fresh.Version().Usage {
+			t.Fatalf("merge %d: usage with the memo %+v, from the graph %+v", i+1, next.Version().Usage, fresh.Version().Usage)
+		}
+		// acc's memo moved to next: merging acc again starts over and
+		// must not see what next brought in.
+		again, err := acc.Merge(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := texts(again), texts(fresh); !slices.Equal(got, want) {
+			t.Fatalf("merge %d again from the old session: %q, want %q", i+1, got, want)
+		}
+		acc = next
+	}
+	want := []string{"hello", "b0", "b1", "b2", "b3", "b4", "b5"}
+	if got := texts(acc); !slices.Equal(got, want) {
+		t.Fatalf("fan-in = %q, want %q", got, want)
+	}
+	// Merging a branch already in adds nothing, through the memo too.
+	same, err := acc.Merge(ctx, branches[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(same); !slices.Equal(got, want) {
+		t.Fatalf("merging a branch already in: %q, want %q", got, want)
 	}
 }

@@ -16,6 +16,9 @@ import (
 type Session struct {
 	g Graph
 	v *Version
+	// lin is set on a merge's result: what the next merge of this
+	// Session may reuse instead of walking v's chain again (mergeMemo).
+	lin *mergeMemo
 }
 
 // Open returns a handle on the stored version id.
@@ -234,7 +237,7 @@ func (s Session) MergeKeyed(ctx context.Context, other Session, key string) (Ses
 	if s.v.ID == other.v.ID {
 		return Session{}, fmt.Errorf("merge %s with itself: %w", s.v.ID, ErrInvalidVersion)
 	}
-	p, err := planMerge(ctx, s.g, s.v, other.v)
+	p, memo, err := planMerge(ctx, s.g, s, other.v)
 	if err != nil {
 		return Session{}, fmt.Errorf("merge %s with %s: %w", s.v.ID, other.v.ID, err)
 	}
@@ -242,6 +245,7 @@ func (s Session) MergeKeyed(ctx context.Context, other Session, key string) (Ses
 	if len(p.origins) > 0 {
 		e, err := originsExtra(p.origins)
 		if err != nil {
+			memo.release(ID{}, nil, false)
 			return Session{}, fmt.Errorf("merge %s with %s: %w", s.v.ID, other.v.ID, err)
 		}
 		extras = []Extra{e}
@@ -256,7 +260,15 @@ func (s Session) MergeKeyed(ctx context.Context, other Session, key string) (Ses
 		Extras:    extras,
 		Key:       key,
 	}
-	return commit(ctx, s.g, v, []*Version{s.v, other.v}, s.v)
+	res, err := commit(ctx, s.g, v, []*Version{s.v, other.v}, s.v)
+	// A keyed merge committed before returns that version: the memo
+	// describes the plan made now, so it is dropped then.
+	made := err == nil && res.v.ID == v.ID
+	memo.release(v.ID, p.origins, made)
+	if made {
+		res.lin = memo
+	}
+	return res, err
 }
 
 // commit fills in id, time, length and hash, then puts v into g.
