@@ -138,20 +138,5 @@ func exportOpenRath(ctx context.Context, g sessionGraph, id session.ID, w io.Wri
 	if err := g.Export(ctx, id, &buf); err != nil {
 		return err
 	}
-	mg := session.NewMemoryGraph()
-	if _, err := session.Import(ctx, mg, &buf); err != nil {
-		return fmt.Errorf("export %s: %w", id, err)
-	}
-	s, err := session.Open(ctx, mg, id)
-	if err != nil {
-		return fmt.Errorf("export %s: %w", id, err)
-	}
-	pt, err := openrath.PersistedOf(ctx, s)
-	if err != nil {
-		return fmt.Errorf("export %s as OpenRath: %w", id, err)
-	}
-	if _, err := pt.WriteTo(w); err != nil {
-		return fmt.Errorf("export %s: %w", id, err)
-	}
-	return nil
+	return openrath.WriteTranscriptOf(ctx, id, &buf, w)
 }

@@ -183,22 +183,7 @@ func (c *Client) Export(ctx context.Context, id session.ID, w io.Writer, format 
 	if err := translate(c.Stream(ctx, http.MethodGet, sessionPath(id, "export"), nil, "", &buf)); err != nil {
 		return err
 	}
-	mg := session.NewMemoryGraph()
-	if _, err := session.Import(ctx, mg, &buf); err != nil {
-		return fmt.Errorf("export %s: %w", id, err)
-	}
-	s, err := session.Open(ctx, mg, id)
-	if err != nil {
-		return fmt.Errorf("export %s: %w", id, err)
-	}
-	pt, err := openrath.PersistedOf(ctx, s)
-	if err != nil {
-		return fmt.Errorf("export %s as OpenRath: %w", id, err)
-	}
-	if _, err := pt.WriteTo(w); err != nil {
-		return fmt.Errorf("export %s: %w", id, err)
-	}
-	return nil
+	return openrath.WriteTranscriptOf(ctx, id, &buf, w)
 }
 
 // Imported is what [Client.Import] stored.

@@ -221,3 +221,27 @@ func (c *Converted) WriteJSONL(w io.Writer) error {
 	}
 	return nil
 }
+
+// WriteTranscriptOf writes version id as an OpenRath persisted transcript
+// to w, reading the version and its ancestry from jsonl, Rath session
+// JSONL (a store's or the coordinator's export of id): they are imported
+// into a memory graph and the transcript is built from there
+// ([PersistedOf]).
+func WriteTranscriptOf(ctx context.Context, id session.ID, jsonl io.Reader, w io.Writer) error {
+	mg := session.NewMemoryGraph()
+	if _, err := session.Import(ctx, mg, jsonl); err != nil {
+		return fmt.Errorf("export %s: %w", id, err)
+	}
+	s, err := session.Open(ctx, mg, id)
+	if err != nil {
+		return fmt.Errorf("export %s: %w", id, err)
+	}
+	pt, err := PersistedOf(ctx, s)
+	if err != nil {
+		return fmt.Errorf("export %s as OpenRath: %w", id, err)
+	}
+	if _, err := pt.WriteTo(w); err != nil {
+		return fmt.Errorf("export %s: %w", id, err)
+	}
+	return nil
+}
