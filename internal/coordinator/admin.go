@@ -121,6 +121,22 @@ func (c *Coordinator) listPins(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.PinList{Pins: nonNil(ps)})
 }
 
+// retentionVersion resolves the caller's retention and the version the
+// path names (the caller's tenant's), or writes the error and reports false.
+func (c *Coordinator) retentionVersion(w http.ResponseWriter, r *http.Request) (lineage.Retention, *session.Version, bool) {
+	g, ret, err := c.retentionOf(r.Context())
+	if err != nil {
+		c.failAdmin(w, r, err)
+		return lineage.Retention{}, nil, false
+	}
+	v, err := c.ownVersion(r, g)
+	if err != nil {
+		c.failAdmin(w, r, err)
+		return lineage.Retention{}, nil, false
+	}
+	return ret, v, true
+}
+
 // ownVersion parses {id} and checks the caller's tenant can see it (404
 // otherwise, as for a version that does not exist).
 func (c *Coordinator) ownVersion(r *http.Request, g store.Store) (*session.Version, error) {
@@ -141,14 +157,8 @@ func (c *Coordinator) pin(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 && !c.decode(w, r, &req) {
 		return
 	}
-	g, ret, err := c.retentionOf(r.Context())
-	if err != nil {
-		c.failAdmin(w, r, err)
-		return
-	}
-	v, err := c.ownVersion(r, g)
-	if err != nil {
-		c.failAdmin(w, r, err)
+	ret, v, ok := c.retentionVersion(w, r)
+	if !ok {
 		return
 	}
 	if err := ret.Pin(r.Context(), v.ID, req.Note); err != nil {
@@ -160,14 +170,8 @@ func (c *Coordinator) pin(w http.ResponseWriter, r *http.Request) {
 
 // unpin serves DELETE /v1/versions/{id}/pin.
 func (c *Coordinator) unpin(w http.ResponseWriter, r *http.Request) {
-	g, ret, err := c.retentionOf(r.Context())
-	if err != nil {
-		c.failAdmin(w, r, err)
-		return
-	}
-	v, err := c.ownVersion(r, g)
-	if err != nil {
-		c.failAdmin(w, r, err)
+	ret, v, ok := c.retentionVersion(w, r)
+	if !ok {
 		return
 	}
 	if err := ret.Unpin(r.Context(), v.ID); err != nil {
@@ -194,14 +198,8 @@ func (c *Coordinator) redact(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, badRequest("reason: required: it is recorded with the redaction"))
 		return
 	}
-	g, ret, err := c.retentionOf(r.Context())
-	if err != nil {
-		c.failAdmin(w, r, err)
-		return
-	}
-	v, err := c.ownVersion(r, g)
-	if err != nil {
-		c.failAdmin(w, r, err)
+	ret, v, ok := c.retentionVersion(w, r)
+	if !ok {
 		return
 	}
 	if req.Chunk >= v.Len {
