@@ -19,6 +19,7 @@ import (
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/internal/worker"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/session"
 )
 
@@ -151,7 +152,7 @@ func TestWorkerRoleRunsAStep(t *testing.T) {
 			t.Errorf("worker: %v", err)
 		}
 	})
-	r, err := c.Submit(ctx, coordinator.SubmitRequest{
+	r, err := c.Submit(ctx, api.SubmitRequest{
 		Agent:   json.RawMessage(`{"name":"echo","model":"scripted","script":[{"content":"done as rath_worker"}]}`),
 		Message: "run me",
 	})

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/rath-run/rath/internal/app"
-	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/api"
@@ -32,7 +31,7 @@ func scriptedRun(t *testing.T) (storeFlag, serverFlag []string, run runs.Run) {
 	}
 	t.Cleanup(d.Close)
 	spec := json.RawMessage(`{"name":"echo","model":"scripted","script":[{"content":"hello from the scripted model"}]}`)
-	run, err = d.Coordinator.Submit(ctx, coordinator.SubmitRequest{Agent: spec, Message: "hi"})
+	run, err = d.Coordinator.Submit(ctx, api.SubmitRequest{Agent: spec, Message: "hi"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/rath-run/rath/internal/app"
-	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/api"
@@ -38,7 +37,7 @@ func newRerunStack(t *testing.T) rerunStack {
 	t.Cleanup(d.Close)
 	spec := json.RawMessage(`{"name":"writer","model":"scripted","script":["first draft","second draft"]}`)
 	st := rerunStack{d: d}
-	submit := func(req coordinator.SubmitRequest) runs.Run {
+	submit := func(req api.SubmitRequest) runs.Run {
 		t.Helper()
 		req.Agent = spec
 		run, err := d.Coordinator.Submit(ctx, req)
@@ -55,12 +54,12 @@ func newRerunStack(t *testing.T) rerunStack {
 		st.runs = append(st.runs, run.ID)
 		return run
 	}
-	r1 := submit(coordinator.SubmitRequest{Message: "write a poem"})
+	r1 := submit(api.SubmitRequest{Message: "write a poem"})
 	st.input, st.step1 = r1.Input, *r1.Output
 	var a store.Info
 	okJSON(t, &a, "session", "append", st.step1.String(), "--user", "shorter please", "--server", d.URL)
 	st.app = a.ID
-	st.o2 = *submit(coordinator.SubmitRequest{Session: a.ID.String()}).Output
+	st.o2 = *submit(api.SubmitRequest{Session: a.ID.String()}).Output
 	return st
 }
 
