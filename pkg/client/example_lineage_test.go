@@ -13,6 +13,7 @@ import (
 
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
+	"github.com/rath-run/rath/pkg/lineage"
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/session"
 )
@@ -186,12 +187,28 @@ func ExampleClient_RunGraph() {
 	for _, n := range g.Nodes {
 		fmt.Println(n.Op, n.Len, n.ID == run.Input, n.ID == *run.Output)
 	}
+	// WriteRunGraph and WriteSessionGraph write the graph as a document:
+	// DOT, Mermaid, SVG or OpenRath JSONL.
+	var dot bytes.Buffer
+	if err := cl.WriteRunGraph(ctx, run.ID, lineage.FormatDOT, &dot); err != nil {
+		log.Fatal(err)
+	}
+	first, _, _ := strings.Cut(dot.String(), "\n")
+	fmt.Println("dot:", first, "arrows:", strings.Count(dot.String(), "->"))
+	var mer bytes.Buffer
+	if err := cl.WriteSessionGraph(ctx, run.Input, client.GraphOptions{}, lineage.FormatMermaid, &mer); err != nil {
+		log.Fatal(err)
+	}
+	first, _, _ = strings.Cut(mer.String(), "\n")
+	fmt.Println("mermaid:", first)
 	_, err = cl.RunGraph(ctx, "run_nope")
 	fmt.Println("unknown run:", errors.Is(err, client.ErrNotFound))
 	// Output:
 	// nodes: 2 edges: 1
 	// create 1 true false
 	// step 2 false true
+	// dot: digraph rath { arrows: 1
+	// mermaid: flowchart TD
 	// unknown run: true
 }
 
