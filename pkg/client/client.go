@@ -51,6 +51,8 @@ type APIError struct {
 	Message string `json:"message"`
 }
 
+// Error returns the message with the status and code, such as
+// "no such version (404 not_found)".
 func (e *APIError) Error() string { return fmt.Sprintf("%s (%d %s)", e.Message, e.Status, e.Code) }
 
 // ErrNotFound matches an APIError with status 404 through errors.Is.

@@ -49,7 +49,15 @@ func startStack(ctx context.Context, dir, storeURL string) (*stack, error) {
 		closeAll()
 		return nil, err
 	}
-	cfg := coordinator.Config{Token: bootstrapToken, Tokens: tokens, SameDatabase: d.Backend.SubmitInOneTx(), Logger: quiet}
+	// Retention (gc, pins, redaction, check) and Memory serve the default
+	// tenant's requests, as in rathctl dev.
+	ret, err := d.Backend.Retention()
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	cfg := coordinator.Config{Token: bootstrapToken, Tokens: tokens, SameDatabase: d.Backend.SubmitInOneTx(), Logger: quiet,
+		Memory: d.Backend.Memory, Retention: ret}
 	pools, err := app.TenantPools(storeURL)
 	if err != nil {
 		closeAll()
