@@ -311,6 +311,19 @@ func TestModelRejects(t *testing.T) {
 		{"merge duplicating the shared history",
 			[]porcupine.Operation{fork, appendF, appendR, op(0, 21, 30, lincheck.Input{Kind: lincheck.Merge, ID: "a", Other: "b"},
 				lincheck.Output{ID: "m", Transcript: []string{"user: hi", "user: x", "user: hi", "user: y"}})}, false},
+		// root → a (x) and b (y); m = merge(a, b); b2 = append(b, z);
+		// merge(m, b2) adds only z: y came in with m (the rule before
+		// origins added y again).
+		{"merge of a merge adds only what is new",
+			[]porcupine.Operation{fork, appendF, appendR, merge,
+				op(2, 31, 35, lincheck.Input{Kind: lincheck.Append, ID: "b", Text: "z"}, lincheck.Output{ID: "b2", Transcript: []string{"user: hi", "user: y", "user: z"}}),
+				op(0, 36, 40, lincheck.Input{Kind: lincheck.Merge, ID: "m", Other: "b2"},
+					lincheck.Output{ID: "m2", Transcript: []string{"user: hi", "user: x", "user: y", "user: z"}})}, true},
+		{"merge of a merge repeating history",
+			[]porcupine.Operation{fork, appendF, appendR, merge,
+				op(2, 31, 35, lincheck.Input{Kind: lincheck.Append, ID: "b", Text: "z"}, lincheck.Output{ID: "b2", Transcript: []string{"user: hi", "user: y", "user: z"}}),
+				op(0, 36, 40, lincheck.Input{Kind: lincheck.Merge, ID: "m", Other: "b2"},
+					lincheck.Output{ID: "m2", Transcript: []string{"user: hi", "user: x", "user: y", "user: y", "user: z"}})}, false},
 		{"a run's output without the answer",
 			[]porcupine.Operation{op(0, 0, 10, lincheck.Input{Kind: lincheck.Run, ID: "r"}, lincheck.Output{ID: "s", Transcript: rootT})}, false},
 		{"a read of a version's transcript as another's",

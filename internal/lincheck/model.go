@@ -7,9 +7,11 @@
 //
 //   - Fork(p) returns a new id whose transcript is p's;
 //   - Append(p, text) returns a new id whose transcript is p's plus text;
-//   - Merge(a, b) returns a new id whose transcript is a's followed by b's
-//     chunks after a and b's common base (the nearest version on a's base
-//     chain that is also on b's, Rath's merge rule);
+//   - Merge(a, b) returns a new id whose transcript is a's followed by the
+//     chunks of b's that a's does not contain, in b's order, where a chunk
+//     is identified by its origin (the version that first recorded it and
+//     its index there, carried through forks and merges: Rath's merge
+//     rule, pkg/session "Merge"), not by its text;
 //   - Run(p) returns the output of a run forwarding p through an agent
 //     that answers RunReply: p's transcript plus that answer;
 //   - Read(id) returns id's transcript;
@@ -71,6 +73,9 @@ type Output struct {
 type version struct {
 	id         string
 	transcript []string
+	// origins are the transcript's chunks' origins ("version#index"), one
+	// per chunk.
+	origins []string
 	// base is the version whose transcript this one extends ("" for the
 	// root).
 	base string
@@ -95,23 +100,16 @@ func (s State) with(v version) State {
 	return State{vs: append(s.vs[:len(s.vs):len(s.vs)], v)}
 }
 
-// baseChain returns id and its bases, nearest first.
-func (s State) baseChain(id string) []string {
-	var out []string
-	for id != "" {
-		out = append(out, id)
-		v, _ := s.find(id)
-		id = v.base
-	}
-	return out
-}
-
 // Model returns the porcupine model of the Session Graph under root, whose
 // transcript is rootTranscript; runReply is the chunk a run appends.
 func Model(root string, rootTranscript []string, runReply string) porcupine.Model {
 	return porcupine.Model{
 		Init: func() any {
-			return State{vs: []version{{id: root, transcript: rootTranscript}}}
+			origins := make([]string, len(rootTranscript))
+			for i := range origins {
+				origins[i] = fmt.Sprintf("%s#%d", root, i)
+			}
+			return State{vs: []version{{id: root, transcript: rootTranscript, origins: origins}}}
 		},
 		Step: func(state, input, output any) (bool, any) {
 			return step(state.(State), input.(Input), output.(Output), root, runReply)
@@ -150,14 +148,14 @@ func step(s State, in Input, out Output, root, runReply string) (bool, any) {
 		// transaction).
 		return true, s
 	}
-	create := func(base string, want []string) (bool, any) {
+	create := func(base string, want, origins []string) (bool, any) {
 		if out.ID == "" || !slices.Equal(out.Transcript, want) {
 			return false, s
 		}
 		if _, exists := s.find(out.ID); exists {
 			return false, s
 		}
-		return true, s.with(version{id: out.ID, transcript: want, base: base})
+		return true, s.with(version{id: out.ID, transcript: want, origins: origins, base: base})
 	}
 	switch in.Kind {
 	case Fork, Append, Run:
@@ -165,32 +163,32 @@ func step(s State, in Input, out Output, root, runReply string) (bool, any) {
 		if !ok {
 			return false, s
 		}
-		want := slices.Clone(p.transcript)
+		want, origins := slices.Clone(p.transcript), slices.Clone(p.origins)
 		switch in.Kind {
 		case Append:
 			want = append(want, "user: "+in.Text)
 		case Run:
 			want = append(want, "assistant: "+runReply)
 		}
-		return create(p.id, want)
+		if in.Kind != Fork {
+			// The new chunk's origin is the version being created, whose
+			// id only the output names.
+			origins = append(origins, out.ID+"#0")
+		}
+		return create(p.id, want, origins)
 	case Merge:
 		a, okA := s.find(in.ID)
 		b, okB := s.find(in.Other)
 		if !okA || !okB {
 			return false, s
 		}
-		want := slices.Clone(a.transcript)
-		from := 0
-		onB := s.baseChain(b.id)
-		for _, id := range s.baseChain(a.id) {
-			if slices.Contains(onB, id) {
-				cb, _ := s.find(id)
-				from = len(cb.transcript)
-				break
+		want, origins := slices.Clone(a.transcript), slices.Clone(a.origins)
+		for i, o := range b.origins {
+			if !slices.Contains(a.origins, o) {
+				want, origins = append(want, b.transcript[i]), append(origins, o)
 			}
 		}
-		want = append(want, b.transcript[from:]...)
-		return create(a.id, want)
+		return create(a.id, want, origins)
 	case Read:
 		v, ok := s.find(in.ID)
 		return ok && slices.Equal(v.transcript, out.Transcript), s
