@@ -1,6 +1,7 @@
 package flow_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -11,10 +12,9 @@ import (
 )
 
 func TestStepDigest(t *testing.T) {
-	in1 := session.ID{1}
-	in2 := session.ID{2}
+	in1, in2 := "content:1", "content:2"
 	call := flow.Call{Kind: flow.KindAgent, Agent: agent.Spec{Name: "a", Model: "m", Instructions: "be brief"}}
-	d := func(c flow.Call, in session.ID) string {
+	d := func(c flow.Call, in string) string {
 		t.Helper()
 		s, err := flow.StepDigest(c, in)
 		if err != nil {
@@ -72,5 +72,58 @@ func TestCheckDigest(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("message %q lacks %q", err, want)
 		}
+	}
+}
+
+// TestInputIdentity: versions a re-executed workflow makes anew (forks,
+// appends, with new ids) have the identity of their content; keyed ones
+// (step outputs, fan-in merges) of their id.
+func TestInputIdentity(t *testing.T) {
+	ctx := context.Background()
+	g := session.NewMemoryGraph()
+	root, err := session.FromUserMessage(ctx, g, "hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := func(s session.Session) string {
+		t.Helper()
+		got, err := flow.InputIdentity(ctx, g, s.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	must := func(s session.Session, err error) session.Session {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	f1, f2 := must(root.Fork(ctx)), must(root.Fork(ctx))
+	if f1.ID() == f2.ID() || id(f1) != id(f2) {
+		t.Fatalf("two forks of one version: identities %s, %s; want equal", id(f1), id(f2))
+	}
+	a1 := must(f1.Append(ctx, session.User("more")))
+	a2 := must(f2.Append(ctx, session.User("more")))
+	if id(a1) != id(a2) {
+		t.Fatal("the same message appended to two forks: identities differ")
+	}
+	if b := must(f2.Append(ctx, session.User("other"))); id(b) == id(a1) {
+		t.Fatal("other messages appended: identities equal")
+	}
+	other := must(session.FromUserMessage(ctx, g, "bye"))
+	if id(must(other.Fork(ctx))) == id(f1) {
+		t.Fatal("forks of different roots: identities equal")
+	}
+	m := must(a1.MergeKeyed(ctx, a2, "merge-key"))
+	if got := id(m); got != "version:"+m.ID().String() {
+		t.Fatalf("keyed version identity = %s, want its id", got)
+	}
+	if id(must(m.Fork(ctx))) == id(must(a1.Fork(ctx))) {
+		t.Fatal("forks of different keyed versions: identities equal")
+	}
+	if _, err := flow.InputIdentity(ctx, g, session.ID{9}); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("identity of no version = %v, want ErrNotFound", err)
 	}
 }
