@@ -82,8 +82,9 @@ func (s *Store) PutStep(ctx context.Context, runID, key string, target json.RawM
 // re-executed driver keeps such a step's recorded result. It sets the
 // run's ChangesAcceptedAt (to now, each time) and reports whether the run
 // was reopened: a run that failed because a step's input changed
-// (reopenable returns true for its error) goes back to running, so its
-// driver can resume it. Any other ended run returns ErrTerminal.
+// (reopenable returns true for its error) goes back to running, and the
+// steps its failure canceled back to pending, so its driver can resume
+// it. Any other ended run returns ErrTerminal.
 func (s *Store) AcceptChanges(ctx context.Context, runID string, reopenable func(reason string) bool) (Run, bool, error) {
 	reopened := false
 	err := s.tx(ctx, func(tx *sql.Tx) error {
@@ -98,8 +99,16 @@ func (s *Store) AcceptChanges(ctx context.Context, runID string, reopenable func
 		switch {
 		case r.Status == RunFailed && reopenable != nil && reopenable(r.Error):
 			reopened = true
+			if _, err = tx.ExecContext(ctx,
+				`UPDATE runs SET status = 'running', error = '', changes_accepted_at = $2, updated_at = $2 WHERE id = $1`, runID, now); err != nil {
+				break
+			}
+			// The failure canceled the run's unfinished steps (only
+			// ending a run cancels steps): they are pending again, for
+			// the resumed driver to find and a worker to run (the
+			// reconciler publishes their jobs again).
 			_, err = tx.ExecContext(ctx,
-				`UPDATE runs SET status = 'running', error = '', changes_accepted_at = $2, updated_at = $2 WHERE id = $1`, runID, now)
+				`UPDATE steps SET status = 'pending', finished_at = NULL, updated_at = $2 WHERE run_id = $1 AND status = 'canceled'`, runID, now)
 		case r.Status.Terminal():
 			return fmt.Errorf("accept changes of run %s: it is %s: %w", runID, r.Status, ErrTerminal)
 		default:

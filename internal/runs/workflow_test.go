@@ -197,6 +197,9 @@ func TestStepDigestAndAcceptChanges(t *testing.T) {
 		if err != nil || !reopened || got.Status != runs.RunRunning || got.Error != "" {
 			t.Fatalf("AcceptChanges of a nondeterministic failure = %s %q, %v, %v; want running again", got.Status, got.Error, reopened, err)
 		}
+		if st, _ := rs.GetStep(ctx, st.ID); st.Status != runs.StepPending || st.FinishedAt != nil {
+			t.Fatalf("the step the failure canceled = %s (finished %v), want pending again", st.Status, st.FinishedAt)
+		}
 		a := runs.Run{ID: runs.NewRunID(), Queue: "default", Target: json.RawMessage(`{}`), Input: r.Input}
 		if err := rs.Create(ctx, &a, []runs.Step{{Input: r.Input}}); err != nil {
 			t.Fatal(err)
