@@ -30,7 +30,11 @@
 // Step ids are deterministic: "<run>/<ordinal>" for an agent run's step,
 // "<run>/<key>" for a workflow's (keys from flow.NextKey), and
 // [Store.PutStep] with an existing key returns the stored step, so a driver
-// that re-runs a run's code finds the steps it already made. A step's
+// that re-runs a run's code finds the steps it already made. Each step
+// keeps the digest of its input and call (flow.StepDigest): the
+// coordinator refuses a re-executed key whose digest changed
+// (flow.ErrNondeterministic) unless the run accepts changes
+// ([Store.AcceptChanges]). A step's
 // version is committed with the step id as its idempotency key: that, not
 // this package, is what makes a step commit exactly once.
 //
