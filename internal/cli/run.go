@@ -263,6 +263,9 @@ func printRun(w io.Writer, output string, r api.Run) error {
 	if r.Error != "" {
 		fmt.Fprintf(w, "error   %s\n", r.Error)
 	}
+	if r.ChangesAcceptedAt != nil {
+		fmt.Fprintf(w, "changes accepted  %s\n", r.ChangesAcceptedAt.Local().Format(time.DateTime))
+	}
 	if len(r.Steps) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "STEP\tSTATUS\tATTEMPTS\tWORKER\tOUTPUT\tERROR")
@@ -369,7 +372,7 @@ func newRunsCmd(env *Env) *cobra.Command {
 		},
 	}
 	wf.register(watch)
-	c.AddCommand(list, show, cancel, watch)
+	c.AddCommand(list, show, cancel, watch, newRunsResumeCmd(env))
 	return c
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/pkg/api"
+	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
 )
@@ -466,6 +467,8 @@ func (c *Coordinator) fail(w http.ResponseWriter, r *http.Request, err error) {
 		status, code = http.StatusBadRequest, "bad_request"
 	case errors.Is(err, session.ErrNotFound), errors.Is(err, runs.ErrNotFound):
 		status, code = http.StatusNotFound, "not_found"
+	case errors.Is(err, flow.ErrNondeterministic):
+		status, code = http.StatusConflict, api.CodeNondeterministic
 	case errors.Is(err, session.ErrIncompatiblePlacement), errors.Is(err, session.ErrConflict), errors.Is(err, runs.ErrTerminal):
 		status, code = http.StatusConflict, "conflict"
 	case errors.Is(err, session.ErrTooLarge), errors.Is(err, bus.ErrTooLarge):

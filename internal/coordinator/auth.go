@@ -28,6 +28,7 @@ var RouteScopes = map[string]auth.Scope{
 	"GET /v1/runs/{id}/steps/{key}":     auth.ScopeRead,
 	"POST /v1/runs/{id}/complete":       auth.ScopeSubmit,
 	"POST /v1/runs/{id}/fail":           auth.ScopeSubmit,
+	"POST /v1/runs/{id}/accept-changes": auth.ScopeSubmit,
 	"POST /v1/versions":                 auth.ScopeSubmit,
 	"GET /v1/versions/{id}":             auth.ScopeRead,
 	"GET /v1/versions/{id}/common-base": auth.ScopeRead,

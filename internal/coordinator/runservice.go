@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/rath-run/rath/internal/auth"
@@ -394,18 +395,35 @@ func (svc *RunService) PutStep(ctx context.Context, sc Scope, runID, key string,
 	if err := runs.ValidKey(key); err != nil {
 		return runs.Step{}, fmt.Errorf("%w: key: %w", ErrBadRequest, err)
 	}
+	call, err := flow.ParseTarget(raw)
+	if err != nil {
+		return runs.Step{}, fmt.Errorf("%w: call: %w", ErrBadRequest, err)
+	}
+	// The digest of what the driver asks for now, before the input is
+	// placed: a re-executed driver must ask for the same to get the
+	// recorded step back.
+	ident, err := flow.InputIdentity(ctx, sc.Graph, input)
+	if err != nil {
+		if errors.Is(err, session.ErrNotFound) {
+			return runs.Step{}, badRequest("input: no version %s", input)
+		}
+		return runs.Step{}, err
+	}
+	digest, err := flow.StepDigest(call, ident)
+	if err != nil {
+		return runs.Step{}, err
+	}
 	reads := c.readsFor(rs)
 	if existing, err := reads.GetStep(ctx, runs.KeyedStepID(runID, key)); err == nil {
+		if err := svc.checkReplayed(ctx, sc, existing, digest); err != nil {
+			return runs.Step{}, err
+		}
 		if existing.Status == runs.StepPending {
 			svc.republish(ctx, sc, reads, runID, existing)
 		}
 		return stepOutcome(ctx, reads, existing)
 	} else if !errors.Is(err, runs.ErrNotFound) {
 		return runs.Step{}, err
-	}
-	call, err := flow.ParseTarget(raw)
-	if err != nil {
-		return runs.Step{}, fmt.Errorf("%w: call: %w", ErrBadRequest, err)
 	}
 	if call.Agent.ScriptFile != "" {
 		return runs.Step{}, badRequest("call.agent.script_file: the coordinator cannot read your files; inline the replies as script")
@@ -452,9 +470,15 @@ func (svc *RunService) PutStep(ctx context.Context, sc Scope, runID, key string,
 			return runs.Step{}, fmt.Errorf("step %s: %w", key, err)
 		}
 	}
-	st, created, err := rs.PutStep(ctx, runID, key, target, input)
+	st, created, err := rs.PutStep(ctx, runID, key, target, input, digest)
 	if err != nil {
 		return runs.Step{}, err
+	}
+	if !created {
+		// Another driver put the key first.
+		if err := svc.checkReplayed(ctx, sc, st, digest); err != nil {
+			return runs.Step{}, err
+		}
 	}
 	if created {
 		if r.Status == runs.RunPending {
@@ -466,6 +490,51 @@ func (svc *RunService) PutStep(ctx context.Context, sc Scope, runID, key string,
 		}
 	}
 	return st, nil
+}
+
+// checkReplayed compares the digest recorded for an existing step with
+// digest, the one a driver re-executing the run puts it with now. A
+// different one is a changed workflow: flow.ErrNondeterministic naming the
+// step and both digests, unless the run accepts changes, when the recorded
+// step stands and the change is recorded as a step.changed event.
+func (svc *RunService) checkReplayed(ctx context.Context, sc Scope, st runs.Step, digest string) error {
+	nd := flow.CheckDigest(st.Key, st.Digest, digest)
+	if nd == nil {
+		return nil
+	}
+	r, err := sc.Runs.Head(ctx, st.RunID)
+	if err != nil {
+		return err
+	}
+	if r.ChangesAcceptedAt == nil {
+		return nd
+	}
+	svc.c.event(ctx, bus.Event{RunID: st.RunID, StepID: st.ID, Type: "step.changed", Data: mustJSON(map[string]any{
+		"key": st.Key, "recorded_digest": st.Digest, "digest": digest, "accepted_at": r.ChangesAcceptedAt,
+	})})
+	return nil
+}
+
+// AcceptChanges records that the caller accepts that run runID's
+// re-executed workflow gives steps other inputs than recorded (they keep
+// their recorded results), as a run.changes_accepted event and the run's
+// ChangesAcceptedAt. A run that failed because a step's input changed is
+// reopened (running again) and, when the coordinator drives it, resumed.
+func (svc *RunService) AcceptChanges(ctx context.Context, sc Scope, runID string) (runs.Run, bool, error) {
+	c := svc.c
+	r, reopened, err := sc.Runs.AcceptChanges(ctx, runID, func(reason string) bool {
+		return strings.Contains(reason, flow.ErrNondeterministic.Error())
+	})
+	if err != nil {
+		return runs.Run{}, false, err
+	}
+	c.event(ctx, bus.Event{RunID: r.ID, Type: "run.changes_accepted", Data: mustJSON(map[string]any{
+		"accepted_at": r.ChangesAcceptedAt, "reopened": reopened,
+	})})
+	if reopened && r.Driver == runs.DriverCoordinator {
+		c.driver.kick()
+	}
+	return r, reopened, nil
 }
 
 // republish publishes a pending step's job again (a driver asked for it:

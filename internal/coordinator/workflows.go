@@ -33,6 +33,7 @@ func (c *Coordinator) workflowRoutes(api *apiMux) {
 	api.HandleFunc("GET /v1/runs/{id}/steps/{key}", c.getStepHTTP)
 	api.HandleFunc("POST /v1/runs/{id}/complete", c.completeRunHTTP)
 	api.HandleFunc("POST /v1/runs/{id}/fail", c.failRunHTTP)
+	api.HandleFunc("POST /v1/runs/{id}/accept-changes", c.acceptChangesHTTP)
 	api.HandleFunc("POST /v1/versions", c.putVersionHTTP)
 	api.HandleFunc("GET /v1/versions/{id}", c.getVersionHTTP)
 	api.HandleFunc("GET /v1/versions/{id}/common-base", c.commonBaseHTTP)
@@ -218,6 +219,18 @@ func (c *Coordinator) failRunHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, run.API())
+}
+
+// acceptChangesHTTP records that the caller accepts steps whose input
+// changed (POST /v1/runs/{id}/accept-changes, no body), reopening a run
+// that failed for it.
+func (c *Coordinator) acceptChangesHTTP(w http.ResponseWriter, r *http.Request) {
+	run, reopened, err := c.runSvc.AcceptChanges(r.Context(), c.scopeOf(r.Context()), r.PathValue("id"))
+	if err != nil {
+		c.failWorkflow(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.AcceptChangesReply{Run: run.API(), Reopened: reopened})
 }
 
 // failWorkflow is fail with the workflow errors mapped too.

@@ -30,7 +30,11 @@
 // Step ids are deterministic: "<run>/<ordinal>" for an agent run's step,
 // "<run>/<key>" for a workflow's (keys from flow.NextKey), and
 // [Store.PutStep] with an existing key returns the stored step, so a driver
-// that re-runs a run's code finds the steps it already made. A step's
+// that re-runs a run's code finds the steps it already made. Each step
+// keeps the digest of its input and call (flow.StepDigest): the
+// coordinator refuses a re-executed key whose digest changed
+// (flow.ErrNondeterministic) unless the run accepts changes
+// ([Store.AcceptChanges]). A step's
 // version is committed with the step id as its idempotency key: that, not
 // this package, is what makes a step commit exactly once.
 //
@@ -140,11 +144,16 @@ type Run struct {
 	// Budget is unlimited.
 	Budget Budget `json:"budget,omitzero"`
 	// Output is the version the run produced, once it succeeded.
-	Output    *session.ID `json:"output,omitempty"`
-	Error     string      `json:"error,omitempty"`
-	CreatedAt time.Time   `json:"created_at"`
-	UpdatedAt time.Time   `json:"updated_at"`
-	Steps     []Step      `json:"steps,omitempty"`
+	Output *session.ID `json:"output,omitempty"`
+	Error  string      `json:"error,omitempty"`
+	// ChangesAcceptedAt, when set, is when the run's owner accepted that
+	// its re-executed workflow gives steps other inputs than recorded
+	// ([Store.AcceptChanges]): such a step keeps its recorded result
+	// instead of failing with flow.ErrNondeterministic.
+	ChangesAcceptedAt *time.Time `json:"changes_accepted_at,omitempty"`
+	CreatedAt         time.Time  `json:"created_at"`
+	UpdatedAt         time.Time  `json:"updated_at"`
+	Steps             []Step     `json:"steps,omitempty"`
 }
 
 // Budget limits what a run may spend (the API's type: package api). Zero
@@ -161,17 +170,20 @@ type Step struct {
 	Key     string `json:"key"`
 	Ordinal int    `json:"ordinal"`
 	// Target is the step's own call (a flow.Call), for workflow steps.
-	Target     json.RawMessage `json:"target,omitempty"`
-	Status     StepStatus      `json:"status"`
-	Input      session.ID      `json:"input"`
-	Output     *session.ID     `json:"output,omitempty"`
-	Attempts   int             `json:"attempts"`
-	Worker     string          `json:"worker,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	CreatedAt  time.Time       `json:"created_at"`
-	UpdatedAt  time.Time       `json:"updated_at"`
-	StartedAt  *time.Time      `json:"started_at,omitempty"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	Target json.RawMessage `json:"target,omitempty"`
+	// Digest is the digest of the step's input and target as recorded
+	// (flow.StepDigest); empty for steps recorded before digests were.
+	Digest     string      `json:"digest,omitempty"`
+	Status     StepStatus  `json:"status"`
+	Input      session.ID  `json:"input"`
+	Output     *session.ID `json:"output,omitempty"`
+	Attempts   int         `json:"attempts"`
+	Worker     string      `json:"worker,omitempty"`
+	Error      string      `json:"error,omitempty"`
+	CreatedAt  time.Time   `json:"created_at"`
+	UpdatedAt  time.Time   `json:"updated_at"`
+	StartedAt  *time.Time  `json:"started_at,omitempty"`
+	FinishedAt *time.Time  `json:"finished_at,omitempty"`
 }
 
 // StepID returns the deterministic id of a run's step at ordinal.

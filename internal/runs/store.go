@@ -455,7 +455,7 @@ func queryAll[T any](ctx context.Context, db *sql.DB, what string, scan func(sca
 	return out, rows.Err()
 }
 
-const runCols = `id, status, queue, target, input_id, output_id, error, created_at, updated_at, budget, kind, driver, workflow, deadline`
+const runCols = `id, status, queue, target, input_id, output_id, error, created_at, updated_at, budget, kind, driver, workflow, deadline, changes_accepted_at`
 
 func getRun(ctx context.Context, q queryer, id string) (Run, error) {
 	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs WHERE id = $1`, id))
@@ -469,10 +469,14 @@ func scanRun(sc scanner) (Run, error) {
 	var r Run
 	var target, input, budget, kind string
 	var output sql.NullString
-	var deadline sql.NullTime
+	var deadline, accepted sql.NullTime
 	if err := sc.Scan(&r.ID, &r.Status, &r.Queue, &target, &input, &output, &r.Error, &r.CreatedAt, &r.UpdatedAt, &budget,
-		&kind, &r.Driver, &r.Workflow, &deadline); err != nil {
+		&kind, &r.Driver, &r.Workflow, &deadline, &accepted); err != nil {
 		return Run{}, err
+	}
+	if accepted.Valid {
+		a := accepted.Time.UTC()
+		r.ChangesAcceptedAt = &a
 	}
 	r.Kind = RunKind(kind)
 	if deadline.Valid {
@@ -496,7 +500,7 @@ func scanRun(sc scanner) (Run, error) {
 	return r, nil
 }
 
-const stepCols = `id, run_id, ordinal, status, input_id, output_id, attempts, worker, error, created_at, updated_at, started_at, finished_at, target`
+const stepCols = `id, run_id, ordinal, status, input_id, output_id, attempts, worker, error, created_at, updated_at, started_at, finished_at, target, digest`
 
 func getStep(ctx context.Context, q queryer, id string) (Step, error) {
 	st, err := scanStep(q.QueryRowContext(ctx, `SELECT `+stepCols+` FROM steps WHERE id = $1`, id))
@@ -512,7 +516,7 @@ func scanStep(sc scanner) (Step, error) {
 	var output sql.NullString
 	var started, finished sql.NullTime
 	if err := sc.Scan(&st.ID, &st.RunID, &st.Ordinal, &st.Status, &input, &output, &st.Attempts, &st.Worker,
-		&st.Error, &st.CreatedAt, &st.UpdatedAt, &started, &finished, &target); err != nil {
+		&st.Error, &st.CreatedAt, &st.UpdatedAt, &started, &finished, &target, &st.Digest); err != nil {
 		return Step{}, err
 	}
 	st.Key = strings.TrimPrefix(st.ID, st.RunID+"/")

@@ -12,7 +12,7 @@ func (r Run) API() api.Run {
 	out := api.Run{
 		ID: r.ID, Kind: r.Kind, Status: r.Status, Driver: r.Driver, Workflow: r.Workflow,
 		Deadline: r.Deadline, Queue: r.Queue, Target: r.Target, Input: r.Input, Budget: r.Budget,
-		Output: r.Output, Error: r.Error, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Output: r.Output, Error: r.Error, ChangesAcceptedAt: r.ChangesAcceptedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 	if r.Steps != nil {
 		out.Steps = make([]api.Step, len(r.Steps))
@@ -26,7 +26,7 @@ func (r Run) API() api.Run {
 // API returns the step as the HTTP API shows it (package api).
 func (s Step) API() api.Step {
 	return api.Step{
-		ID: s.ID, RunID: s.RunID, Key: s.Key, Ordinal: s.Ordinal, Target: s.Target, Status: s.Status,
+		ID: s.ID, RunID: s.RunID, Key: s.Key, Ordinal: s.Ordinal, Target: s.Target, Digest: s.Digest, Status: s.Status,
 		Input: s.Input, Output: s.Output, Attempts: s.Attempts, Worker: s.Worker, Error: s.Error,
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt,
 	}

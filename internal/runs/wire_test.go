@@ -18,11 +18,11 @@ func TestAPIKeepsTheJSON(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	in, out := session.NewID(), session.NewID()
 	st := runs.Step{ID: "run_x/k", RunID: "run_x", Key: "k", Ordinal: 1, Target: json.RawMessage(`{"kind":"agent"}`),
-		Status: runs.StepCommitted, Input: in, Output: &out, Attempts: 2, Worker: "w1", Error: "e",
+		Digest: "sha256:d", Status: runs.StepCommitted, Input: in, Output: &out, Attempts: 2, Worker: "w1", Error: "e",
 		CreatedAt: now, UpdatedAt: now, StartedAt: &now, FinishedAt: &now}
 	r := runs.Run{ID: "run_x", Kind: runs.KindWorkflow, Status: runs.RunFailed, Driver: runs.DriverClient, Workflow: "steps: []",
 		Deadline: &now, Queue: "q", Target: json.RawMessage(`{"name":"a"}`), Input: in, Budget: runs.Budget{MaxTokens: 5, MaxCostUSD: 1.5},
-		Output: &out, Error: "boom", CreatedAt: now, UpdatedAt: now, Steps: []runs.Step{st}}
+		Output: &out, Error: "boom", ChangesAcceptedAt: &now, CreatedAt: now, UpdatedAt: now, Steps: []runs.Step{st}}
 
 	for name, pair := range map[string][2]any{"run": {r, r.API()}, "step": {st, st.API()}, "zero run": {runs.Run{}, runs.Run{}.API()}} {
 		want, err := json.Marshal(pair[0])

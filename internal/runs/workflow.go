@@ -12,13 +12,16 @@ import (
 )
 
 // PutStep records the step named key of a workflow run, forwarding input
-// through target, and reports whether this call created it. A step whose id
-// ("<run>/<key>") exists is returned as stored, whatever its target and
-// input: this is what makes a re-executed driver find the steps it already
-// made (and their outputs) instead of running them again. A new step on a
+// through target, with digest the digest of both (flow.StepDigest), and
+// reports whether this call created it. A step whose id ("<run>/<key>")
+// exists is returned as stored, whatever its target and input: this is
+// what makes a re-executed driver find the steps it already made (and
+// their outputs) instead of running them again; the caller compares the
+// stored step's Digest with its own (the coordinator refuses a changed
+// step with flow.ErrNondeterministic). A new step on a
 // run that has ended returns ErrTerminal; an agent run takes no new steps
 // (ErrNotWorkflow).
-func (s *Store) PutStep(ctx context.Context, runID, key string, target json.RawMessage, input session.ID) (Step, bool, error) {
+func (s *Store) PutStep(ctx context.Context, runID, key string, target json.RawMessage, input session.ID, digest string) (Step, bool, error) {
 	if err := ValidKey(key); err != nil {
 		return Step{}, false, err
 	}
@@ -51,13 +54,13 @@ func (s *Store) PutStep(ctx context.Context, runID, key string, target json.RawM
 			return fmt.Errorf("next ordinal of %s: %w", runID, err)
 		}
 		now := s.ts()
-		st = Step{ID: id, RunID: runID, Key: key, Ordinal: n, Status: StepPending, Input: input, Target: target, CreatedAt: now, UpdatedAt: now}
+		st = Step{ID: id, RunID: runID, Key: key, Ordinal: n, Status: StepPending, Input: input, Target: target, Digest: digest, CreatedAt: now, UpdatedAt: now}
 		// Two drivers putting the same key at once: the second insert does
 		// nothing and reads the first one's row.
 		res, err := tx.ExecContext(ctx,
-			`INSERT INTO steps (id, run_id, ordinal, status, input_id, attempts, worker, error, created_at, updated_at, target)
-			 VALUES ($1, $2, $3, $4, $5, 0, '', '', $6, $6, $7) ON CONFLICT (id) DO NOTHING`,
-			st.ID, st.RunID, st.Ordinal, st.Status, st.Input.String(), now, string(target))
+			`INSERT INTO steps (id, run_id, ordinal, status, input_id, attempts, worker, error, created_at, updated_at, target, digest)
+			 VALUES ($1, $2, $3, $4, $5, 0, '', '', $6, $6, $7, $8) ON CONFLICT (id) DO NOTHING`,
+			st.ID, st.RunID, st.Ordinal, st.Status, st.Input.String(), now, string(target), digest)
 		if err != nil {
 			return fmt.Errorf("insert step %s: %w", id, err)
 		}
@@ -72,6 +75,55 @@ func (s *Store) PutStep(ctx context.Context, runID, key string, target json.RawM
 		return Step{}, false, err
 	}
 	return st, created, nil
+}
+
+// AcceptChanges records that the owner of workflow run runID accepts
+// steps whose input changed since they were recorded: from now on, a
+// re-executed driver keeps such a step's recorded result. It sets the
+// run's ChangesAcceptedAt (to now, each time) and reports whether the run
+// was reopened: a run that failed because a step's input changed
+// (reopenable returns true for its error) goes back to running, and the
+// steps its failure canceled back to pending, so its driver can resume
+// it. Any other ended run returns ErrTerminal.
+func (s *Store) AcceptChanges(ctx context.Context, runID string, reopenable func(reason string) bool) (Run, bool, error) {
+	reopened := false
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		r, err := getRun(ctx, tx, runID)
+		if err != nil {
+			return err
+		}
+		if r.Kind != KindWorkflow {
+			return fmt.Errorf("accept changes of run %s: %w", runID, ErrNotWorkflow)
+		}
+		now := s.ts()
+		switch {
+		case r.Status == RunFailed && reopenable != nil && reopenable(r.Error):
+			reopened = true
+			if _, err = tx.ExecContext(ctx,
+				`UPDATE runs SET status = 'running', error = '', changes_accepted_at = $2, updated_at = $2 WHERE id = $1`, runID, now); err != nil {
+				break
+			}
+			// The failure canceled the run's unfinished steps (only
+			// ending a run cancels steps): they are pending again, for
+			// the resumed driver to find and a worker to run (the
+			// reconciler publishes their jobs again).
+			_, err = tx.ExecContext(ctx,
+				`UPDATE steps SET status = 'pending', finished_at = NULL, updated_at = $2 WHERE run_id = $1 AND status = 'canceled'`, runID, now)
+		case r.Status.Terminal():
+			return fmt.Errorf("accept changes of run %s: it is %s: %w", runID, r.Status, ErrTerminal)
+		default:
+			_, err = tx.ExecContext(ctx, `UPDATE runs SET changes_accepted_at = $2, updated_at = $2 WHERE id = $1`, runID, now)
+		}
+		if err != nil {
+			return fmt.Errorf("accept changes of run %s: %w", runID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Run{}, false, err
+	}
+	r, err := s.Get(ctx, runID)
+	return r, reopened, err
 }
 
 // ErrNotWorkflow reports an operation meant for workflow runs only.

@@ -27,7 +27,7 @@ func TestWorkflowSteps(t *testing.T) {
 		r := newWorkflowRun(t, rs, url, nil)
 		in := version(t, url)
 		call := json.RawMessage(`{"kind":"agent","agent":{"name":"a"}}`)
-		st, created, err := rs.PutStep(ctx, r.ID, "0.1", call, in)
+		st, created, err := rs.PutStep(ctx, r.ID, "0.1", call, in, "")
 		if err != nil || !created {
 			t.Fatalf("PutStep = %+v, %v, %v", st, created, err)
 		}
@@ -36,14 +36,14 @@ func TestWorkflowSteps(t *testing.T) {
 		}
 		// Idempotent: the same key returns the stored step, even with
 		// another input.
-		again, created, err := rs.PutStep(ctx, r.ID, "0.1", call, version(t, url))
+		again, created, err := rs.PutStep(ctx, r.ID, "0.1", call, version(t, url), "")
 		if err != nil || created || again.ID != st.ID || again.Input != in {
 			t.Fatalf("PutStep again = %+v, %v, %v", again, created, err)
 		}
 		if string(again.Target) != string(call) {
 			t.Fatalf("target = %s", again.Target)
 		}
-		if _, _, err := rs.PutStep(ctx, r.ID, "bad key", call, in); err == nil {
+		if _, _, err := rs.PutStep(ctx, r.ID, "bad key", call, in, ""); err == nil {
 			t.Fatal("bad key accepted")
 		}
 		// Committing a workflow step does not settle the run.
@@ -59,7 +59,7 @@ func TestWorkflowSteps(t *testing.T) {
 			t.Fatalf("run after its only step committed = %s, want running (the driver ends it)", got.Status)
 		}
 		// A failed step does not fail a workflow run either.
-		st2, _, err := rs.PutStep(ctx, r.ID, "0.2", call, out)
+		st2, _, err := rs.PutStep(ctx, r.ID, "0.2", call, out, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +73,7 @@ func TestWorkflowSteps(t *testing.T) {
 		if _, err := rs.Complete(ctx, r.ID, out); err != nil {
 			t.Fatalf("Complete again: %v", err)
 		}
-		if _, _, err := rs.PutStep(ctx, r.ID, "0.3", call, out); !errors.Is(err, runs.ErrTerminal) {
+		if _, _, err := rs.PutStep(ctx, r.ID, "0.3", call, out, ""); !errors.Is(err, runs.ErrTerminal) {
 			t.Fatalf("step on an ended run: %v", err)
 		}
 		// Agent runs take no keyed steps.
@@ -81,7 +81,7 @@ func TestWorkflowSteps(t *testing.T) {
 		if err := rs.Create(ctx, &a, []runs.Step{{Input: in}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := rs.PutStep(ctx, a.ID, "x", call, in); !errors.Is(err, runs.ErrNotWorkflow) {
+		if _, _, err := rs.PutStep(ctx, a.ID, "x", call, in, ""); !errors.Is(err, runs.ErrNotWorkflow) {
 			t.Fatalf("step on an agent run: %v", err)
 		}
 	})
@@ -92,7 +92,7 @@ func TestCancelReachesHeartbeat(t *testing.T) {
 		ctx := context.Background()
 		rs := open(t, url)
 		r := newWorkflowRun(t, rs, url, nil)
-		st, _, err := rs.PutStep(ctx, r.ID, "k", json.RawMessage(`{}`), r.Input)
+		st, _, err := rs.PutStep(ctx, r.ID, "k", json.RawMessage(`{}`), r.Input, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +130,7 @@ func TestDeadline(t *testing.T) {
 		r := newWorkflowRun(t, rs, url, &past)
 		future := time.Now().Add(time.Hour)
 		keep := newWorkflowRun(t, rs, url, &future)
-		st, _, err := rs.PutStep(ctx, r.ID, "k", json.RawMessage(`{}`), r.Input)
+		st, _, err := rs.PutStep(ctx, r.ID, "k", json.RawMessage(`{}`), r.Input, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,6 +155,60 @@ func TestDeadline(t *testing.T) {
 		driven, err := rs.Driven(ctx, runs.DriverClient, 10)
 		if err != nil || len(driven) != 1 || driven[0].ID != keep.ID {
 			t.Fatalf("Driven = %+v, %v", driven, err)
+		}
+	})
+}
+
+// TestStepDigestAndAcceptChanges: a step keeps the digest it was put with
+// (a second put does not replace it), and accepting changes sets the
+// run's ChangesAcceptedAt, reopening a run whose failure reopenable names
+// and refusing any other ended run.
+func TestStepDigestAndAcceptChanges(t *testing.T) {
+	backends(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		rs := open(t, url)
+		r := newWorkflowRun(t, rs, url, nil)
+		call := json.RawMessage(`{"kind":"agent","agent":{"name":"a"}}`)
+		st, _, err := rs.PutStep(ctx, r.ID, "k", call, r.Input, "sha256:one")
+		if err != nil || st.Digest != "sha256:one" {
+			t.Fatalf("PutStep = %+v, %v", st, err)
+		}
+		again, created, err := rs.PutStep(ctx, r.ID, "k", call, r.Input, "sha256:two")
+		if err != nil || created || again.Digest != "sha256:one" {
+			t.Fatalf("PutStep again = %+v, %v, %v; want the recorded digest", again, created, err)
+		}
+		if got, _ := rs.GetStep(ctx, st.ID); got.Digest != "sha256:one" {
+			t.Fatalf("stored digest = %q", got.Digest)
+		}
+		if got, _ := rs.Get(ctx, r.ID); got.ChangesAcceptedAt != nil {
+			t.Fatalf("a new run has accepted changes at %v", got.ChangesAcceptedAt)
+		}
+		got, reopened, err := rs.AcceptChanges(ctx, r.ID, nil)
+		if err != nil || reopened || got.ChangesAcceptedAt == nil || got.Status.Terminal() {
+			t.Fatalf("AcceptChanges = %+v, %v, %v", got, reopened, err)
+		}
+		if _, err := rs.FailRun(ctx, r.ID, "step k: changed"); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := rs.AcceptChanges(ctx, r.ID, func(string) bool { return false }); !errors.Is(err, runs.ErrTerminal) {
+			t.Fatalf("AcceptChanges of a run failed otherwise = %v, want ErrTerminal", err)
+		}
+		got, reopened, err = rs.AcceptChanges(ctx, r.ID, func(reason string) bool { return reason == "step k: changed" })
+		if err != nil || !reopened || got.Status != runs.RunRunning || got.Error != "" {
+			t.Fatalf("AcceptChanges of a nondeterministic failure = %s %q, %v, %v; want running again", got.Status, got.Error, reopened, err)
+		}
+		if st, _ := rs.GetStep(ctx, st.ID); st.Status != runs.StepPending || st.FinishedAt != nil {
+			t.Fatalf("the step the failure canceled = %s (finished %v), want pending again", st.Status, st.FinishedAt)
+		}
+		a := runs.Run{ID: runs.NewRunID(), Queue: "default", Target: json.RawMessage(`{}`), Input: r.Input}
+		if err := rs.Create(ctx, &a, []runs.Step{{Input: r.Input}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := rs.AcceptChanges(ctx, a.ID, nil); !errors.Is(err, runs.ErrNotWorkflow) {
+			t.Fatalf("AcceptChanges of an agent run = %v", err)
+		}
+		if _, _, err := rs.AcceptChanges(ctx, "nope", nil); !errors.Is(err, runs.ErrNotFound) {
+			t.Fatalf("AcceptChanges of no run = %v", err)
 		}
 	})
 }

@@ -15,14 +15,17 @@ type ErrorBody struct {
 
 // Error codes, with the HTTP status each comes with.
 const (
-	CodeBadRequest      = "bad_request"       // 400
-	CodeUnauthorized    = "unauthorized"      // 401
-	CodeForbidden       = "forbidden"         // 403
-	CodeNotFound        = "not_found"         // 404
-	CodeConflict        = "conflict"          // 409
-	CodeTooLarge        = "too_large"         // 413
-	CodeTooManyRequests = "too_many_requests" // 429
-	CodeInternal        = "internal"          // 500
-	CodeNotImplemented  = "not_implemented"   // 501
-	CodeUnavailable     = "unavailable"       // 503
+	CodeBadRequest   = "bad_request"  // 400
+	CodeUnauthorized = "unauthorized" // 401
+	CodeForbidden    = "forbidden"    // 403
+	CodeNotFound     = "not_found"    // 404
+	CodeConflict     = "conflict"     // 409
+	// CodeNondeterministic: a re-executed workflow puts a step key with
+	// another input or call than recorded (flow.ErrNondeterministic).
+	CodeNondeterministic = "nondeterministic"  // 409
+	CodeTooLarge         = "too_large"         // 413
+	CodeTooManyRequests  = "too_many_requests" // 429
+	CodeInternal         = "internal"          // 500
+	CodeNotImplemented   = "not_implemented"   // 501
+	CodeUnavailable      = "unavailable"       // 503
 )

@@ -121,12 +121,25 @@ type Run struct {
 	Input  session.ID      `json:"input"`
 	Budget Budget          `json:"budget,omitzero"`
 	// Output is the version the run produced, once it succeeded.
-	Output    *session.ID `json:"output,omitempty"`
-	Error     string      `json:"error,omitempty"`
-	CreatedAt time.Time   `json:"created_at"`
-	UpdatedAt time.Time   `json:"updated_at"`
+	Output *session.ID `json:"output,omitempty"`
+	Error  string      `json:"error,omitempty"`
+	// ChangesAcceptedAt, when set, is when the run's owner last accepted
+	// (POST /v1/runs/{id}/accept-changes) that its re-executed workflow
+	// gives steps other inputs than recorded: such steps keep their
+	// recorded results instead of failing with code "nondeterministic".
+	ChangesAcceptedAt *time.Time `json:"changes_accepted_at,omitempty"`
+	CreatedAt         time.Time  `json:"created_at"`
+	UpdatedAt         time.Time  `json:"updated_at"`
 	// Steps are the run's steps (GET /v1/runs/{id} only).
 	Steps []Step `json:"steps,omitempty"`
+}
+
+// AcceptChangesReply is the reply of POST /v1/runs/{id}/accept-changes:
+// the run, and whether it was reopened (it had failed because a step's
+// input changed, and is running again for its driver to resume).
+type AcceptChangesReply struct {
+	Run      Run  `json:"run"`
+	Reopened bool `json:"reopened"`
 }
 
 // Terminal reports whether the run has ended.
@@ -141,17 +154,21 @@ type Step struct {
 	Key     string `json:"key"`
 	Ordinal int    `json:"ordinal"`
 	// Target is the step's own call (a flow.Call), for workflow steps.
-	Target     json.RawMessage `json:"target,omitempty"`
-	Status     StepStatus      `json:"status"`
-	Input      session.ID      `json:"input"`
-	Output     *session.ID     `json:"output,omitempty"`
-	Attempts   int             `json:"attempts"`
-	Worker     string          `json:"worker,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	CreatedAt  time.Time       `json:"created_at"`
-	UpdatedAt  time.Time       `json:"updated_at"`
-	StartedAt  *time.Time      `json:"started_at,omitempty"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	Target json.RawMessage `json:"target,omitempty"`
+	// Digest is the digest of the step's input version and call as
+	// recorded ("sha256:…"); a re-executed driver that puts the key with
+	// another gets 409 "nondeterministic".
+	Digest     string      `json:"digest,omitempty"`
+	Status     StepStatus  `json:"status"`
+	Input      session.ID  `json:"input"`
+	Output     *session.ID `json:"output,omitempty"`
+	Attempts   int         `json:"attempts"`
+	Worker     string      `json:"worker,omitempty"`
+	Error      string      `json:"error,omitempty"`
+	CreatedAt  time.Time   `json:"created_at"`
+	UpdatedAt  time.Time   `json:"updated_at"`
+	StartedAt  *time.Time  `json:"started_at,omitempty"`
+	FinishedAt *time.Time  `json:"finished_at,omitempty"`
 }
 
 // Terminal reports whether the step has ended.

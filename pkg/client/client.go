@@ -58,9 +58,21 @@ func (e *APIError) Error() string { return fmt.Sprintf("%s (%d %s)", e.Message, 
 // ErrNotFound matches an APIError with status 404 through errors.Is.
 var ErrNotFound = errors.New("not found")
 
-// Is reports whether target is ErrNotFound and e a 404.
+// ErrNondeterministic matches an APIError with code "nondeterministic"
+// through errors.Is: a re-executed workflow put a step key with another
+// input or call than recorded (see [Client.AcceptChanges]).
+var ErrNondeterministic = errors.New("nondeterministic")
+
+// Is reports whether target is ErrNotFound and e a 404, or
+// ErrNondeterministic and e's code "nondeterministic".
 func (e *APIError) Is(target error) bool {
-	return target == ErrNotFound && e.Status == http.StatusNotFound
+	switch target {
+	case ErrNotFound:
+		return e.Status == http.StatusNotFound
+	case ErrNondeterministic:
+		return e.Code == api.CodeNondeterministic
+	}
+	return false
 }
 
 // Do sends a request with an optional JSON body and decodes a JSON reply

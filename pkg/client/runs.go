@@ -182,7 +182,10 @@ func (c *Client) Settled(ctx context.Context, runID string) (api.Run, error) {
 // PutStep records (idempotently) and starts the step key of a workflow
 // run (PUT /v1/runs/{id}/steps/{key}): forward version input through call
 // (a flow.Call as JSON). A key that exists returns the stored step, with
-// its output once committed.
+// its output once committed, when it was recorded with the same input and
+// call; else it fails with an error matching [ErrNondeterministic]
+// (naming the key and both digests) unless the run accepts changes
+// ([Client.AcceptChanges]).
 func (c *Client) PutStep(ctx context.Context, runID, key string, call json.RawMessage, input session.ID) (api.Step, error) {
 	var st api.Step
 	err := c.Do(ctx, http.MethodPut, stepPath(runID, key), api.StepRequest{Call: call, Input: input.String()}, &st)
@@ -223,6 +226,20 @@ func (c *Client) CompleteRun(ctx context.Context, runID string, output session.I
 	var r api.Run
 	err := c.Do(ctx, http.MethodPost, runPath(runID)+"/complete", api.OutcomeRequest{Output: output.String()}, &r)
 	return r, err
+}
+
+// AcceptChanges records that the caller accepts that run runID,
+// re-executed, gives steps other inputs or calls than recorded (POST
+// /v1/runs/{id}/accept-changes): such steps keep their recorded results
+// instead of failing with [ErrNondeterministic]. The acceptance is kept on
+// the run (ChangesAcceptedAt) and as a run.changes_accepted event. A run
+// that failed because a step changed is reopened (reply.Reopened): its
+// driver resumes it (the coordinator for a workflow file; a program
+// re-executes its workflow on the run).
+func (c *Client) AcceptChanges(ctx context.Context, runID string) (api.AcceptChangesReply, error) {
+	var out api.AcceptChangesReply
+	err := c.Do(ctx, http.MethodPost, runPath(runID)+"/accept-changes", nil, &out)
+	return out, err
 }
 
 // FailRun ends a workflow run failed with reason (POST

@@ -8,7 +8,12 @@
 // with PUT /v1/runs/{id}/steps/{key}, which is idempotent: a driver that
 // dies and re-executes the same workflow with [Open] on the same run gets
 // the steps that already committed back, without running them again, and
-// continues. Workflow code must be deterministic given step results.
+// continues. Workflow code must be deterministic given step results: each
+// step records the digest of its input version and call
+// (flow.StepDigest), and a re-executed step key that now gets another
+// fails with an error matching flow.ErrNondeterministic, naming the key
+// and both digests, unless the run accepts changes
+// ([Runtime.AcceptChanges]; the recorded step then stands).
 //
 // Step outputs are sessions on the coordinator's graph ([client.Graph]):
 // forks and merges a workflow makes in the driver are sealed locally and
@@ -106,6 +111,10 @@ func (rt *Runtime) Step(ctx context.Context, key string, call flow.Call, in sess
 	// One request records the step and waits for its end; a step that
 	// outlasts the wait is waited for with GET …?wait= after.
 	st, err := rt.c.PutStepWait(ctx, rt.run.ID, key, raw, in.ID(), wait)
+	if errors.Is(err, client.ErrNondeterministic) {
+		// The coordinator's message names the key and both digests.
+		return session.Session{}, fmt.Errorf("cluster: %w", nondeterministic{err})
+	}
 	if err != nil {
 		return session.Session{}, fmt.Errorf("cluster: step %s: %w", key, err)
 	}
@@ -132,6 +141,28 @@ func (rt *Runtime) Step(ctx context.Context, key string, call flow.Call, in sess
 	default:
 		return session.Session{}, fmt.Errorf("cluster: step %s is %s: %w", key, st.Status, ErrStepCanceled)
 	}
+}
+
+// nondeterministic is the coordinator's refusal of a changed step: it
+// matches flow.ErrNondeterministic (and, unwrapped, the client's error).
+type nondeterministic struct{ err error }
+
+func (e nondeterministic) Error() string        { return e.err.Error() }
+func (e nondeterministic) Unwrap() error        { return e.err }
+func (e nondeterministic) Is(target error) bool { return target == flow.ErrNondeterministic }
+
+// AcceptChanges records that the run accepts steps whose input or call
+// changed since they were recorded ([client.Client.AcceptChanges]): call
+// it before re-executing a changed workflow on the run with [Open], and
+// such steps return their recorded outputs. A run that failed because a
+// step changed is reopened.
+func (rt *Runtime) AcceptChanges(ctx context.Context) error {
+	reply, err := rt.c.AcceptChanges(ctx, rt.run.ID)
+	if err != nil {
+		return fmt.Errorf("cluster: accept changes of run %s: %w", rt.run.ID, err)
+	}
+	rt.run = reply.Run
+	return nil
 }
 
 // Complete ends the run succeeded with out.
