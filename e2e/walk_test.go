@@ -248,6 +248,13 @@ func walkSteps(dev bool) []walkStep {
 			capture: map[string]string{"wfRun": `re:^run (run_\S+)`}},
 		walkStep{name: "runs show (the workflow run)", as: "read", args: []string{"runs", "show", "{wfRun}", "-o", "json"},
 			json: map[string]string{"kind": "workflow", "status": "succeeded", "steps": "*"}},
+		// Accepting changes is for a workflow run that failed as
+		// nondeterministic (or still runs); it names the flag it needs
+		// and refuses a run that ended well.
+		walkStep{name: "runs resume (without --accept-changes)", as: "submit", args: []string{"runs", "resume", "{wfRun}"}, code: 2,
+			wantErr: []string{"--accept-changes"}},
+		walkStep{name: "runs resume --accept-changes (a succeeded run)", as: "submit", args: []string{"runs", "resume", "{wfRun}", "--accept-changes"}, code: 1,
+			wantErr: []string{"succeeded"}},
 	)
 
 	// Reading the graph.
