@@ -17,6 +17,7 @@ import (
 	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/testdb"
+	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/store/sqlitestore"
 )
@@ -260,4 +261,32 @@ func TestAuthRefusals(t *testing.T) {
 	if leaked != 0 {
 		t.Error("a token's secret is stored in api_tokens")
 	}
+}
+
+// runRecord is a run as the API shows it: the fields these tests read.
+type runRecord struct {
+	ID     string  `json:"id"`
+	Status string  `json:"status"`
+	Output *string `json:"output"`
+}
+
+// succeededRun creates a session ("acme's secret prompt", "hello") as
+// token, runs the scripted agent spec on it and waits until the run has
+// succeeded with an output; it returns the session's id and the run.
+func (s *authStack) succeededRun(t *testing.T, token string) (string, runRecord) {
+	t.Helper()
+	var sess struct {
+		ID string `json:"id"`
+	}
+	s.mustCall(t, http.StatusCreated, token, "POST", "/v1/sessions", `{"system":"acme's secret prompt","user":"hello"}`, &sess)
+	var run runRecord
+	s.mustCall(t, http.StatusCreated, token, "POST", "/v1/runs", `{"agent":`+spec+`,"session":"`+sess.ID+`"}`, &run)
+	testenv.Eventually(t, 30*time.Second, "the run succeeds", func() bool {
+		s.mustCall(t, http.StatusOK, token, "GET", "/v1/runs/"+run.ID, "", &run)
+		return run.Status == "succeeded"
+	})
+	if run.Output == nil {
+		t.Fatal("the run has no output")
+	}
+	return sess.ID, run
 }

@@ -7,10 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rath-run/rath/internal/auth"
-	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/session"
@@ -30,23 +28,7 @@ func TestLineageOpsThroughTheAPI(t *testing.T) {
 	eve := s.mint(t, auth.ScopeSubmit, "umbrella")
 	eveAdmin := s.mint(t, auth.ScopeAdmin, "umbrella")
 
-	var sess struct {
-		ID string `json:"id"`
-	}
-	s.mustCall(t, http.StatusCreated, acme.Secret, "POST", "/v1/sessions", `{"system":"acme's secret prompt","user":"hello"}`, &sess)
-	var run struct {
-		ID     string  `json:"id"`
-		Status string  `json:"status"`
-		Output *string `json:"output"`
-	}
-	s.mustCall(t, http.StatusCreated, acme.Secret, "POST", "/v1/runs", `{"agent":`+spec+`,"session":"`+sess.ID+`"}`, &run)
-	testenv.Eventually(t, 30*time.Second, "acme's run succeeds", func() bool {
-		s.mustCall(t, http.StatusOK, acme.Secret, "GET", "/v1/runs/"+run.ID, "", &run)
-		return run.Status == "succeeded"
-	})
-	if run.Output == nil {
-		t.Fatal("acme's run has no output")
-	}
+	sessID, run := s.succeededRun(t, acme.Secret)
 	out, err := session.ParseID(*run.Output)
 	if err != nil {
 		t.Fatal(err)
@@ -135,8 +117,8 @@ func TestLineageOpsThroughTheAPI(t *testing.T) {
 		t.Fatalf("replay = %+v, %v", rp, err)
 	}
 	v, err := cl.Graph().Get(ctx, *rp.Replay)
-	if err != nil || v.Op != session.OpReplay || len(v.Parents) != 1 || v.Parents[0].String() != sess.ID {
-		t.Errorf("replay version = %+v, %v; want op replay on %s", v, err, sess.ID)
+	if err != nil || v.Op != session.OpReplay || len(v.Parents) != 1 || v.Parents[0].String() != sessID {
+		t.Errorf("replay version = %+v, %v; want op replay on %s", v, err, sessID)
 	}
 	if code, _ := s.call(t, eve.Secret, "GET", "/v1/versions/"+rp.Replay.String(), ""); code != http.StatusNotFound {
 		t.Errorf("umbrella reads acme's replay version: %d, want 404", code)

@@ -131,23 +131,7 @@ func mustParse(t *testing.T, y string) *policy.Policy {
 func TestPlaceEndpoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: -1, StoreURL: "sqlite:" + filepath.Join(dir, "rath.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Close)
-	b := d.Backend
-	c, err := coordinator.New(b.Store, b.Runs, b.Bus, coordinator.Config{SandboxPolicy: policy.Default(false, "rath-sandbox:busybox")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(c.Handler())
-	t.Cleanup(srv.Close)
-	cl, err := client.New(srv.URL, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, count := placeStack(t)
 	base, err := session.FromUserMessage(ctx, cl.Graph(), "hi")
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +148,7 @@ func TestPlaceEndpoint(t *testing.T) {
 	if out.Op != "place" || out.Placement.Backend != "docker" || out.Placement.Spec.Image != "rath-sandbox:busybox" {
 		t.Errorf("placed version = %+v, want op place on docker rath-sandbox:busybox", out)
 	}
-	before := versions(t, b.Store)
+	before := count()
 	for _, tc := range []struct {
 		name  string
 		body  any
@@ -184,7 +168,7 @@ func TestPlaceEndpoint(t *testing.T) {
 			t.Errorf("%s: %v; want a 400 naming %q", tc.name, err, tc.field)
 		}
 	}
-	if after := versions(t, b.Store); after != before {
+	if after := count(); after != before {
 		t.Errorf("refused placements wrote versions: %d before, %d after", before, after)
 	}
 }
@@ -196,23 +180,7 @@ func TestPlaceEndpoint(t *testing.T) {
 func TestSubmitSpecSandbox(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: -1, StoreURL: "sqlite:" + filepath.Join(dir, "rath.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Close)
-	b := d.Backend
-	c, err := coordinator.New(b.Store, b.Runs, b.Bus, coordinator.Config{SandboxPolicy: policy.Default(false, "rath-sandbox:busybox")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(c.Handler())
-	t.Cleanup(srv.Close)
-	cl, err := client.New(srv.URL, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, count := placeStack(t)
 	agentJSON := func(sandbox string) json.RawMessage {
 		return json.RawMessage(`{"name":"a","model":"scripted","script":[{"content":"hi"}],"tools":["builtin"],"sandbox":` + sandbox + `}`)
 	}
@@ -232,7 +200,7 @@ func TestSubmitSpecSandbox(t *testing.T) {
 	if in.Op != "place" || in.Placement.Backend != "docker" || in.Placement.Spec.Image != "rath-sandbox:busybox" {
 		t.Errorf("the run's input = %+v, want op place on docker rath-sandbox:busybox", in)
 	}
-	before := versions(t, b.Store)
+	before := count()
 	for _, tc := range []struct{ sandbox, field string }{
 		{`{"backend":"local"}`, "agent.sandbox: placement.backend"},
 		{`{"backend":"docker","image":"x"}`, "agent.sandbox: placement.spec.image"},
@@ -245,7 +213,7 @@ func TestSubmitSpecSandbox(t *testing.T) {
 			t.Errorf("sandbox %s: %v; want a 400 naming %q", tc.sandbox, err, tc.field)
 		}
 	}
-	if after := versions(t, b.Store); after != before {
+	if after := count(); after != before {
 		t.Errorf("refused submits wrote versions: %d before, %d after", before, after)
 	}
 }

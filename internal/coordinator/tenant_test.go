@@ -5,10 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rath-run/rath/internal/auth"
-	"github.com/rath-run/rath/internal/testenv"
 )
 
 // TestTenantIsolation attacks tenant acme's objects with tenant umbrella's
@@ -26,23 +24,7 @@ func TestTenantIsolation(t *testing.T) {
 	eveAdmin := s.mint(t, auth.ScopeAdmin, "umbrella")
 
 	// Acme: a session and a run that a worker completes.
-	var sess struct {
-		ID string `json:"id"`
-	}
-	s.mustCall(t, http.StatusCreated, acme.Secret, "POST", "/v1/sessions", `{"system":"acme's secret prompt","user":"hello"}`, &sess)
-	var run struct {
-		ID     string  `json:"id"`
-		Status string  `json:"status"`
-		Output *string `json:"output"`
-	}
-	s.mustCall(t, http.StatusCreated, acme.Secret, "POST", "/v1/runs", `{"agent":`+spec+`,"session":"`+sess.ID+`"}`, &run)
-	testenv.Eventually(t, 30*time.Second, "acme's run succeeds", func() bool {
-		s.mustCall(t, http.StatusOK, acme.Secret, "GET", "/v1/runs/"+run.ID, "", &run)
-		return run.Status == "succeeded"
-	})
-	if run.Output == nil {
-		t.Fatal("acme's run has no output")
-	}
+	sessID, run := s.succeededRun(t, acme.Secret)
 	out := *run.Output
 	s.mustCall(t, http.StatusOK, acme.Secret, "GET", "/v1/sessions/"+out+"/transcript", "", nil)
 
@@ -54,10 +36,10 @@ func TestTenantIsolation(t *testing.T) {
 	before := versions(t, s.dev.Backend.Store)
 
 	for _, tc := range []struct{ method, path, body string }{
-		{"GET", "/v1/sessions/" + sess.ID, ""},
+		{"GET", "/v1/sessions/" + sessID, ""},
 		{"GET", "/v1/sessions/" + out + "/transcript", ""},
 		{"GET", "/v1/sessions/" + out + "/ancestors", ""},
-		{"GET", "/v1/sessions/" + sess.ID + "/descendants", ""},
+		{"GET", "/v1/sessions/" + sessID + "/descendants", ""},
 		{"GET", "/v1/sessions/" + out + "/export", ""},
 		{"GET", "/v1/sessions/" + out + "/files", ""},
 		{"GET", "/v1/sessions/" + own.ID + "/diff?to=" + out, ""},
