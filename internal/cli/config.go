@@ -67,19 +67,12 @@ so rathctl writes it with mode 0600 and Rath refuses to read it when group or
 others may. Prefer --api-key-env (the key stays in your environment) or
 --api-key-stdin (the key stays out of your shell history) to --api-key.`,
 	}
-	c.PersistentPreRunE = func(*cobra.Command, []string) error { return f.checkOutput() }
+	c.PersistentPreRunE = func(c *cobra.Command, _ []string) error { return checkOutput(c) } // the root's, which this one replaces
 	c.PersistentFlags().StringVar(&f.file, "file", "", "config file (default $RATH_HOME/config.yaml, else ~/.rath/config.yaml)")
 	c.PersistentFlags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	c.AddCommand(newConfigPathCmd(env, &f), newConfigShowCmd(env, &f), newConfigSetProviderCmd(env, &f),
 		newConfigRemoveProviderCmd(env, &f), newConfigUseCmd(env, &f))
 	return c
-}
-
-func (f *configFlags) checkOutput() error {
-	if f.output != "text" && f.output != "json" {
-		return &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", f.output)}
-	}
-	return nil
 }
 
 func newConfigPathCmd(env *Env, f *configFlags) *cobra.Command {

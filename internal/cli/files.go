@@ -24,9 +24,6 @@ func newSessionFilesCmds(p *printer, f *sessionFlags) []*cobra.Command {
 		if f.url != "" {
 			return nil, &exitError{code: 2, err: errors.New("workspaces are read through a coordinator: give --server (or RATH_SERVER), not --store")}
 		}
-		if f.output != "text" && f.output != "json" {
-			return nil, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", f.output)}
-		}
 		w := serverTarget(f.server, f.token)
 		cl, err := client.New(w.server, w.token)
 		if err != nil {

@@ -83,9 +83,6 @@ win when set. The token never appears on the command line, so it stays out of
 shell history and process listings.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.checkOutput(); err != nil {
-				return err
-			}
 			server = cmp.Or(server, os.Getenv("RATH_SERVER"), defaultServer)
 			if u, err := url.Parse(server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return &exitError{code: 2, err: fmt.Errorf("--server %q: want an http:// or https:// URL", server)}

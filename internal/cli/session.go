@@ -37,9 +37,6 @@ func (f *storeFlags) register(c *cobra.Command) {
 // open opens and migrates the store --store or RATH_STORE names; with
 // neither it is a usage error (there is no default store).
 func (f *storeFlags) open(ctx context.Context) (store.Store, error) {
-	if f.output != "text" && f.output != "json" {
-		return nil, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", f.output)}
-	}
 	u, err := storeURLFrom(f.url)
 	if err != nil {
 		return nil, err

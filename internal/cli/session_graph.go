@@ -50,11 +50,8 @@ func (f *sessionFlags) register(c *cobra.Command) {
 	c.PersistentFlags().StringVar(&f.token, "token", "", "API bearer token (default $RATH_TOKEN, else the logged-in token)")
 }
 
-// choose applies chooseTarget to the flags, after checking -o.
+// choose applies chooseTarget to the flags (the root has checked -o).
 func (f *sessionFlags) choose() (where, error) {
-	if f.output != "text" && f.output != "json" {
-		return where{}, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", f.output)}
-	}
 	return chooseTarget(f.url, f.server, f.token)
 }
 

@@ -44,9 +44,6 @@ type tokenBackend interface {
 }
 
 func (f *tokenFlags) open(ctx context.Context) (tokenBackend, error) {
-	if f.output != "text" && f.output != "json" {
-		return nil, &exitError{code: 2, err: fmt.Errorf("--output must be text or json, not %q", f.output)}
-	}
 	w, err := chooseTarget(f.store, f.server, f.token)
 	if err != nil {
 		return nil, err
