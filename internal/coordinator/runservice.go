@@ -401,7 +401,8 @@ func (svc *RunService) PutStep(ctx context.Context, sc Scope, runID, key string,
 	}
 	// The digest of what the driver asks for now, before the input is
 	// placed: a re-executed driver must ask for the same to get the
-	// recorded step back.
+	// recorded step back. Reading the input's identity is also the check
+	// that the input exists (in the caller's tenant).
 	ident, err := flow.InputIdentity(ctx, sc.Graph, input)
 	if err != nil {
 		if errors.Is(err, session.ErrNotFound) {
@@ -455,12 +456,6 @@ func (svc *RunService) PutStep(ctx context.Context, sc Scope, runID, key string,
 			}
 			return runs.Step{}, fmt.Errorf("step %s: %s: %w", key, reason, runs.ErrTerminal)
 		}
-	}
-	if _, err := sc.Graph.Get(ctx, input); err != nil {
-		if errors.Is(err, session.ErrNotFound) {
-			return runs.Step{}, badRequest("input: no version %s", input)
-		}
-		return runs.Step{}, err
 	}
 	if placed {
 		// The step's input is the placed version (op place, keyed by the
