@@ -253,20 +253,7 @@ func (r *rerunner) wait(ctx context.Context, id string) (api.Run, error) {
 	if err := r.cl.Watch(ctx, id, func(api.Event) error { return nil }); err != nil && ctx.Err() != nil {
 		return api.Run{}, ctx.Err()
 	}
-	for {
-		run, err := r.cl.GetRun(ctx, id)
-		if err != nil {
-			return run, err
-		}
-		if run.Status.Terminal() || run.Status == api.RunWaiting {
-			return run, nil
-		}
-		select {
-		case <-ctx.Done():
-			return run, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return r.cl.Settled(ctx, id)
 }
 
 func writeRerun(w io.Writer, rep api.RerunReport) error {
