@@ -144,11 +144,12 @@ func StartDev(ctx context.Context, cfg DevConfig) (*Dev, error) {
 			log.Error("coordinator API stopped", slog.Any("error", err))
 		}
 	})
-	if err := d.Coordinator.Services().Start(runCtx); err != nil {
+	services := d.Coordinator.Services()
+	if err := services.Start(runCtx); err != nil {
 		d.Close()
 		return nil, err
 	}
-	d.services = d.Coordinator.Services()
+	d.services = services
 	// On a laptop the spec's author runs the workers, and the local sandbox
 	// already runs their commands: MCP servers may run any command unless
 	// RATH_MCP_ALLOW says otherwise.
