@@ -6,9 +6,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store"
 )
 
 // Verify recomputes the hash chain of version id and everything it
@@ -89,18 +91,9 @@ func (c *Client) Replay(ctx context.Context, id session.ID, req api.ReplayReques
 // descends from, through any parent or base (GET
 // /v1/sessions/{id}/ancestors?depth=0).
 func (c *Client) IsAncestor(ctx context.Context, ancestor, of session.ID) (bool, error) {
-	var res struct {
-		Versions []struct {
-			ID session.ID `json:"id"`
-		} `json:"versions"`
+	rel, err := c.Ancestors(ctx, of, 0)
+	if err != nil {
+		return false, err
 	}
-	if err := c.Do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(of.String())+"/ancestors?depth=0", nil, &res); err != nil {
-		return false, translate(err)
-	}
-	for _, a := range res.Versions {
-		if a.ID == ancestor {
-			return true, nil
-		}
-	}
-	return false, nil
+	return slices.ContainsFunc(rel.Versions, func(r store.Relative) bool { return r.ID == ancestor }), nil
 }
