@@ -70,7 +70,7 @@ func (g *Graph) Transcript(ctx context.Context, id session.ID) ([]session.Chunk,
 // CommonBase implements [session.Graph].
 func (g *Graph) CommonBase(ctx context.Context, a, b session.ID) (session.ID, bool, error) {
 	var out api.CommonBase
-	p := "/v1/versions/" + url.PathEscape(a.String()) + "/common-base?with=" + url.QueryEscape(b.String())
+	p := versionPath(a, "common-base") + "?with=" + url.QueryEscape(b.String())
 	if err := g.c.Do(ctx, http.MethodGet, p, nil, &out); err != nil {
 		return session.ID{}, false, translate(err)
 	}

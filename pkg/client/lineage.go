@@ -20,7 +20,7 @@ import (
 // error matching [ErrNotFound] and [session.ErrNotFound].
 func (c *Client) Verify(ctx context.Context, id session.ID) (api.VerifyReport, error) {
 	var rep api.VerifyReport
-	err := c.Do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id.String())+"/verify", nil, &rep)
+	err := c.Do(ctx, http.MethodGet, sessionPath(id, "verify"), nil, &rep)
 	return rep, translate(err)
 }
 
@@ -83,7 +83,7 @@ func (c *Client) DossierData(ctx context.Context, runID string, prices []string)
 // divergence is in the report (Identical false), not an error.
 func (c *Client) Replay(ctx context.Context, id session.ID, req api.ReplayRequest) (api.ReplayReport, error) {
 	var rep api.ReplayReport
-	err := c.Do(ctx, http.MethodPost, "/v1/versions/"+url.PathEscape(id.String())+"/replay", req, &rep)
+	err := c.Do(ctx, http.MethodPost, versionPath(id, "replay"), req, &rep)
 	return rep, translate(err)
 }
 
