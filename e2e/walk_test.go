@@ -29,20 +29,6 @@ import (
 	"github.com/rath-run/rath/internal/testenv"
 )
 
-// pendingOnMain names the walk's steps that fail on main only because their
-// command has no server form there yet (issue 20 items 2, 3 and 8: diff,
-// verify, dossier, replay, gc, pins, redact, check, memory, exit codes and
-// the target rules are being built on the branches named below). The walk runs them and reports
-// each failure as PENDING with its message; a pending step that passes
-// fails the walk, so this set only ever shrinks. Empty it as the server
-// forms merge.
-var pendingOnMain = map[string]bool{}
-
-// knownBugs are steps that fail on main now and then because of a bug (not
-// a missing server form), with the bug. The walk reports their failures as
-// KNOWN BUG instead of failing; fix the bug and delete the entry.
-var knownBugs = map[string]string{}
-
 // walkExempt are the documented commands the walk does not run, each with
 // the reason it cannot be walked against a cluster. Nothing else may be
 // exempt.
@@ -440,16 +426,11 @@ type walker struct {
 	dir  string // the working directory: must stay empty of stores
 	home string
 	vars map[string]string
-	// from names the step that captured each variable.
-	from map[string]string
-	// failedPending are pending steps that failed: steps needing what
-	// they would have captured are blocked, not failed.
-	failedPending map[string]bool
 }
 
 func newWalker(t *testing.T, server string, vars map[string]string) *walker {
 	t.Helper()
-	w := &walker{t: t, dir: t.TempDir(), home: t.TempDir(), vars: map[string]string{"server": server}, from: map[string]string{}, failedPending: map[string]bool{}}
+	w := &walker{t: t, dir: t.TempDir(), home: t.TempDir(), vars: map[string]string{"server": server}}
 	for k, v := range vars {
 		w.vars[k] = v
 	}
@@ -492,34 +473,17 @@ func (w *walker) expand(s string) (string, []string) {
 	return out, missing
 }
 
-// walk runs the steps in order and reports each: ok, PENDING (a step of
-// pendingOnMain that failed, with its message) or a failure.
+// walk runs the steps in order and reports each: ok, or a failure.
 func (w *walker) walk(steps []walkStep) {
 	w.t.Helper()
-	var pending []string
 	for _, s := range steps {
-		err := w.step(s)
-		var blocked *blockedError
-		switch {
-		case err == nil && pendingOnMain[s.name]:
-			w.t.Errorf("step %q passes: remove it from pendingOnMain", s.name)
-		case err == nil:
-			w.t.Logf("ok       %s", s.name)
-		case errors.As(err, &blocked) && blocked.byPending:
-			w.failedPending[s.name] = true
-			pending = append(pending, s.name)
-			w.t.Logf("PENDING  %s: blocked: %v", s.name, err)
-		case pendingOnMain[s.name]:
-			w.failedPending[s.name] = true
-			pending = append(pending, s.name)
-			w.t.Logf("PENDING  %s: %v", s.name, err)
-		case knownBugs[s.name] != "":
-			w.t.Logf("KNOWN BUG %s (%s): %v", s.name, knownBugs[s.name], err)
-		default:
+		if err := w.step(s); err != nil {
 			w.t.Errorf("step %q: %v", s.name, err)
+			continue
 		}
+		w.t.Logf("ok       %s", s.name)
 	}
-	w.t.Logf("%d steps, %d PENDING on main: %q", len(steps), len(pending), pending)
+	w.t.Logf("%d steps", len(steps))
 }
 
 // leftovers returns what is in the walk's working directory, and empties it.
@@ -537,15 +501,6 @@ func (w *walker) leftovers() []string {
 		}
 	}
 	return names
-}
-
-type blockedError struct {
-	missing   []string
-	byPending bool
-}
-
-func (e *blockedError) Error() string {
-	return fmt.Sprintf("needs %v, which an earlier step did not capture", e.missing)
 }
 
 func (w *walker) step(s walkStep) error {
@@ -570,13 +525,7 @@ func (w *walker) step(s walkStep) error {
 		jsonWant[k] = exp(v)
 	}
 	if len(missing) > 0 {
-		byPending := true
-		for _, m := range missing {
-			if !w.failedPending[w.from[m]] {
-				byPending = false
-			}
-		}
-		return &blockedError{missing: missing, byPending: byPending}
+		return fmt.Errorf("needs %v, which an earlier step did not capture", missing)
 	}
 
 	out, errOut, code := w.rathctl(cmp.Or(s.server, w.vars["server"]), token, stdin, args...)
@@ -642,20 +591,11 @@ func (w *walker) step(s walkStep) error {
 			}
 			v = s
 		}
-		w.vars[name], w.from[name] = v, s.name
+		w.vars[name] = v
 	}
 	if s.check != nil {
-		before := map[string]bool{}
-		for k := range w.vars {
-			before[k] = true
-		}
 		if err := s.check(w, out); err != nil {
 			return fail("%v", err)
-		}
-		for k := range w.vars {
-			if !before[k] {
-				w.from[k] = s.name
-			}
 		}
 	}
 	return nil
