@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/internal/check"
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/lineage"
@@ -48,13 +47,12 @@ func (c *Coordinator) adminRoutes(api *apiMux) {
 // else (authentication off, the embedded store's default tenant) the
 // coordinator's own store and Config.Retention.
 func (c *Coordinator) retentionOf(ctx context.Context) (store.Store, lineage.Retention, error) {
-	if _, bound := ctx.Value(tenantStoresKey{}).(boundStores); bound {
-		p, ok := auth.PrincipalFrom(ctx)
+	if sc := c.scopeOf(ctx); sc.pooled {
 		tr, has := c.cfg.Tenants.(TenantRetention)
-		if !ok || !has {
+		if !has {
 			return nil, lineage.Retention{}, errNoRetention
 		}
-		return tr.Retention(ctx, p.Tenant)
+		return tr.Retention(ctx, sc.Tenant)
 	}
 	if c.cfg.Retention == nil {
 		return nil, lineage.Retention{}, errNoRetention

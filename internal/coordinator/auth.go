@@ -173,7 +173,8 @@ func (c *Coordinator) auth(api *apiMux) http.Handler {
 				return
 			}
 		}
-		ctx, err := c.bindTenant(auth.WithPrincipal(r.Context(), p), p.Tenant)
+		ctx := auth.WithPrincipal(r.Context(), p)
+		sc, err := c.bindTenant(ctx, p)
 		if err != nil {
 			if errors.Is(err, auth.ErrSingleTenant) {
 				writeError(w, http.StatusForbidden, "forbidden", err.Error())
@@ -184,9 +185,10 @@ func (c *Coordinator) auth(api *apiMux) http.Handler {
 			return
 		}
 		// The request's scope, resolved here once: the run service's
-		// methods take it from the handlers explicitly.
-		ctx = withScope(ctx, Scope{Tenant: p.Tenant, Principal: p, Graph: c.graphOf(ctx), Runs: c.runsOf(ctx)})
-		serveIn(ctx, api, w, r)
+		// methods take it from the handlers explicitly, and every other
+		// handler's stores come from it (graphOf, runsOf, memoryOf,
+		// retentionOf).
+		serveIn(withScope(ctx, sc), api, w, r)
 	})
 }
 
@@ -201,46 +203,31 @@ func serveIn(ctx context.Context, api http.Handler, w http.ResponseWriter, r *ht
 	}
 }
 
-type tenantStoresKey struct{}
-
-type boundStores struct {
-	graph store.Store
-	runs  *runs.Store
-}
-
-// bindTenant returns ctx carrying tenant's stores: its confined pools when
-// the coordinator has TenantStores, else (the embedded store) the
-// coordinator's own, for the default tenant only.
-func (c *Coordinator) bindTenant(ctx context.Context, tenant string) (context.Context, error) {
+// bindTenant resolves the scope of principal p: its tenant's confined
+// pools when the coordinator has TenantStores, else (the embedded store)
+// the coordinator's own stores, for the default tenant only.
+func (c *Coordinator) bindTenant(ctx context.Context, p auth.Principal) (Scope, error) {
 	if c.cfg.Tenants == nil {
-		if tenant != auth.DefaultTenant {
-			return nil, auth.ErrSingleTenant
+		if p.Tenant != auth.DefaultTenant {
+			return Scope{}, auth.ErrSingleTenant
 		}
-		return ctx, nil
+		sc := c.SystemScope()
+		sc.Principal = p
+		return sc, nil
 	}
-	g, rs, err := c.cfg.Tenants.For(ctx, tenant)
+	g, rs, err := c.cfg.Tenants.For(ctx, p.Tenant)
 	if err != nil {
-		return nil, err
+		return Scope{}, err
 	}
-	return context.WithValue(ctx, tenantStoresKey{}, boundStores{graph: g, runs: rs}), nil
+	return Scope{Tenant: p.Tenant, Principal: p, Graph: g, Runs: rs, pooled: true}, nil
 }
 
-// graphOf returns the graph store ctx is bound to: its tenant's, else the
+// graphOf returns the graph store of ctx's scope: its tenant's, else the
 // coordinator's own (system work, or authentication off).
-func (c *Coordinator) graphOf(ctx context.Context) store.Store {
-	if b, ok := ctx.Value(tenantStoresKey{}).(boundStores); ok {
-		return b.graph
-	}
-	return c.sysGraph
-}
+func (c *Coordinator) graphOf(ctx context.Context) store.Store { return c.scopeOf(ctx).Graph }
 
-// runsOf returns the run store ctx is bound to (see graphOf).
-func (c *Coordinator) runsOf(ctx context.Context) *runs.Store {
-	if b, ok := ctx.Value(tenantStoresKey{}).(boundStores); ok {
-		return b.runs
-	}
-	return c.runs
-}
+// runsOf returns the run store of ctx's scope (see graphOf).
+func (c *Coordinator) runsOf(ctx context.Context) *runs.Store { return c.scopeOf(ctx).Runs }
 
 // Routes returns the /v1 route patterns of the handler Handler built last,
 // sorted (nil before Handler is called).

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/memory"
@@ -40,13 +39,12 @@ func (c *Coordinator) memoryRoutes(api *apiMux) {
 // authentication off, or the embedded store's default tenant)
 // Config.Memory.
 func (c *Coordinator) memoryOf(ctx context.Context) (memory.Store, error) {
-	if _, bound := ctx.Value(tenantStoresKey{}).(boundStores); bound {
-		p, ok := auth.PrincipalFrom(ctx)
+	if sc := c.scopeOf(ctx); sc.pooled {
 		tm, has := c.cfg.Tenants.(TenantMemory)
-		if !ok || !has {
+		if !has {
 			return nil, errNoMemory
 		}
-		return tm.Memory(ctx, p.Tenant)
+		return tm.Memory(ctx, sc.Tenant)
 	}
 	if c.cfg.Memory == nil {
 		return nil, errNoMemory

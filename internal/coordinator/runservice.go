@@ -38,6 +38,10 @@ type Scope struct {
 	// Graph and Runs are the tenant's stores.
 	Graph store.Store
 	Runs  *runs.Store
+	// pooled marks a tenant's own confined pools (TenantStores): its
+	// memory and retention are then the tenant's too (memoryOf,
+	// retentionOf), not the coordinator's.
+	pooled bool
 }
 
 // SystemScope is the scope of the coordinator's own work: its own stores,
