@@ -249,9 +249,10 @@ func (s *server) watch(c *conn) {
 	_ = c.cs.Close()
 	killProcessGroup(c.cmd)
 	c.ended = fmt.Errorf("%w: the server stopped (%w)%s", ErrServer, waitErr, c.describeExit())
-	close(c.done)
+	// The connection is forgotten before its end is signalled: a caller
+	// woken by c.done (callError) that calls again must find no current
+	// connection and start a new one, never get the dead one back.
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.conn == c {
 		s.conn, s.tools = nil, nil
 		if !s.closed {
@@ -259,6 +260,8 @@ func (s *server) watch(c *conn) {
 			s.m.log.Warn("mcp: server stopped", slog.String("server", s.spec.Name), slog.Any("error", c.ended))
 		}
 	}
+	s.mu.Unlock()
+	close(c.done)
 }
 
 // describeExit returns ": exit status N; stderr: …" when the process has
