@@ -2,7 +2,9 @@ package flow_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rath-run/rath/internal/testdb"
@@ -167,5 +169,68 @@ func TestNewLocalValidates(t *testing.T) {
 	}
 	if _, err := flow.NewLocal("ok", flow.Env{}); err == nil {
 		t.Error("an Env without Resolve accepted")
+	}
+}
+
+// TestLocalCatchesAChangedWorkflow: a durable local run re-executed after
+// its code changed what a step gets (another message before the writer, or
+// another agent at the key) fails with ErrNondeterministic naming the step,
+// and makes no model call; an unchanged re-run and one that accepts the
+// changes return the recorded steps.
+func TestLocalCatchesAChangedWorkflow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openStore(t, "sqlite:"+filepath.Join(t.TempDir(), "rath.db"))
+	srv := llmtest.NewServer(t)
+	srv.Handle(answer)
+	in := mustUser(t, st, "write a haiku")
+	env := serverEnv(t, srv)
+	workflow := func(note string, writer string) flow.Workflow {
+		appendNote := flow.Func(func(ctx context.Context, s session.Session) (session.Session, error) {
+			return s.Append(ctx, session.User(note))
+		})
+		return flow.Seq(flow.NewAgent(modelSpec("planner"), "plans"), flow.Fanout(2, flow.NewAgent(modelSpec("critic"), "criticises")),
+			appendNote, flow.NewAgent(modelSpec(writer), "writes"))
+	}
+	run := func(w flow.Workflow, accept bool) (session.Session, error) {
+		rt, err := flow.NewLocal("changed", env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if accept {
+			rt.AcceptChanges()
+		}
+		return flow.Run(ctx, rt, w, in)
+	}
+	first, err := run(workflow("be brief", "writer"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := len(srv.Requests())
+	if again, err := run(workflow("be brief", "writer"), false); err != nil || again.ID() != first.ID() {
+		t.Fatalf("unchanged re-run: %v, %s vs %s", err, again.ID(), first.ID())
+	}
+	for name, w := range map[string]flow.Workflow{
+		"another message": workflow("be verbose", "writer"),
+		"another agent":   workflow("be brief", "poet"),
+	} {
+		_, err := run(w, false)
+		var nd *flow.NondeterministicError
+		if !errors.Is(err, flow.ErrNondeterministic) || !errors.As(err, &nd) {
+			t.Fatalf("%s: err = %v, want ErrNondeterministic", name, err)
+		}
+		if flow.StepID("changed", nd.Key) != first.Version().Key || !strings.Contains(err.Error(), "step "+nd.Key) {
+			t.Fatalf("%s: the error names step %q, not the writer's %s: %v", name, nd.Key, first.Version().Key, err)
+		}
+		if nd.Recorded == nd.New || nd.Recorded == "" {
+			t.Fatalf("%s: recorded %q, new %q", name, nd.Recorded, nd.New)
+		}
+	}
+	if n := len(srv.Requests()); n != calls {
+		t.Fatalf("the refused re-runs made %d model calls", n-calls)
+	}
+	accepted, err := run(workflow("be verbose", "writer"), true)
+	if err != nil || accepted.ID() != first.ID() {
+		t.Fatalf("accepting the changes: %v, %s vs the recorded %s", err, accepted.ID(), first.ID())
 	}
 }

@@ -103,7 +103,8 @@ type Runtime interface {
 	// Step forwards in through call as the step named key (unique within
 	// the run and deterministic, see [NextKey]) and returns the committed
 	// output. A key that already committed returns its output without
-	// executing again; the cluster runtimes refuse a key whose input or
-	// call changed since it was recorded ([ErrNondeterministic]).
+	// executing again; a key whose input changed since it was recorded is
+	// refused ([ErrNondeterministic]: the cluster runtimes compare the
+	// whole [StepDigest], [Local] the input and the agent's name).
 	Step(ctx context.Context, key string, call Call, in session.Session) (session.Session, error)
 }

@@ -43,8 +43,44 @@ func StepID(run, key string) string { return run + "/" + key }
 // the same run id on the same store continues where the last run stopped.
 // It is safe for concurrent use (fan-out branches call it at once).
 type Local struct {
-	run string
-	env Env
+	run           string
+	env           Env
+	acceptChanges bool
+}
+
+// AcceptChanges makes l return a committed step even when the workflow now
+// gives it another input: the in-process form of `rathctl runs resume RUN
+// --accept-changes`. Call it before the first Step.
+func (l *Local) AcceptChanges() { l.acceptChanges = true }
+
+// sameInput checks that the committed step v of key was forwarded from
+// what the workflow gives it now: the same input (by [InputIdentity], so a
+// fan-out's fresh forks of the same content agree) through an agent of the
+// same name. Local keeps no digest beside the version (that would change
+// its hash), so a target whose name stayed while its spec changed is not
+// caught here; the cluster runtimes, which record [StepDigest] with the
+// step, catch that too.
+func sameInput(ctx context.Context, in session.Session, key, stepID string, call Call, v *session.Version) error {
+	if v.Base == nil {
+		return nil // a compression's new root: its input is not its base
+	}
+	g := in.Graph()
+	base := *v.Base
+	if bv, err := g.Get(ctx, base); err == nil && bv.Key == PlaceKey(stepID) && bv.Base != nil {
+		base = *bv.Base // the step ran on its placed input
+	}
+	recorded, err := InputIdentity(ctx, g, base)
+	if err != nil {
+		return fmt.Errorf("step %s: %w", stepID, err)
+	}
+	now, err := InputIdentity(ctx, g, in.ID())
+	if err != nil {
+		return fmt.Errorf("step %s: %w", stepID, err)
+	}
+	if call.Kind == KindAgent && v.Producer.Agent != "" && call.Agent.Name != "" && v.Producer.Agent != call.Agent.Name {
+		recorded, now = recorded+" agent "+v.Producer.Agent, now+" agent "+call.Agent.Name
+	}
+	return CheckDigest(key, recorded, now)
 }
 
 // NewLocal returns the in-process runtime of run; env.Resolve is required.
@@ -72,6 +108,11 @@ func (l *Local) Step(ctx context.Context, key string, call Call, in session.Sess
 		v, err := kg.GetByKey(ctx, id)
 		switch {
 		case err == nil:
+			if !l.acceptChanges {
+				if err := sameInput(ctx, in, key, id, call, v); err != nil {
+					return session.Session{}, err
+				}
+			}
 			return session.Wrap(in.Graph(), v), nil
 		case !errors.Is(err, session.ErrNotFound):
 			return session.Session{}, fmt.Errorf("look up step %s: %w", id, err)
