@@ -123,6 +123,9 @@ type Spec struct {
 	// run, in addition to tools that declare it themselves
 	// (tool.Def.NeedsApproval); "*" means every tool. See "Approvals".
 	Approve []string `json:"approve,omitempty"`
+	// Policy limits the tools' calls per step and the commands the shell
+	// tools run ([ToolPolicy]).
+	Policy ToolPolicy `json:"policy,omitzero"`
 	// Memory binds a memory store: a name ("local") or a [MemorySpec]
 	// object (store, namespace, top_k, scope, commit).
 	Memory MemorySpec `json:"memory,omitzero"`
@@ -409,6 +412,9 @@ func (s *Spec) Validate() error {
 		if strings.TrimSpace(t) == "" {
 			return bad(fmt.Sprintf("approve[%d]", i), "empty tool name")
 		}
+	}
+	if err := s.Policy.validate(); err != nil {
+		return err
 	}
 	if err := s.Memory.validate(); err != nil {
 		return err
