@@ -55,6 +55,16 @@
 // approval chunk: the model writes assistant chunks, tools tool_result
 // bodies.
 //
+// # Tool policy
+//
+// policy ([ToolPolicy]) limits the tools outside the model: max_calls caps
+// the calls that run in one step, per tool and for all tools ("*");
+// command_deny lists patterns of commands run_shell_command and run_code
+// refuse (matching rules in docs/tools.md, "Tool policy"). Both are
+// checked where tools dispatch, after the pre-checks and any approval: a
+// refused call does not run and is answered with an error body of kind
+// policy_denied naming the limit or the pattern.
+//
 // # Bad model output
 //
 // Unparseable or schema-violating arguments (invalid_tool_arguments) and
