@@ -119,7 +119,7 @@ func TestToolPolicyRefusedAtSubmit(t *testing.T) {
 	t.Parallel()
 	s := startDev(t, "", app.DevConfig{Workers: 1})
 	for spec, want := range map[string]string{
-		`{"name":"p","model":"scripted","script":[{"content":"x"}],"policy":{"max_calls":{"run_code":0}}}`:   "policy.max_calls.run_code",
+		`{"name":"p","model":"scripted","script":[{"content":"x"}],"policy":{"max_calls":{"run_code":0}}}`: "policy.max_calls.run_code",
 		`{"name":"p","model":"scripted","script":[{"content":"x"}],"policy":{"command_deny":["/bin/rm"]}}`: "policy.command_deny[0]",
 	} {
 		err := s.cl.Do(context.Background(), "POST", "/v1/runs", map[string]any{"agent": json.RawMessage(spec), "message": "x"}, nil)
