@@ -269,12 +269,15 @@ func (l *lexer) dollar() error {
 	case n == '"':
 		l.dynamic()
 		l.i++
-	case isAtom(n) && n != '.' && n != '+' && n != '-' || strings.IndexByte("@*#?!$", n) >= 0:
+	case strings.IndexByte("@*#?!$0123456789", n) >= 0:
+		// a special or positional parameter: one character
+		l.dynamic()
+		l.lit(s[l.i+1:l.i+2], true)
+		l.i += 2
+	case isNameByte(n):
 		j := l.i + 2
-		if n != '@' && n != '*' && n != '#' && n != '?' && n != '!' && n != '$' && !(n >= '0' && n <= '9') {
-			for j < len(s) && (isAtom(s[j]) && s[j] != '.' && s[j] != '+' && s[j] != '-') {
-				j++
-			}
+		for j < len(s) && isNameByte(s[j]) {
+			j++
 		}
 		l.dynamic()
 		l.lit(s[l.i+1:j], true)
@@ -342,4 +345,9 @@ func closing(s string, i int, open, shut byte) (int, error) {
 		}
 	}
 	return 0, errUnclosed
+}
+
+// isNameByte reports whether c may be in a parameter name.
+func isNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
 }
