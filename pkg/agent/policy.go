@@ -45,8 +45,9 @@ const (
 // KindPolicyDenied is the error kind of a call the tool policy refused.
 const KindPolicyDenied = "policy_denied"
 
-// validate names the first bad field under policy.
-func (p ToolPolicy) validate() error {
+// validate names the first bad field under policy; s is the whole spec,
+// whose tools and mcp the max_calls keys must name.
+func (p ToolPolicy) validate(s *Spec) error {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: policy.%s: %s", ErrInvalidSpec, field, fmt.Sprintf(format, args...))
 	}
@@ -62,6 +63,8 @@ func (p ToolPolicy) validate() error {
 			return bad("max_calls", "empty tool name (use \"*\" for all tools)")
 		case n < 1 || n > maxCallsLimit:
 			return bad("max_calls."+k, "must be in 1..%d, got %d (leave a tool out of tools to forbid it)", maxCallsLimit, n)
+		case !s.mayOffer(k):
+			return bad("max_calls."+k, "the agent offers no tool %q (tools: %v); a limit on it would never apply", k, s.Tools)
 		}
 	}
 	if len(p.CommandDeny) > MaxDenyPatterns {
@@ -144,4 +147,32 @@ func checkCommand(name string, raw any, deny []cmdmatch.Pattern) *cmdmatch.Denia
 		}
 	}
 	return nil
+}
+
+// mayOffer reports whether the spec can offer a tool named name: "*", a
+// name in tools, a built-in with the builtin group, or an MCP server's
+// tool. With a name in tools that is neither a built-in nor builtin (a
+// custom tool or group, known only to the worker) every name may be.
+func (s *Spec) mayOffer(name string) bool {
+	if name == "*" {
+		return true
+	}
+	for _, t := range s.Tools {
+		switch {
+		case t == name:
+			return true
+		case t == builtin.Group:
+			if slices.Contains(builtin.Names(), name) {
+				return true
+			}
+		case !slices.Contains(builtin.Names(), t):
+			return true // a custom tool or group: the worker knows
+		}
+	}
+	for _, m := range s.MCP {
+		if strings.HasPrefix(name, m.Name+"__") {
+			return true
+		}
+	}
+	return false
 }

@@ -40,10 +40,11 @@ policy:
 		{"shell syntax", `{command_deny: ["rm;"]}`, "policy.command_deny[0]"},
 		{"unknown field", `{max_call: {x: 1}}`, `unknown field "max_call"`},
 		{"not a number", `{max_calls: {x: many}}`, "max_calls"},
+		{"tool not offered", `{max_calls: {run_shel_command: 2}}`, `policy.max_calls.run_shel_command: the agent offers no tool "run_shel_command"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := agent.ParseSpec([]byte("name: a\nmodel: m\npolicy: " + tc.policy + "\n"))
+			_, err := agent.ParseSpec([]byte("name: a\nmodel: m\ntools: [builtin]\npolicy: " + tc.policy + "\n"))
 			if !errors.Is(err, agent.ErrInvalidSpec) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}

@@ -423,7 +423,7 @@ func (s *Spec) Validate() error {
 			return bad(fmt.Sprintf("approve[%d]", i), "empty tool name")
 		}
 	}
-	if err := s.Policy.validate(); err != nil {
+	if err := s.Policy.validate(s); err != nil {
 		return err
 	}
 	if err := s.Memory.validate(); err != nil {
