@@ -7,7 +7,7 @@ import (
 )
 
 // spell writes word with the quoting each byte of choice picks: plain,
-// single quotes, double quotes, a backslash, or an empty "" or ”
+// single quotes, double quotes, a backslash, or an empty pair of quotes
 // inserted before it. A POSIX shell reads every spelling back as word.
 func spell(word string, choice []byte) string {
 	var b strings.Builder
