@@ -146,3 +146,20 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkCheck: a typical command and a 2,000-byte one (run_shell_command's
+// limit is 2,048) against ten patterns.
+func BenchmarkCheck(b *testing.B) {
+	ps := pats(b, "rm", "git push", "curl", "wget", "dd", "mkfs", "shutdown", "reboot", "nc", "ssh")
+	long := strings.Repeat(`echo "a $(date) b" | grep -v x && `, 57) + "ls"
+	for name, cmd := range map[string]string{"short": "cd src && go test ./... 2>&1 | tail -5", "long": long} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(cmd)))
+			for b.Loop() {
+				if d := Check(cmd, ps); d != nil {
+					b.Fatal(d)
+				}
+			}
+		})
+	}
+}
