@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -124,6 +125,9 @@ func newRunCmd(env *Env) *cobra.Command {
 				return watchRun(cmd.Context(), env, cl, f.output, r.ID)
 			}
 			spec, err := LoadAgentSpec(agentFile)
+			if errors.Is(err, agent.ErrInvalidSpec) {
+				return &exitError{code: 2, err: err} // a bad spec is bad input, like a bad flag
+			}
 			if err != nil {
 				return err
 			}

@@ -283,7 +283,7 @@ func (a *Agent) settle(ctx context.Context, round int, calls []session.ToolCall,
 		run, at = append(run, c), append(at, i)
 	}
 	if len(run) > 0 {
-		for j, r := range a.runTools(ctx, round, run, m) {
+		for j, r := range a.runTools(ctx, round, run, m, res.policyState(a)) {
 			bodies[at[j]] = r.Content
 		}
 	}

@@ -41,6 +41,9 @@ type Result struct {
 	Stop string
 	// Pending are the calls waiting for a decision (Stop is StopApproval).
 	Pending []PendingCall
+
+	// policy counts the step's calls for the tool policy.
+	policy *policyState
 }
 
 // Extension returns the version the result commits as.

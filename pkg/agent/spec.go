@@ -55,6 +55,16 @@
 // approval chunk: the model writes assistant chunks, tools tool_result
 // bodies.
 //
+// # Tool policy
+//
+// policy ([ToolPolicy]) limits the tools outside the model: max_calls caps
+// the calls that run in one step, per tool and for all tools ("*");
+// command_deny lists patterns of commands run_shell_command and run_code
+// refuse (matching rules in docs/tools.md, "Tool policy"). Both are
+// checked where tools dispatch, after the pre-checks and any approval: a
+// refused call does not run and is answered with an error body of kind
+// policy_denied naming the limit or the pattern.
+//
 // # Bad model output
 //
 // Unparseable or schema-violating arguments (invalid_tool_arguments) and
@@ -123,6 +133,9 @@ type Spec struct {
 	// run, in addition to tools that declare it themselves
 	// (tool.Def.NeedsApproval); "*" means every tool. See "Approvals".
 	Approve []string `json:"approve,omitempty"`
+	// Policy limits the tools' calls per step and the commands the shell
+	// tools run ([ToolPolicy]).
+	Policy ToolPolicy `json:"policy,omitzero"`
 	// Memory binds a memory store: a name ("local") or a [MemorySpec]
 	// object (store, namespace, top_k, scope, commit).
 	Memory MemorySpec `json:"memory,omitzero"`
@@ -409,6 +422,9 @@ func (s *Spec) Validate() error {
 		if strings.TrimSpace(t) == "" {
 			return bad(fmt.Sprintf("approve[%d]", i), "empty tool name")
 		}
+	}
+	if err := s.Policy.validate(s); err != nil {
+		return err
 	}
 	if err := s.Memory.validate(); err != nil {
 		return err

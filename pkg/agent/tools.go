@@ -40,10 +40,11 @@ type call struct {
 // call, in the model's order. Pre-checks, in OpenRath's order: arguments
 // that are not a JSON object → invalid_tool_arguments; a name the agent
 // does not offer → unknown_tool; arguments that do not match the tool's
-// schema → invalid_tool_arguments; a ResourceKey that panics →
+// schema → invalid_tool_arguments; then the tool policy (command_deny and
+// max_calls, see [ToolPolicy]) → policy_denied; a ResourceKey that panics →
 // tool_execution_exception. Calls that pass are grouped by resource key:
 // each group runs in order on its own goroutine, groups run concurrently.
-func (a *Agent) runTools(ctx context.Context, round int, calls []session.ToolCall, m Meta) []session.ToolResult {
+func (a *Agent) runTools(ctx context.Context, round int, calls []session.ToolCall, m Meta, pol *policyState) []session.ToolResult {
 	bodies := make([]string, len(calls))
 	groups := map[string][]call{}
 	var order []string
@@ -64,6 +65,10 @@ func (a *Agent) runTools(ctx context.Context, round int, calls []session.ToolCal
 		if err := a.Tools.Validate(c.Function.Name, args); err != nil {
 			bodies[i] = errorBody(&tool.Error{Kind: tool.KindInvalidArguments, Message: err.Error(),
 				Detail: cutString(c.Function.Arguments, maxArgsDetail)})
+			continue
+		}
+		if e := pol.admit(a.Spec.Policy, c.Function.Name, args); e != nil {
+			bodies[i] = errorBody(e)
 			continue
 		}
 		raw := json.RawMessage(c.Function.Arguments)

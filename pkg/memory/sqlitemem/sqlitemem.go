@@ -17,6 +17,7 @@ import (
 	"github.com/pressly/goose/v3"
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 
+	"github.com/rath-run/rath/internal/migratelock"
 	"github.com/rath-run/rath/migrations"
 	"github.com/rath-run/rath/pkg/memory/internal/sqlmem"
 )
@@ -59,13 +60,31 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
+	if err := migrate(ctx, db, path); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open memory store %s: %w", path, err)
+	}
+	return &Store{sqlmem.New(db, false, db.Close)}, nil
+}
+
+// migrate applies the embedded migrations under the migration lock beside
+// the file (the session store's lock, package migratelock): a coordinator
+// and a worker opening a fresh memory.db at once take turns instead of both
+// applying migration 1.
+func migrate(ctx context.Context, db *sql.DB, path string) error {
+	if path != ":memory:" {
+		unlock, err := migratelock.Lock(path)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite(), goose.WithDisableGlobalRegistry(true))
 	if err == nil {
 		_, err = p.Up(ctx)
 	}
 	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open memory store %s: migrate: %w", path, err)
+		return fmt.Errorf("migrate: %w", err)
 	}
-	return &Store{sqlmem.New(db, false, db.Close)}, nil
+	return nil
 }

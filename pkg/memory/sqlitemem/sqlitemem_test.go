@@ -71,3 +71,33 @@ func TestOpenBadPath(t *testing.T) {
 		t.Fatal("path with '?' accepted")
 	}
 }
+
+// TestConcurrentOpensOfAFreshFile is the race a coordinator and a worker
+// started together ran into: two openers of a new memory.db both planned
+// the migrations and the second failed ("table runs already exists").
+// Opens take the migration lock beside the file, so both succeed.
+func TestConcurrentOpensOfAFreshFile(t *testing.T) {
+	ctx := context.Background()
+	const rounds, openers = 10, 3
+	for r := range rounds {
+		path := filepath.Join(t.TempDir(), sqlitemem.DefaultFile)
+		start := make(chan struct{})
+		errs := make(chan error, openers)
+		for range openers {
+			go func() {
+				<-start
+				s, err := sqlitemem.Open(ctx, path)
+				if err == nil {
+					err = s.Close()
+				}
+				errs <- err
+			}()
+		}
+		close(start)
+		for range openers {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: concurrent open of a fresh file: %v", r, err)
+			}
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/pressly/goose/v3"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
+	"github.com/rath-run/rath/internal/migratelock"
 	"github.com/rath-run/rath/migrations"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
@@ -148,7 +149,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	s.migMu.Lock()
 	defer s.migMu.Unlock()
 	if s.path != Memory {
-		unlock, err := lockMigrations(s.path)
+		unlock, err := migratelock.Lock(s.path)
 		if err != nil {
 			return err
 		}
