@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/runs"
@@ -43,12 +46,16 @@ func browserAt(t *testing.T, timeout time.Duration) context.Context {
 	return bctx
 }
 
+// jaegerURL is the dev stack's RATH_JAEGER_URL: the UI's trace links
+// start with it.
+const jaegerURL = "http://jaeger.test:16686"
+
 // devStack starts a dev stack on a fresh SQLite store and a client for it.
-func devStack(t *testing.T, workers int) (*app.Dev, *client.Client) {
+func devStack(t *testing.T, workers int, tp trace.TracerProvider) (*app.Dev, *client.Client) {
 	t.Helper()
 	dir := t.TempDir()
 	d, err := app.StartDev(context.Background(), app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: workers, Slots: 8,
-		StoreURL: "sqlite:" + filepath.Join(dir, "rath.db"), JaegerURL: "http://jaeger.test:16686"})
+		StoreURL: "sqlite:" + filepath.Join(dir, "rath.db"), JaegerURL: jaegerURL, TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +137,7 @@ type sizes struct {
 func TestBrowserFanout100(t *testing.T) {
 	bctx := browserAt(t, 150*time.Second)
 	ctx := context.Background()
-	d, cl := devStack(t, 2)
+	d, cl := devStack(t, 2, nil)
 	r, err := cl.StartWorkflow(ctx, client.WorkflowRequest{Workflow: fanout100, Message: "Split this a hundred ways."})
 	if err != nil {
 		t.Fatal(err)
@@ -207,6 +214,7 @@ func TestBrowserFanout100(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	viewShot(bctx, t, "ui-runs")
 	if !strings.HasPrefix(cell, "100 ") || !strings.Contains(cell, "100 committed") || !strings.Contains(cell, "branch") {
 		t.Errorf("runs list steps cell %q, want 100 steps, their names and \"100 committed\"", cell)
 	}
@@ -282,7 +290,11 @@ func (m *blockingModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestBrowserLiveStep(t *testing.T) {
 	bctx := browserAt(t, 120*time.Second)
 	ctx := context.Background()
-	d, cl := devStack(t, 1)
+	// Traces are recorded (and exported nowhere), so versions carry
+	// trace ids for the UI to link.
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	d, cl := devStack(t, 1, tp)
 	model := &blockingModel{release: make(chan struct{}), started: make(chan struct{})}
 	srv := httptest.NewServer(model)
 	t.Cleanup(srv.Close)
@@ -297,7 +309,7 @@ func TestBrowserLiveStep(t *testing.T) {
 
 	env := map[string]string{"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": srv.URL + "/v1"}
 	wctx, stopWorker := context.WithCancel(ctx)
-	w, err := app.NewWorker(wctx, d.Backend, func(k string) string { return env[k] }, worker.Config{Name: "live-worker", Queue: "live", ShutdownTimeout: 5 * time.Second})
+	w, err := app.NewWorker(wctx, d.Backend, func(k string) string { return env[k] }, worker.Config{Name: "live-worker", Queue: "live", ShutdownTimeout: 5 * time.Second, TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,6 +400,38 @@ func TestBrowserLiveStep(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`svg#graph g.node.output`)),
 	); err != nil {
 		t.Fatalf("after release: %v", err)
+	}
+	// The steps table links the step to its spans in Jaeger: the trace
+	// its version records, the step found by its id; the run links a
+	// search for its spans.
+	done1, err := cl.GetRun(ctx, r.ID)
+	if err != nil || len(done1.Steps) != 1 || done1.Steps[0].Output == nil {
+		t.Fatalf("run %+v: %v", done1, err)
+	}
+	var v struct {
+		Producer struct {
+			TraceID string `json:"trace_id"`
+		} `json:"producer"`
+	}
+	if err := cl.Do(ctx, "GET", "/v1/sessions/"+done1.Steps[0].Output.String(), nil, &v); err != nil || v.Producer.TraceID == "" {
+		t.Fatalf("step version has trace id %q: %v", v.Producer.TraceID, err)
+	}
+	if err := chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(`#steps td.trace a`))); err != nil {
+		t.Fatalf("step trace link: %v", err)
+	}
+	link, err := chromedp.Run(bctx, chromedp.AttributeValue(chromedp.CSS(`#steps td.trace a`), "href"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := jaegerURL + "/trace/" + v.Producer.TraceID + "?uiFind=" + url.QueryEscape(done1.Steps[0].ID); link.Value != want {
+		t.Errorf("step links %q, want %q", link.Value, want)
+	}
+	search, err := chromedp.Run(bctx, chromedp.AttributeValue(chromedp.CSS(`#run-traces`), "href"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := jaegerURL + "/search?service=rath-worker&limit=100&tags=" + url.QueryEscape(`{"rath.run.id":"`+r.ID+`"}`); search.Value != want {
+		t.Errorf("run links %q, want %q", search.Value, want)
 	}
 
 	// A waiting run names the call that waits and the commands deciding it.

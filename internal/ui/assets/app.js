@@ -496,7 +496,9 @@ function drawRunGraph(wrap, ctx) {
   const viewport = h("div", { class: "viewport" });
   const svg = s("svg", { id: "graph", viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "session graph" });
   svg.append(s("defs", {}, s("marker", { id: "arrow", viewBox: "0 0 10 10", refX: "10", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" },
-    s("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#9aa3b2" }))));
+    s("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#9aa3b2" })),
+    // Node text is clipped to its box.
+    s("clipPath", { id: "node-clip" }, s("rect", { x: 4, y: 0, width: NODE_W - 10, height: NODE_H }))));
   for (const e of edges) {
     const a = pos.get(e.from), b = pos.get(e.to);
     if (!a || !b) continue;
@@ -588,6 +590,7 @@ function drawRunGraph(wrap, ctx) {
   // The first draw fits the graph, but never below MIN_ZOOM: a large
   // graph opens readable at its start, and pans.
   const z = state.graph.zoom || Math.max(MIN_ZOOM, fit());
+  viewport.style.height = Math.round(Math.max(160, Math.min(window.innerHeight * 0.62, 640, height * z + 24))) + "px";
   state.graph.zoom = z;
   svg.setAttribute("width", Math.round(width * z));
   svg.setAttribute("height", Math.round(height * z));
@@ -611,7 +614,7 @@ function fillLive(node, l) {
   op.textContent = (l.status + calls).slice(0, 28);
   const last = l.calls[l.calls.length - 1];
   const text = l.text.replace(/\s+/g, " ").trim();
-  sub.textContent = text ? "…" + text.slice(-24) : last ? "→ " + last.name : l.status === "running" ? "thinking…" : "";
+  sub.textContent = text ? "…" + text.slice(-19) : last ? "→ " + last.name : l.status === "running" ? "thinking…" : "";
   node.setAttribute("class", "node live " + l.status + (node.classList.contains("selected") ? " selected" : ""));
   node.dataset.tokens = String(l.text.length);
   node.dataset.calls = String(l.calls.length);
