@@ -172,7 +172,7 @@ func TestBrowserFanout100(t *testing.T) {
 	t.Logf("100-branch fan-out as opened: %d labels, smallest box %.1f px, font × zoom %.1f px, zoom %.2f, graph width %.0f",
 		got.Count, got.Box, got.Font, got.Scale, got.Width)
 	if got.Count != len(graph.Nodes) {
-		t.Errorf("the graph draws %d labelled nodes, want %d", got.Count, len(graph.Nodes))
+		t.Errorf("the graph draws %d nodes with labels, want %d", got.Count, len(graph.Nodes))
 	}
 	if got.Box < 10 || got.Font < 10 {
 		t.Errorf("node labels are %.1f px high (font × zoom %.1f px), want ≥ 10", got.Box, got.Font)

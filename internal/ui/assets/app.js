@@ -253,7 +253,8 @@ async function runPage(id) {
       search ? h("a", { id: "run-traces", href: search, target: "_blank", rel: "noopener" }, "Traces of this run in Jaeger") : "");
     for (const st of run.steps || []) {
       if (st.status === "committed" || st.status === "failed" || st.status === "canceled") live.delete(st.id);
-      else if (live.has(st.id) || st.status !== "pending") {
+      else {
+        // Queued, running or waiting: a pending node until it commits.
         const l = liveOf(st.id);
         // The stored state is the truth once it moved past the events'.
         if (st.status === "waiting" || l.status === "pending") l.status = st.status;
