@@ -135,7 +135,7 @@ type sizes struct {
 // least 10 px high as drawn, Fit and 100% zoom, and the runs list shows
 // the run's steps.
 func TestBrowserFanout100(t *testing.T) {
-	bctx := browserAt(t, 150*time.Second)
+	bctx := browserAt(t, 60*time.Second)
 	ctx := context.Background()
 	d, cl := devStack(t, 2, nil)
 	r, err := cl.StartWorkflow(ctx, client.WorkflowRequest{Workflow: fanout100, Message: "Split this a hundred ways."})
@@ -201,6 +201,18 @@ func TestBrowserFanout100(t *testing.T) {
 	}
 	if !(fit.Scale < got.Scale) || full.Scale < 0.99 || full.Scale > 1.01 {
 		t.Errorf("zoom: opened at %.2f, Fit %.2f (want smaller), 100%% %.2f (want 1)", got.Scale, fit.Scale, full.Scale)
+	}
+
+	// The session page of the run's input draws the same versions.
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(d.URL+"/ui/#/session/"+r.Input.String()),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`svg#graph g.node[data-id=%q]`, r.Input.String()))),
+	); err != nil {
+		body, _ := chromedp.Run(context.WithoutCancel(bctx), chromedp.Evaluate[string](`document.getElementById("view").innerText.slice(0, 500)`))
+		t.Fatalf("session page: %v\n%s", err, body)
+	}
+	if n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("svg#graph g.node").length`)); err != nil || n < len(graph.Nodes) {
+		t.Errorf("session page draws %d nodes (%v), want ≥ %d", n, err, len(graph.Nodes))
 	}
 
 	// The runs list shows the run's steps: their count, chips, states.
@@ -390,6 +402,19 @@ func TestBrowserLiveStep(t *testing.T) {
 	if at, err := time.Parse(time.RFC3339Nano, shown); err != nil || started.Time.IsZero() || !at.Equal(started.Time) {
 		t.Errorf("step.started shown at %q (%v), the event's time is %s", shown, err, started.Time)
 	}
+	// A step in progress has no trace id yet: it links a search for its
+	// spans.
+	mid, err := cl.GetRun(ctx, r.ID)
+	if err != nil || len(mid.Steps) != 1 {
+		t.Fatalf("run mid-step %+v: %v", mid, err)
+	}
+	searchLink, err := chromedp.Run(bctx, chromedp.AttributeValue(chromedp.CSS(`#steps td.trace a.search`), "href"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := jaegerURL + "/search?service=rath-worker&limit=100&tags=" + url.QueryEscape(`{"rath.step.id":"`+mid.Steps[0].ID+`"}`); searchLink.Value != want {
+		t.Errorf("step in progress links %q, want %q", searchLink.Value, want)
+	}
 	viewShot(bctx, t, "ui-live-step")
 
 	// Released, the step commits: its version replaces the pending node.
@@ -398,6 +423,7 @@ func TestBrowserLiveStep(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#status.succeeded`)),
 		chromedp.WaitNotPresent(chromedp.CSS(`svg#graph g.node.live`)),
 		chromedp.WaitVisible(chromedp.CSS(`svg#graph g.node.output`)),
+		chromedp.WaitVisible(chromedp.CSS(`#panel #chunks .chunk[data-kind="tool_result"]`)),
 	); err != nil {
 		t.Fatalf("after release: %v", err)
 	}
@@ -416,10 +442,10 @@ func TestBrowserLiveStep(t *testing.T) {
 	if err := cl.Do(ctx, "GET", "/v1/sessions/"+done1.Steps[0].Output.String(), nil, &v); err != nil || v.Producer.TraceID == "" {
 		t.Fatalf("step version has trace id %q: %v", v.Producer.TraceID, err)
 	}
-	if err := chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(`#steps td.trace a`))); err != nil {
+	if err := chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(`#steps td.trace a.span`))); err != nil {
 		t.Fatalf("step trace link: %v", err)
 	}
-	link, err := chromedp.Run(bctx, chromedp.AttributeValue(chromedp.CSS(`#steps td.trace a`), "href"))
+	link, err := chromedp.Run(bctx, chromedp.AttributeValue(chromedp.CSS(`#steps td.trace a.span`), "href"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -205,11 +205,15 @@ function traceURL(traceID, stepID) {
   return state.config.jaeger_url + "/trace/" + encodeURIComponent(traceID) + (stepID ? "?uiFind=" + encodeURIComponent(stepID) : "");
 }
 
-// runTraceSearch searches Jaeger for every span of a run (rath.run.id).
-function runTraceSearch(runID) {
+// spanSearch searches Jaeger for the workers' spans with attribute key =
+// value (rath.run.id, rath.step.id).
+function spanSearch(key, value) {
   if (!state.config.jaeger_url) return "";
-  return state.config.jaeger_url + "/search?service=rath-worker&limit=100&tags=" + encodeURIComponent(JSON.stringify({ "rath.run.id": runID }));
+  return state.config.jaeger_url + "/search?service=rath-worker&limit=100&tags=" + encodeURIComponent(JSON.stringify({ [key]: value }));
 }
+
+// runTraceSearch searches Jaeger for every span of a run.
+const runTraceSearch = (runID) => spanSearch("rath.run.id", runID);
 
 async function runPage(id) {
   const events = h("ul", { id: "events" });
@@ -260,6 +264,13 @@ async function runPage(id) {
         if (st.status === "waiting" || l.status === "pending") l.status = st.status;
         if (!l.since && st.started_at) l.since = st.started_at;
       }
+    }
+    // A step followed in the panel that has committed: show its version.
+    const followed = panel.dataset.live;
+    if (followed && !live.has(followed)) {
+      const st = (run.steps || []).find((x) => x.id === followed);
+      ctx.selected = null;
+      if (st && st.output) showVersion(panel, st.output, null).catch(showError);
     }
     const g = await api("/v1/runs/" + encodeURIComponent(id) + "/graph?format=json");
     ctx.graph = g;
@@ -378,10 +389,15 @@ function drawSteps(box, run) {
   const limit = box.dataset.all ? steps.length : 25;
   const rows = steps.slice(0, limit).map((st) => {
     const trace = h("td", { class: "trace" });
+    // Until its version records a trace id, a step links a search for
+    // its spans (rath.step.id).
+    if (state.config.jaeger_url) {
+      trace.append(h("a", { class: "search", href: spanSearch("rath.step.id", st.id), target: "_blank", rel: "noopener" }, "search"));
+    }
     if (st.output && state.config.jaeger_url) {
       version(st.output).then((v) => {
         const tid = v.producer && v.producer.trace_id;
-        if (tid) trace.replaceChildren(h("a", { href: traceURL(tid, st.id), target: "_blank", rel: "noopener" }, "span " + short(tid)));
+        if (tid) trace.replaceChildren(h("a", { class: "span", href: traceURL(tid, st.id), target: "_blank", rel: "noopener" }, "span " + short(tid)));
       }).catch(() => {});
     }
     const took = st.started_at && st.finished_at ? ((new Date(st.finished_at) - new Date(st.started_at)) / 1000).toFixed(2) + " s" : "";
