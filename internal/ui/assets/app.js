@@ -2,7 +2,7 @@
 // dependencies; every string from the API is inserted as text, never HTML.
 "use strict";
 
-const state = { config: { auth: false, jaeger_url: "" }, source: null, timer: null, agentFilter: "" };
+const state = { config: { auth: false, jaeger_url: "" }, source: null, timer: null, agentFilter: "", graph: { zoom: 0, left: 0, top: 0 } };
 // usage caches the usage of output versions (immutable) by id.
 const usage = new Map();
 const SVGNS = "http://www.w3.org/2000/svg";
@@ -78,6 +78,62 @@ function showLogin() {
 
 // ---- runs list --------------------------------------------------------
 
+// runDetail caches GET /v1/runs/{id} (the run with its steps) by run id;
+// an ended run's entry is kept, a live one's refetched on each refresh.
+const runDetail = new Map();
+const ended = (st) => ["succeeded", "failed", "canceled", "timed_out"].includes(st);
+
+// eventTime formats an event's own time (never the time it arrived).
+function eventTime(t) {
+  const d = new Date(t);
+  if (isNaN(d)) return "";
+  return d.toLocaleTimeString([], { hour12: false }) + "." + String(d.getMilliseconds()).padStart(3, "0");
+}
+
+// stepsCell shows a run's steps: a chip per step (status colour, key,
+// details in its title), the first maxChips of them, then a count by state.
+function stepsCell(cell, run) {
+  const steps = run.steps || [];
+  const maxChips = 8;
+  const byStatus = {};
+  for (const st of steps) byStatus[st.status] = (byStatus[st.status] || 0) + 1;
+  const chips = steps.slice(0, maxChips).map((st) => h("span", {
+    class: "chip " + st.status, "data-step": st.id,
+    title: `${st.key}: ${st.status}${st.worker ? " on " + st.worker : ""}, attempt ${st.attempts}` +
+      (st.started_at ? `\nstarted ${when(st.started_at)}` : "") + (st.finished_at ? `\nfinished ${when(st.finished_at)}` : "") +
+      (st.error ? `\n${st.error}` : ""),
+  }, stepName(st, run)));
+  const more = steps.length > maxChips
+    ? h("span", { class: "muted more" }, ` +${steps.length - maxChips} · ` + Object.entries(byStatus).map(([k, n]) => `${n} ${k}`).join(", "))
+    : "";
+  cell.replaceChildren(h("span", { class: "count" }, String(steps.length)), " ", ...chips, more);
+}
+
+// stepName is a step's short name: its agent's name, else its key's last
+// part.
+function stepName(st, run) {
+  try {
+    const t = st.target ? (typeof st.target === "string" ? JSON.parse(st.target) : st.target) : null;
+    if (t && t.agent && t.agent.name) return t.agent.name;
+    if (t && t.kind && t.kind !== "agent") return t.kind;
+  } catch (e) { /* fall through */ }
+  if (run && !st.target) {
+    const a = agentOf(run);
+    if (a) return a;
+  }
+  const parts = String(st.key || st.id || "").split("/");
+  return parts[parts.length - 1] || "step";
+}
+
+// each runs fn over items, at most n at a time.
+async function each(items, n, fn) {
+  const queue = items.slice();
+  const next = async () => {
+    while (queue.length) await fn(queue.shift()).catch(() => {});
+  };
+  await Promise.all(Array.from({ length: Math.min(n, queue.length) }, next));
+}
+
 async function runsPage(filter) {
   state.agentFilter = filter || "";
   const table = h("table", { id: "runs" },
@@ -88,20 +144,33 @@ async function runsPage(filter) {
     h("p", { class: "muted" }, "Refreshes every 3 seconds. Click a run to see its session graph."), table);
   const load = async () => {
     const { runs } = await api("/v1/runs?limit=100");
-    const rows = runs
-      .filter((r) => !state.agentFilter || agentOf(r).toLowerCase().includes(state.agentFilter.toLowerCase()))
-      .map((r) => {
-        const tokens = h("td", { class: "tokens", title: "tokens of the output's transcript (prompt + completion)" });
-        if (r.output) fillUsage(tokens, r.output);
-        return h("tr", { "data-run": r.id },
-          h("td", {}, h("a", { href: "#/run/" + r.id, class: "mono" }, r.id)),
-          h("td", {}, statusEl(r.status)),
-          h("td", {}, agentOf(r)),
-          h("td", {}, r.steps ? r.steps.length : ""),
-          tokens,
-          h("td", { class: "muted" }, when(r.created_at)));
-      });
+    const shown = runs.filter((r) => !state.agentFilter || agentOf(r).toLowerCase().includes(state.agentFilter.toLowerCase()));
+    const cells = new Map();
+    const rows = shown.map((r) => {
+      const tokens = h("td", { class: "tokens", title: "tokens of the output's transcript (prompt + completion)" });
+      if (r.output) fillUsage(tokens, r.output);
+      const steps = h("td", { class: "steps" });
+      const known = runDetail.get(r.id);
+      if (known) stepsCell(steps, known);
+      cells.set(r.id, steps);
+      return h("tr", { "data-run": r.id },
+        h("td", {}, h("a", { href: "#/run/" + r.id, class: "mono" }, r.id)),
+        h("td", {}, statusEl(r.status)),
+        h("td", {}, agentOf(r)),
+        steps,
+        tokens,
+        h("td", { class: "muted" }, when(r.created_at)));
+    });
     table.tBodies[0].replaceChildren(...(rows.length ? rows : [h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No runs yet."))]));
+    // The list has no steps: fetch each run that is live, or not yet
+    // known as ended (an ended run's steps no longer change).
+    const stale = shown.filter((r) => { const k = runDetail.get(r.id); return !k || !ended(k.status) || k.status !== r.status; });
+    await each(stale, 4, async (r) => {
+      const full = await api("/v1/runs/" + encodeURIComponent(r.id));
+      runDetail.set(r.id, full);
+      const cell = cells.get(r.id);
+      if (cell && cell.isConnected) stepsCell(cell, full);
+    });
   };
   await load();
   state.timer = setInterval(() => load().catch(() => {}), 3000);
@@ -122,19 +191,61 @@ async function fillUsage(cell, id) {
 
 // ---- run page ---------------------------------------------------------
 
+// versionInfo caches GET /v1/sessions/{id} (versions are immutable).
+const versionInfo = new Map();
+function version(id) {
+  if (!versionInfo.has(id)) versionInfo.set(id, api("/v1/sessions/" + encodeURIComponent(id)).catch((err) => { versionInfo.delete(id); throw err; }));
+  return versionInfo.get(id);
+}
+
+// traceURL links a step to its spans in Jaeger: the trace recorded on its
+// version, with the step's spans (rath.step.id) found by uiFind.
+function traceURL(traceID, stepID) {
+  if (!state.config.jaeger_url || !traceID) return "";
+  return state.config.jaeger_url + "/trace/" + encodeURIComponent(traceID) + (stepID ? "?uiFind=" + encodeURIComponent(stepID) : "");
+}
+
+// spanSearch searches Jaeger for the workers' spans with attribute key =
+// value (rath.run.id, rath.step.id).
+function spanSearch(key, value) {
+  if (!state.config.jaeger_url) return "";
+  return state.config.jaeger_url + "/search?service=rath-worker&limit=100&tags=" + encodeURIComponent(JSON.stringify({ [key]: value }));
+}
+
+// runTraceSearch searches Jaeger for every span of a run.
+const runTraceSearch = (runID) => spanSearch("rath.run.id", runID);
+
 async function runPage(id) {
   const events = h("ul", { id: "events" });
   const graphWrap = h("div", { id: "graph-wrap" });
-  const panel = h("aside", { id: "panel", class: "card" }, h("p", { class: "muted" }, "Click a version in the graph to see its transcript, tool calls, files and trace."));
+  const panel = h("aside", { id: "panel", class: "card" }, h("p", { class: "muted" }, "Click a version in the graph to see its transcript, tool calls, files and trace; click a dashed node to follow a step in progress."));
   const meta = h("div", { class: "meta", id: "run-meta" });
+  const waiting = h("section", { id: "waiting", class: "card wait", hidden: true });
+  const stepsBox = h("div", { id: "steps" });
   view().replaceChildren(
     h("h1", {}, "Run ", h("span", { class: "mono" }, id)),
-    meta,
+    meta, waiting,
     h("div", { class: "layout" },
-      h("div", {}, graphWrap, h("h2", {}, "Live events"), h("div", { class: "card" }, events)),
+      h("div", {}, graphWrap,
+        h("h2", {}, "Live events"), h("div", { class: "card" }, events),
+        h("h2", {}, "Steps"), stepsBox),
       panel));
+  // live holds what the events say about each step not yet committed:
+  // its state, the text streamed so far and its tool calls.
+  const live = new Map();
+  const liveOf = (stepID) => {
+    if (!live.has(stepID)) live.set(stepID, { id: stepID, status: "pending", text: "", calls: [], since: "" });
+    return live.get(stepID);
+  };
+  // pending: the calls a waiting step paused before, by step id.
+  const pending = new Map();
+  const ctx = { run: null, graph: null, panel, live, selected: null };
+  state.graph = { zoom: 0, left: 0, top: 0 };
+
   const refresh = async () => {
     const run = await api("/v1/runs/" + encodeURIComponent(id));
+    ctx.run = run;
+    const search = runTraceSearch(run.id);
     meta.replaceChildren(
       h("span", {}, h("b", {}, "status"), statusEl(run.status, "status")),
       h("span", {}, h("b", {}, "agent"), agentOf(run)),
@@ -142,37 +253,172 @@ async function runPage(id) {
       run.output ? h("span", {}, h("b", {}, "output"), h("a", { href: "#/session/" + run.output, class: "mono" }, short(run.output))) : "",
       h("span", {}, h("b", {}, "steps"), run.steps ? run.steps.length : 0),
       run.error ? h("span", { class: "error" }, run.error) : "",
-      h("span", { class: "muted" }, when(run.created_at)));
+      h("span", { class: "muted" }, when(run.created_at)),
+      search ? h("a", { id: "run-traces", href: search, target: "_blank", rel: "noopener" }, "Traces of this run in Jaeger") : "");
+    for (const st of run.steps || []) {
+      if (st.status === "committed" || st.status === "failed" || st.status === "canceled") live.delete(st.id);
+      else {
+        // Queued, running or waiting: a pending node until it commits.
+        const l = liveOf(st.id);
+        // The stored state is the truth once it moved past the events'.
+        if (st.status === "waiting" || l.status === "pending") l.status = st.status;
+        if (!l.since && st.started_at) l.since = st.started_at;
+      }
+    }
+    // A step followed in the panel that has committed: show its version.
+    const followed = panel.dataset.live;
+    if (followed && !live.has(followed)) {
+      const st = (run.steps || []).find((x) => x.id === followed);
+      ctx.selected = null;
+      if (st && st.output) showVersion(panel, st.output, null).catch(showError);
+    }
     const g = await api("/v1/runs/" + encodeURIComponent(id) + "/graph?format=json");
-    drawGraph(graphWrap, g, panel);
+    ctx.graph = g;
+    drawRunGraph(graphWrap, ctx);
+    drawWaiting(waiting, run, pending);
+    drawSteps(stepsBox, run);
     return run;
   };
   const run = await refresh();
-  if (["succeeded", "failed", "canceled", "timed_out"].includes(run.status)) {
+  if (ended(run.status)) {
     events.append(h("li", { class: "muted" }, "The run has ended."));
   }
   // Live: the run's events over SSE (EventSource sends the UI cookie).
   const src = new EventSource("/v1/runs/" + encodeURIComponent(id) + "/events");
   state.source = src;
-  let pending = null;
+  let redraw = null;
+  const later = () => { if (!redraw) redraw = setTimeout(() => { redraw = null; refresh().catch(showError); }, 150); };
   const onEvent = (e) => {
-    let data = {};
-    try { data = JSON.parse(e.data); } catch (err) { /* keep empty */ }
-    const type = data.type || e.type;
-    if (type === "step.token") return;
-    events.append(h("li", { "data-type": type }, h("span", { class: "t" }, new Date().toLocaleTimeString()), type, data.step_id ? "  " + data.step_id : ""));
+    let ev = {};
+    try { ev = JSON.parse(e.data); } catch (err) { /* keep empty */ }
+    const type = ev.type || e.type;
+    const data = ev.data || {};
+    const step = ev.step_id ? liveOf(ev.step_id) : null;
+    switch (type) {
+      case "step.token":
+        if (step) { step.text += data.text || ""; if (step.status === "pending") step.status = "running"; updateLive(ctx, step); }
+        return; // tokens are not listed
+      case "step.started":
+        if (step) { step.status = "running"; step.since = ev.time; step.worker = data.worker; step.attempt = data.attempt; step.text = ""; step.calls = []; }
+        break;
+      case "step.tool_call":
+        if (step) step.calls.push({ id: data.call_id, name: data.name, args: data.arguments, round: data.round });
+        break;
+      case "step.tool_result":
+        if (step) {
+          const c = step.calls.find((x) => x.id === data.call_id);
+          if (c) { c.done = true; c.ok = data.ok; c.error = data.error_kind; }
+        }
+        break;
+      case "step.waiting":
+      case "run.waiting":
+        if (step) step.status = "waiting";
+        if (ev.step_id) pending.set(ev.step_id, { version: data.version, calls: data.pending || [], time: ev.time });
+        break;
+      case "approval.decided": {
+        const p = pending.get(ev.step_id);
+        if (p) p.calls = p.calls.filter((c) => c.call_id !== data.call_id);
+        break;
+      }
+      case "step.continued":
+        pending.delete(ev.step_id);
+        live.delete(ev.step_id);
+        break;
+      case "step.committed":
+      case "step.failed":
+        if (ev.step_id) live.delete(ev.step_id);
+        break;
+      default:
+    }
+    if (step) updateLive(ctx, step);
+    events.append(h("li", { "data-type": type, "data-time": ev.time || "" },
+      h("time", { class: "t", datetime: ev.time || "", title: ev.time ? new Date(ev.time).toISOString() : "" }, ev.time ? eventTime(ev.time) : ""),
+      type, ev.step_id ? "  " + ev.step_id : "",
+      type === "step.tool_call" ? "  → " + data.name : "", type === "step.tool_result" ? "  ← " + data.name + (data.ok === false ? " (failed)" : "") : ""));
     events.scrollTop = events.scrollHeight;
-    if (!pending) pending = setTimeout(() => { pending = null; refresh().catch(showError); }, 150);
+    later();
     // The stream replays the run from its start and ends after its end
     // event; a waiting run's stream ends at run.waiting, and EventSource
     // reopens it after the last event (Last-Event-ID) to follow the run on.
     if (["run.completed", "run.failed", "run.canceled", "run.timed_out"].includes(type)) src.close();
   };
-  for (const t of ["run.submitted", "step.started", "step.committed", "step.failed", "step.tool_call", "step.tool_result",
-    "step.memory_recall", "run.completed", "run.failed", "run.canceled", "run.timed_out", "run.waiting", "message"]) {
+  for (const t of ["run.submitted", "step.started", "step.token", "step.committed", "step.failed", "step.tool_call", "step.tool_result",
+    "step.memory_recall", "step.waiting", "run.waiting", "approval.decided", "step.continued", "step.changed", "run.changes_accepted",
+    "events.missing", "run.completed", "run.failed", "run.canceled", "run.timed_out", "message"]) {
     src.addEventListener(t, onEvent);
   }
   src.onerror = () => { if (src.readyState === EventSource.CLOSED) state.source = null; };
+}
+
+// drawWaiting shows, for a waiting run, which calls wait and the exact
+// commands that decide them.
+function drawWaiting(box, run, pending) {
+  const waitingSteps = (run.steps || []).filter((st) => st.status === "waiting");
+  if (run.status !== "waiting" && !waitingSteps.length) { box.hidden = true; box.replaceChildren(); return; }
+  const rows = [];
+  for (const st of waitingSteps) {
+    const p = pending.get(st.id);
+    const calls = p ? p.calls : [];
+    rows.push(h("h3", {}, "Step ", h("span", { class: "mono" }, st.key || st.id), st.output ? h("span", { class: "muted" }, "  version " + short(st.output)) : ""));
+    if (!calls.length) {
+      rows.push(h("p", { class: "muted" }, "The calls it waits on are not in the event stream any more; decide them all:"),
+        cmd(`rathctl approve ${run.id}`), cmd(`rathctl reject ${run.id} --reason "…"`));
+    }
+    for (const c of calls) {
+      rows.push(h("div", { class: "pending-call", "data-call": c.call_id },
+        h("div", {}, h("b", {}, c.tool), " ", h("span", { class: "mono muted" }, c.call_id)),
+        h("pre", { class: "args" }, c.arguments || ""),
+        cmd(`rathctl approve ${run.id} --call ${c.call_id}`),
+        cmd(`rathctl reject ${run.id} --call ${c.call_id} --reason "…"`)));
+    }
+  }
+  if (!waitingSteps.length) rows.push(h("p", { class: "muted" }, "A step waits; reload to see which."));
+  box.replaceChildren(h("h2", {}, "Waiting for a decision"),
+    h("p", { class: "muted" }, "Nothing of this run executes until each call below is approved or rejected (a reason is required to reject; the model reads it)."), ...rows);
+  box.hidden = false;
+}
+
+function cmd(text) {
+  return h("div", { class: "cmd" }, h("code", {}, text));
+}
+
+// drawSteps lists the run's steps with their state, times, version and a
+// link to their spans in Jaeger.
+function drawSteps(box, run) {
+  const steps = run.steps || [];
+  const limit = box.dataset.all ? steps.length : 25;
+  const rows = steps.slice(0, limit).map((st) => {
+    const trace = h("td", { class: "trace" });
+    // Until its version records a trace id, a step links a search for
+    // its spans (rath.step.id).
+    if (state.config.jaeger_url) {
+      trace.append(h("a", { class: "search", href: spanSearch("rath.step.id", st.id), target: "_blank", rel: "noopener" }, "search"));
+    }
+    if (st.output && state.config.jaeger_url) {
+      version(st.output).then((v) => {
+        const tid = v.producer && v.producer.trace_id;
+        if (tid) trace.replaceChildren(h("a", { class: "span", href: traceURL(tid, st.id), target: "_blank", rel: "noopener" }, "span " + short(tid)));
+      }).catch(() => {});
+    }
+    const took = st.started_at && st.finished_at ? ((new Date(st.finished_at) - new Date(st.started_at)) / 1000).toFixed(2) + " s" : "";
+    return h("tr", { "data-step": st.id },
+      h("td", { class: "mono" }, st.key),
+      h("td", {}, statusEl(st.status)),
+      h("td", {}, stepName(st, run)),
+      h("td", {}, st.worker || ""),
+      h("td", { class: "muted" }, st.started_at ? when(st.started_at) : ""),
+      h("td", {}, took),
+      h("td", {}, st.output ? h("a", { href: "#/session/" + st.output, class: "mono" }, short(st.output)) : ""),
+      trace);
+  });
+  const kids = [h("table", { class: "steps" },
+    h("thead", {}, h("tr", {}, ["Key", "Status", "Agent", "Worker", "Started", "Took", "Version", "Jaeger"].map((c) => h("th", {}, c)))),
+    h("tbody", {}, rows))];
+  if (steps.length > limit) {
+    kids.push(h("button", { class: "link", onclick: () => { box.dataset.all = "1"; drawSteps(box, run); } }, `Show all ${steps.length} steps`));
+  }
+  if (!state.config.jaeger_url) kids.push(h("p", { class: "muted" }, "Set RATH_JAEGER_URL on the coordinator to link each step to its spans in Jaeger."));
+  box.replaceChildren(...kids);
 }
 
 async function sessionPage(id) {
@@ -181,68 +427,241 @@ async function sessionPage(id) {
   view().replaceChildren(h("h1", {}, "Session ", h("span", { class: "mono" }, id)),
     h("div", { class: "layout" }, graphWrap, panel));
   const g = await api("/v1/sessions/" + encodeURIComponent(id) + "/graph?format=json");
-  drawGraph(graphWrap, g, panel);
+  state.graph = { zoom: 0, left: 0, top: 0 };
+  drawRunGraph(graphWrap, { graph: g, panel, live: new Map(), run: null });
   showVersion(panel, id, g);
 }
 
 // ---- graph ------------------------------------------------------------
 
-function layout(g) {
-  const layer = new Map();
+const NODE_W = 168, NODE_H = 58, COL_W = 208, ROW_H = 74, PAD = 20;
+// MIN_ZOOM is the smallest zoom the page opens at: node labels (13 px)
+// stay at least 10 px high. The zoom-out button goes further.
+const MIN_ZOOM = 0.8;
+
+// layout places nodes in columns by lineage (a child right of its
+// parents) and rows that follow the parent: a fan-out's branches stack
+// in rows, each branch's steps stay on its row, and a chain of merges
+// (fan-in) stacks in one column next to the branches it merges, so a
+// fan-out of n branches is n rows high and a few columns wide.
+function layout(nodes, edges) {
   const parents = new Map();
-  for (const e of g.edges || []) {
+  for (const e of edges) {
     if (!parents.has(e.to)) parents.set(e.to, []);
-    parents.get(e.to).push(e.from);
+    parents.get(e.to).push(e);
   }
+  const op = new Map(nodes.map((n) => [n.id, n.op]));
+  const col = new Map(), row = new Map(), used = new Map();
+  const take = (c, r) => {
+    if (!used.has(c)) used.set(c, new Set());
+    const u = used.get(c);
+    while (u.has(r)) r++;
+    u.add(r);
+    return r;
+  };
   // Nodes come in creation order: parents before children.
-  for (const n of g.nodes) {
-    const ps = (parents.get(n.id) || []).filter((p) => layer.has(p));
-    layer.set(n.id, ps.length ? Math.max(...ps.map((p) => layer.get(p))) + 1 : 0);
+  for (const n of nodes) {
+    const ps = (parents.get(n.id) || []).filter((e) => col.has(e.from)).sort((a, b) => a.ordinal - b.ordinal).map((e) => e.from);
+    let c = 0, pref = 0;
+    if (ps.length) {
+      const merge = n.op === "merge";
+      for (const p of ps) c = Math.max(c, merge && op.get(p) === "merge" ? col.get(p) : col.get(p) + 1);
+      const lead = merge ? (ps.filter((p) => op.get(p) !== "merge").pop() || ps[0]) : ps[0];
+      pref = row.get(lead);
+    }
+    col.set(n.id, c);
+    row.set(n.id, take(c, pref));
   }
-  const rows = new Map();
   const pos = new Map();
-  for (const n of g.nodes) {
-    const l = layer.get(n.id);
-    const r = rows.get(l) || 0;
-    rows.set(l, r + 1);
-    pos.set(n.id, { x: 20 + l * 200, y: 20 + r * 78 });
+  let cols = 1, rows = 1;
+  for (const n of nodes) {
+    const c = col.get(n.id), r = row.get(n.id);
+    pos.set(n.id, { x: PAD + c * COL_W, y: PAD + r * ROW_H, c, r });
+    cols = Math.max(cols, c + 1);
+    rows = Math.max(rows, r + 1);
   }
-  return { pos, width: 40 + (Math.max(0, ...layer.values()) + 1) * 200, height: 40 + Math.max(1, ...rows.values()) * 78 };
+  return { pos, width: 2 * PAD + (cols - 1) * COL_W + NODE_W, height: 2 * PAD + (rows - 1) * ROW_H + NODE_H };
 }
 
-function drawGraph(wrap, g, panel) {
-  const W = 160, H = 54;
-  const { pos, width, height } = layout(g);
-  const svg = s("svg", { id: "graph", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "session graph" });
-  // Fit the container's width; never scale up.
-  svg.style.maxWidth = width + "px";
-  svg.style.width = "100%";
-  svg.style.height = "auto";
+// liveNodes are the steps in progress (or waiting) that have no version in
+// the graph yet, drawn as pending nodes after their input.
+function liveNodes(ctx) {
+  const g = ctx.graph;
+  const have = new Set(g.nodes.map((n) => n.step).filter(Boolean));
+  const steps = new Map(((ctx.run && ctx.run.steps) || []).map((st) => [st.id, st]));
+  const out = [];
+  for (const l of ctx.live.values()) {
+    if (have.has(l.id)) continue;
+    const st = steps.get(l.id);
+    out.push({ id: "step:" + l.id, op: "step", live: l, step: l.id, input: st ? st.input : null, name: st ? stepName(st, ctx.run) : l.id.split("/").pop() });
+  }
+  return out;
+}
+
+function drawRunGraph(wrap, ctx) {
+  const g = ctx.graph;
+  const extra = liveNodes(ctx);
+  const known = new Set(g.nodes.map((n) => n.id));
+  const nodes = g.nodes.concat(extra);
+  const edges = (g.edges || []).concat(extra.filter((n) => n.input && known.has(n.input)).map((n) => ({ from: n.input, to: n.id, kind: "live", ordinal: 0 })));
+  const { pos, width, height } = layout(nodes, edges);
+  const waitingSteps = new Set(((ctx.run && ctx.run.steps) || []).filter((st) => st.status === "waiting").map((st) => st.id));
+
+  // Keep the zoom and scroll across redraws.
+  const prev = wrap.querySelector(".viewport");
+  if (prev && state.graph.zoom) { state.graph.left = prev.scrollLeft; state.graph.top = prev.scrollTop; }
+  const viewport = h("div", { class: "viewport" });
+  const svg = s("svg", { id: "graph", viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "session graph" });
   svg.append(s("defs", {}, s("marker", { id: "arrow", viewBox: "0 0 10 10", refX: "10", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" },
-    s("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#9aa3b2" }))));
-  for (const e of g.edges || []) {
+    s("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#9aa3b2" })),
+    // Node text is clipped to its box.
+    s("clipPath", { id: "node-clip" }, s("rect", { x: 4, y: 0, width: NODE_W - 10, height: NODE_H }))));
+  for (const e of edges) {
     const a = pos.get(e.from), b = pos.get(e.to);
     if (!a || !b) continue;
-    const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2, mx = (x1 + x2) / 2;
-    svg.append(s("path", { class: "edge " + e.kind, d: `M ${x1} ${y1} C ${mx} ${y1}, ${mx} ${y2}, ${x2} ${y2}`, "marker-end": "url(#arrow)" }));
+    let d;
+    if (a.c === b.c) {
+      // A merge chain stacks in one column: down, or around on the right.
+      d = b.r === a.r + 1
+        ? `M ${a.x + NODE_W / 2} ${a.y + NODE_H} L ${b.x + NODE_W / 2} ${b.y}`
+        : `M ${a.x + NODE_W} ${a.y + NODE_H / 2} C ${a.x + NODE_W + 36} ${a.y + NODE_H / 2}, ${b.x + NODE_W + 36} ${b.y + NODE_H / 2}, ${b.x + NODE_W} ${b.y + NODE_H / 2}`;
+    } else {
+      const x1 = a.x + NODE_W, y1 = a.y + NODE_H / 2, x2 = b.x, y2 = b.y + NODE_H / 2, mx = (x1 + x2) / 2;
+      d = `M ${x1} ${y1} C ${mx} ${y1}, ${mx} ${y2}, ${x2} ${y2}`;
+    }
+    svg.append(s("path", { class: "edge " + e.kind, d, "marker-end": "url(#arrow)" }));
   }
-  for (const n of g.nodes) {
+  const select = (node, show) => {
+    svg.querySelectorAll(".node.selected").forEach((x) => x.classList.remove("selected"));
+    node.classList.add("selected");
+    show();
+  };
+  for (const n of nodes) {
     const p = pos.get(n.id);
-    const cls = ["node", n.status, g.output === n.id ? "output" : ""].join(" ");
-    const node = s("g", { class: cls, "data-id": n.id, transform: `translate(${p.x},${p.y})`, tabindex: "0" },
+    if (n.live) {
+      const node = s("g", { class: "node live " + n.live.status, "data-id": n.id, "data-step": n.step, transform: `translate(${p.x},${p.y})`, tabindex: "0" });
+      node.append(s("title", {}, `step ${n.step} (${n.live.status})`), s("rect", { width: NODE_W, height: NODE_H }),
+        s("text", { class: "op", x: 10, y: 16 }, ""), s("text", { class: "label", x: 10, y: 34 }, n.name.slice(0, 20)), s("text", { class: "sub", x: 10, y: 50 }, ""));
+      fillLive(node, n.live);
+      node.addEventListener("click", () => select(node, () => { ctx.selected = n.step; showLive(ctx.panel, n.live); }));
+      svg.append(node);
+      continue;
+    }
+    const cls = ["node", n.status, g.output === n.id ? "output" : "", n.step && waitingSteps.has(n.step) ? "waiting" : ""].join(" ");
+    const node = s("g", { class: cls, "data-id": n.id, "data-step": n.step || "", transform: `translate(${p.x},${p.y})`, tabindex: "0" },
       s("title", {}, `${n.op} ${n.id}\n${n.agent || ""} ${n.model || ""}\ntokens ${n.own_tokens}/${n.tokens}`),
-      s("rect", { width: W, height: H }),
+      s("rect", { width: NODE_W, height: NODE_H }),
       s("text", { class: "op", x: 10, y: 16 }, (n.op + (n.labels && n.labels.length ? " · " + n.labels.slice(0, 2).join(", ") : "")).slice(0, 26)),
-      s("text", { class: "label", x: 10, y: 32 }, (n.agent || (n.op === "create" || n.op === "root" ? "input" : n.op)).slice(0, 20)),
-      s("text", { class: "sub", x: 10, y: 46 }, short(n.id) + (n.own_tokens ? "  +" + n.own_tokens + " tok" : "")));
-    node.addEventListener("click", () => {
-      svg.querySelectorAll(".node.selected").forEach((x) => x.classList.remove("selected"));
-      node.classList.add("selected");
-      showVersion(panel, n.id, g).catch(showError);
-    });
+      s("text", { class: "label", x: 10, y: 34 }, (n.agent || (n.op === "create" || n.op === "root" ? "input" : n.op)).slice(0, 20)),
+      s("text", { class: "sub", x: 10, y: 50 }, short(n.id) + (n.own_tokens ? "  +" + n.own_tokens + " tok" : "")));
+    node.addEventListener("click", () => select(node, () => { ctx.selected = null; showVersion(ctx.panel, n.id, g).catch(showError); }));
     svg.append(node);
   }
-  wrap.replaceChildren(svg);
+  viewport.append(svg);
+
+  // Zoom and pan: the buttons, ctrl/⌘ + wheel, and dragging the
+  // background; the viewport scrolls.
+  const label = h("span", { class: "muted zoom-label" });
+  const setZoom = (z, cx, cy) => {
+    const old = state.graph.zoom || 1;
+    z = Math.min(2.5, Math.max(0.1, z));
+    const ax = cx == null ? viewport.clientWidth / 2 : cx, ay = cy == null ? viewport.clientHeight / 2 : cy;
+    const gx = (viewport.scrollLeft + ax) / old, gy = (viewport.scrollTop + ay) / old;
+    state.graph.zoom = z;
+    svg.setAttribute("width", Math.round(width * z));
+    svg.setAttribute("height", Math.round(height * z));
+    viewport.scrollLeft = gx * z - ax;
+    viewport.scrollTop = gy * z - ay;
+    label.textContent = `${nodes.length} nodes · ${Math.round(z * 100)}%`;
+    svg.dataset.zoom = String(z);
+  };
+  const fit = () => Math.min(1, (viewport.clientWidth - 4) / width, (viewport.clientHeight - 4) / height);
+  const tools = h("div", { class: "graph-tools" },
+    h("button", { type: "button", title: "zoom out", "data-zoom": "out", onclick: () => setZoom(state.graph.zoom / 1.25) }, "−"),
+    h("button", { type: "button", title: "zoom in", "data-zoom": "in", onclick: () => setZoom(state.graph.zoom * 1.25) }, "+"),
+    h("button", { type: "button", title: "fit the whole graph", "data-zoom": "fit", onclick: () => setZoom(fit()) }, "Fit"),
+    h("button", { type: "button", title: "actual size", "data-zoom": "100", onclick: () => setZoom(1) }, "100%"),
+    label, h("span", { class: "muted hint" }, "drag to pan · ctrl + wheel to zoom"));
+  viewport.addEventListener("wheel", (e) => {
+    if (!e.ctrlKey && !e.metaKey) return;
+    e.preventDefault();
+    const r = viewport.getBoundingClientRect();
+    setZoom(state.graph.zoom * (e.deltaY < 0 ? 1.1 : 1 / 1.1), e.clientX - r.left, e.clientY - r.top);
+  }, { passive: false });
+  let drag = null;
+  viewport.addEventListener("pointerdown", (e) => {
+    if (e.target.closest(".node")) return;
+    drag = { x: e.clientX, y: e.clientY, l: viewport.scrollLeft, t: viewport.scrollTop };
+    viewport.setPointerCapture(e.pointerId);
+    viewport.classList.add("dragging");
+  });
+  viewport.addEventListener("pointermove", (e) => {
+    if (!drag) return;
+    viewport.scrollLeft = drag.l - (e.clientX - drag.x);
+    viewport.scrollTop = drag.t - (e.clientY - drag.y);
+  });
+  const end = () => { drag = null; viewport.classList.remove("dragging"); };
+  viewport.addEventListener("pointerup", end);
+  viewport.addEventListener("pointercancel", end);
+  wrap.replaceChildren(tools, viewport);
+  // The first draw fits the graph, but never below MIN_ZOOM: a large
+  // graph opens readable at its start, and pans.
+  const z = state.graph.zoom || Math.max(MIN_ZOOM, fit());
+  viewport.style.height = Math.round(Math.max(160, Math.min(window.innerHeight * 0.62, 640, height * z + 24))) + "px";
+  state.graph.zoom = z;
+  svg.setAttribute("width", Math.round(width * z));
+  svg.setAttribute("height", Math.round(height * z));
+  svg.dataset.zoom = String(z);
+  label.textContent = `${nodes.length} nodes · ${Math.round(z * 100)}%`;
+  viewport.scrollLeft = state.graph.left;
+  viewport.scrollTop = state.graph.top;
+  if (ctx.selected) {
+    const l = ctx.live.get(ctx.selected);
+    const node = svg.querySelector(`.node.live[data-step="${CSS.escape(ctx.selected)}"]`);
+    if (node) node.classList.add("selected");
+    if (l && ctx.panel.dataset.live === ctx.selected) showLive(ctx.panel, l);
+  }
+}
+
+// fillLive writes a pending node's text: its state and tool calls, its
+// name, and the tail of what it streamed.
+function fillLive(node, l) {
+  const [op, , sub] = node.querySelectorAll("text");
+  const calls = l.calls.length ? ` · ${l.calls.length} tool call${l.calls.length > 1 ? "s" : ""}` : "";
+  op.textContent = (l.status + calls).slice(0, 28);
+  const last = l.calls[l.calls.length - 1];
+  const text = l.text.replace(/\s+/g, " ").trim();
+  sub.textContent = text ? "…" + text.slice(-19) : last ? "→ " + last.name : l.status === "running" ? "thinking…" : "";
+  node.setAttribute("class", "node live " + l.status + (node.classList.contains("selected") ? " selected" : ""));
+  node.dataset.tokens = String(l.text.length);
+  node.dataset.calls = String(l.calls.length);
+}
+
+// updateLive redraws one pending node (and the panel, when it shows it)
+// without redrawing the graph: tokens arrive many times a second.
+function updateLive(ctx, l) {
+  const svg = document.querySelector("svg#graph");
+  const node = svg && svg.querySelector(`.node.live[data-step="${CSS.escape(l.id)}"]`);
+  if (node) fillLive(node, l);
+  if (ctx.panel.dataset.live === l.id) showLive(ctx.panel, l);
+}
+
+// showLive shows a step in progress: its state, worker, start (the
+// event's time), the text streamed so far and its tool calls.
+function showLive(panel, l) {
+  panel.dataset.live = l.id;
+  panel.replaceChildren(
+    h("h2", {}, "Step ", h("span", { class: "mono" }, l.id)),
+    h("div", { class: "meta" },
+      h("span", {}, h("b", {}, "status"), statusEl(l.status)),
+      l.worker ? h("span", {}, h("b", {}, "worker"), l.worker) : "",
+      l.attempt ? h("span", {}, h("b", {}, "attempt"), l.attempt) : "",
+      l.since ? h("span", {}, h("b", {}, "started"), eventTime(l.since)) : ""),
+    h("h2", {}, "Tool calls (" + l.calls.length + ")"),
+    h("div", { id: "live-calls" }, l.calls.map((c) => h("div", { class: "call" }, h("b", {}, "→ " + c.name), " ", h("code", {}, c.args || ""),
+      h("span", { class: "muted" }, "  " + c.id + (c.done ? (c.ok === false ? "  failed" : "  done") : "  running"))))),
+    h("h2", {}, "Streamed so far"),
+    h("pre", { id: "live-text", class: "live-text" }, l.text || "(nothing yet)"));
 }
 
 // ---- version panel ----------------------------------------------------
@@ -266,6 +685,7 @@ function chunkView(c) {
 }
 
 async function showVersion(panel, id, g) {
+  delete panel.dataset.live;
   panel.replaceChildren(h("p", { class: "muted" }, "Loading " + short(id) + "…"));
   const v = await api("/v1/sessions/" + encodeURIComponent(id));
   const prod = v.producer || {};
@@ -282,7 +702,7 @@ async function showVersion(panel, id, g) {
   ];
   if (prod.trace_id) {
     out.push(state.config.jaeger_url
-      ? h("p", {}, h("a", { id: "trace-link", href: state.config.jaeger_url + "/trace/" + prod.trace_id, target: "_blank", rel: "noopener" }, "Open trace " + short(prod.trace_id) + " in Jaeger"))
+      ? h("p", {}, h("a", { id: "trace-link", href: traceURL(prod.trace_id, prod.step), target: "_blank", rel: "noopener" }, "Open trace " + short(prod.trace_id) + " in Jaeger"))
       : h("p", { class: "muted" }, "trace ", h("span", { class: "mono" }, prod.trace_id)));
   }
   const chunks = v.chunks || [];
