@@ -63,3 +63,23 @@ step() { printf '\n== %s\n' "$*"; }
 # field NAME: read "NAME VALUE" lines (rathctl's text output) from stdin and
 # print the first VALUE, e.g. `rathctl run ... --watch | field "output version"`.
 field() { sed -n "s/^$1 \([^ ]*\).*/\1/p" | head -n1; }
+
+# spec FILE: the spec or workflow file to submit. Offline that is FILE itself
+# (its agents use the scripted model). With RATH_MODEL set (e.g. gpt-4o-mini),
+# a copy in which every `model: scripted` names RATH_MODEL and the `script:`
+# blocks are dropped, so the same example runs against a real endpoint.
+spec() {
+	if [ -z "${RATH_MODEL:-}" ]; then
+		echo "$1"
+		return
+	fi
+	local out
+	out="$EXAMPLE_TMP/$(basename "$1")"
+	awk -v m="$RATH_MODEL" '
+		{ match($0, /^ */); i = RLENGTH }
+		skip { if ($0 ~ /^ *$/ || i > ind || ($0 ~ /^ *- / && i == ind)) next; skip = 0 }
+		$0 ~ /^ *script: *$/ { skip = 1; ind = i; next }
+		{ sub(/model: scripted( .*)?$/, "model: " m); print }
+	' "$1" >"$out"
+	echo "$out"
+}

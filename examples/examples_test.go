@@ -1,0 +1,182 @@
+// Package examples_test runs every example of the ladder (examples/NN_name)
+// offline, exactly as its README says: the command is the fenced sh block
+// after the README's "<!-- offline -->" marker, run with bash from the
+// repository root, so README and test cannot drift. Each example's output
+// is then checked against what that example is meant to show.
+//
+// The examples start their own throwaway `rathctl dev` (examples/lib.sh);
+// the test only hands them one prebuilt rathctl (RATHCTL) so the ladder
+// does not rebuild it seventeen times, and clears RATH_SERVER, RATH_STORE,
+// RATH_TOKEN and RATH_MODEL so nothing of the caller's environment leaks in.
+package examples_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// want lists, per example, patterns its output must match, in order: each
+// pattern must match after the previous one's match. A new example with no
+// entry here fails the test, so every example is checked.
+var want = map[string][]string{
+	"01_hello": {
+		`run run_\S+`,
+		`step\.started`,
+		`(?m)^Hello! I am a Rath agent`, // the streamed content, before the commit
+		`step\.committed`,
+		`run run_\S+ succeeded`,
+		`usage prompt=\d+ completion=19 total=\d+`,
+		`answer: Hello! I am a Rath agent`,
+	},
+	"03_sandboxes": {
+		`== the where agent on the local sandbox`,
+		`run run_\S+ succeeded`,
+		`tool_result: run_shell_command .*"stdout":"cwd=/tmp/\S*rath-ws-`,
+		`== the where agent on the docker sandbox`,
+		`run run_\S+ succeeded`,
+		`tool_result: run_shell_command .*"stdout":"cwd=/workspace host=[0-9a-f]{12}`,
+	},
+	"04_builtin_tools": {
+		`run run_\S+ succeeded`,
+		`write_workspace_file .*"bytes_written":87`,
+		`workspace_path_exists .*"ok":true`,
+		`list_workspace_files .*"path":"src/fizz.sh"`,
+		`read_workspace_file .*"data":"for i in`,
+		`run_shell_command .*"exit_code":0,"stdout":"1 2 fizz 4 5 "`,
+		`run_code .*"stdout":"lines=5\\n"`,
+		`read_workspace_file .*"error_kind":"file_not_found"`,
+		`(?m)^-rw-r--r-- +87  src/fizz.sh$`,
+		`(?m)^for i in 1 2 3 4 5`,
+	},
+}
+
+func TestExamples(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs, err := filepath.Glob(filepath.Join(root, "examples", "[0-9][0-9]_*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) == 0 {
+		t.Fatal("no examples/NN_* directories")
+	}
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		seen[filepath.Base(d)] = true
+	}
+	for name := range want {
+		if !seen[name] {
+			t.Errorf("want has %s, but examples/%s does not exist", name, name)
+		}
+	}
+
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin, "./cmd/rathctl")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/rathctl: %v\n%s", err, out)
+	}
+	rathctl := filepath.Join(bin, "rathctl")
+
+	sort.Strings(dirs)
+	for _, d := range dirs {
+		name := filepath.Base(d)
+		t.Run(name, func(t *testing.T) {
+			patterns, ok := want[name]
+			if !ok {
+				t.Fatalf("examples/%s has no expectations in examples_test.go's want", name)
+			}
+			readme, err := os.ReadFile(filepath.Join(d, "README.md"))
+			if err != nil {
+				t.Fatalf("examples/%s: %v", name, err)
+			}
+			command, err := offlineCommand(string(readme))
+			if err != nil {
+				t.Fatalf("examples/%s/README.md: %v", name, err)
+			}
+			out := runExample(t, root, rathctl, command)
+			checkOutput(t, out, patterns)
+		})
+	}
+}
+
+// offlineCommand returns the fenced sh block that follows the README's
+// "<!-- offline -->" marker.
+func offlineCommand(readme string) (string, error) {
+	_, after, ok := strings.Cut(readme, "<!-- offline -->")
+	if !ok {
+		return "", errors.New("no <!-- offline --> marker")
+	}
+	after = strings.TrimLeft(after, " \t\r\n")
+	body, ok := strings.CutPrefix(after, "```sh\n")
+	if !ok {
+		return "", errors.New("the <!-- offline --> marker is not followed by a ```sh block")
+	}
+	block, _, ok := strings.Cut(body, "```")
+	if !ok {
+		return "", errors.New("the offline ```sh block is not closed")
+	}
+	if strings.TrimSpace(block) == "" {
+		return "", errors.New("the offline ```sh block is empty")
+	}
+	return block, nil
+}
+
+func runExample(t *testing.T, root, rathctl, command string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", command)
+	cmd.Dir = root
+	cmd.Env = cleanEnv(rathctl, t.TempDir())
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	cmd.WaitDelay = 10 * time.Second
+	err := cmd.Run()
+	t.Logf("$ %s\n%s", strings.TrimSpace(command), out.String())
+	if err != nil {
+		t.Fatalf("%s: %v (output above)", strings.TrimSpace(command), err)
+	}
+	return out.String()
+}
+
+func cleanEnv(rathctl, home string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "RATH_SERVER", "RATH_STORE", "RATH_TOKEN", "RATH_MODEL", "RATH_HOME", "RATHCTL",
+			"OPENAI_API_KEY", "OPENAI_BASE_URL":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "RATHCTL="+rathctl, "RATH_HOME="+home)
+}
+
+// checkOutput requires every pattern to match, each after the previous.
+func checkOutput(t *testing.T, out string, patterns []string) {
+	t.Helper()
+	rest := out
+	for _, p := range patterns {
+		re := regexp.MustCompile(p)
+		loc := re.FindStringIndex(rest)
+		if loc == nil {
+			t.Fatalf("output does not match %q after the previous expectation; the rest was:\n%s", p, rest)
+		}
+		rest = rest[loc[1]:]
+	}
+}
+
