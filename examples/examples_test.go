@@ -57,6 +57,74 @@ var want = map[string][]string{
 		`(?m)^-rw-r--r-- +87  src/fizz.sh$`,
 		`(?m)^for i in 1 2 3 4 5`,
 	},
+	"07_budget": {
+		`(?m)^Counting to five, one number per round\. One\.$`,
+		`step\.tool_result run_shell_command ok`,
+		`(?m)^Four\.$`,
+		`(?m)^Five\.$`,
+		`step\.committed .*"stop":"run_tokens"`,
+		`run run_\S+ succeeded`,
+		`answer: Five\.`,
+		`call call_4_0 run_shell_command\(\{"cmd":"echo 5"\}\)`,
+		`"error_kind":"budget_exceeded","message":"not run: the run's token budget is spent: used \d+ of 150"`,
+		`note: \{"budget":"run_tokens","event":"budget\.exceeded","limit":150`,
+	},
+	"08_compress": {
+		`(?m)^Kyoto notes\.`,
+		`run run_\S+ succeeded`,
+		`answer: Plan: Fushimi Inari at 6:30`,
+		`(?m)^ +0 +summary: \{"content":"Summary: visit Fushimi Inari before 7am`,
+		`(?m)^ +1 +assistant: Plan:`,
+		`(?m)^ +1 +\S+ +compress len=1$`,
+		`(?m)^ +2 +\S+ +step +len=2$`,
+		`(?m)^ +3 +\S+ +create +len=1$`,
+		`step · researcher`,
+		`compress · squash`,
+		`step · planner`,
+		`v1 -->\|compress\| v2`,
+	},
+	"11_selector": {
+		`step\.committed +\{"choice":0,`,
+		`(?m)^The duplicate charge of 42\.00 EUR was refunded\.$`,
+		`step\.committed +\{"choice":1,`,
+		`step\.committed +\{"choice":-1,`,
+		`run run_\S+ succeeded`,
+		`answer: We refunded the duplicate charge`,
+		`(?m)^ +1 +selector_decision: .*"choice":0,.*"selector":"router"`,
+		`(?m)^ +2 +assistant: The duplicate charge`,
+		`(?m)^ +3 +selector_decision: .*"choice":1,`,
+		`(?m)^ +4 +assistant: We refunded`,
+		`(?m)^ +5 +selector_decision: .*"choice":-1,`,
+	},
+	"14_approval": {
+		`step\.approval_pending .*"name":"run_shell_command"`,
+		`run run_\S+ waiting`,
+		`rathctl run exited 3`,
+		`(?m)^status +waiting$`,
+		`(?m)^approved +call_0_0 +run_shell_command`,
+		`approval\.decided .*"decision":"approved"`,
+		`step\.tool_call +run_shell_command \{"cmd":"echo tagged v1\.2\.3"\}`,
+		`step\.tool_result run_shell_command ok`,
+		`run run_\S+ succeeded`,
+		`answer: Release v1\.2\.3 is tagged\.`,
+	},
+	"16_replay_verify": {
+		`run run_\S+ succeeded`,
+		`replay \S+ of \S+: 7 chunks, identical=true`,
+		`verified 2 versions, 8 chunks: ok`,
+		`verified 3 versions, 15 chunks: ok`, // --all: the replay's version too
+	},
+	"17_dossier": {
+		`run run_\S+ succeeded`,
+		`# Evidence dossier: run run_`,
+		`### write_workspace_file .call_0_0. \(scribe`,
+		`### run_shell_command .call_1_2.`,
+		`## Workspace changes`,
+		`\| scribe \| scripted \| trunk \| 1 \| 138 \| 60 \| 198 \| 0\.000057 \|`,
+		`Output hash: .[0-9a-f]{64}.`,
+		`The hash chain verifies: 2 versions and 8 chunks`,
+		`dossier\.html: \d+ bytes, 1 graph\(s\)`,
+	},
 }
 
 func TestExamples(t *testing.T) {
@@ -179,4 +247,3 @@ func checkOutput(t *testing.T, out string, patterns []string) {
 		rest = rest[loc[1]:]
 	}
 }
-
