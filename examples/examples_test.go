@@ -72,6 +72,15 @@ var want = map[string][]string{
 		`(?m)^-rw-r--r-- +87  src/fizz.sh$`,
 		`(?m)^for i in 1 2 3 4 5`,
 	},
+	"06_mcp_tool": {
+		`built bin/mcpserver`,
+		`step\.tool_call +demo__echo \{"text":"hi from MCP"\}`,
+		`step\.tool_result demo__fail failed: tool_execution_exception`,
+		`run run_\S+ succeeded`,
+		`tool_result: demo__echo \(call_0_0\) → \{"text":"hi from MCP"\}`,
+		`tool_result: demo__lines \(call_0_1\) → \{"text":"first\\nsecond"\}`,
+		`tool_result: demo__fail \(call_1_0\) → \{"error_kind":"tool_execution_exception","message":"disk on fire","ok":false\}`,
+	},
 	"07_budget": {
 		`(?m)^Counting to five, one number per round\. One\.$`,
 		`step\.tool_result run_shell_command ok`,

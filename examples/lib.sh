@@ -11,6 +11,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT" # spec paths, and an MCP server's command, are relative to the repository root
 EXAMPLE_TMP=$(mktemp -d "${TMPDIR:-/tmp}/rath-example.XXXXXX")
 DEV_PID=
 
