@@ -58,6 +58,21 @@ start_dev() {
 	exit 1
 }
 
+# stop_dev: stop the stack start_dev started (its state directory stays, so
+# a second start_dev opens the same store). Does nothing for a RATH_SERVER
+# the caller named.
+stop_dev() {
+	if [ -z "$DEV_PID" ]; then
+		return
+	fi
+	kill "$DEV_PID" 2>/dev/null || true
+	wait "$DEV_PID" 2>/dev/null || true
+	DEV_PID=
+	rm -f "$EXAMPLE_TMP/dev.json"
+	unset RATH_SERVER
+	echo "# rathctl dev stopped" >&2
+}
+
 # step TEXT: print a heading so the output reads as a walk-through.
 step() { printf '\n== %s\n' "$*"; }
 
