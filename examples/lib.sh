@@ -78,7 +78,7 @@ step() { printf '\n== %s\n' "$*"; }
 
 # field NAME: read "NAME VALUE" lines (rathctl's text output) from stdin and
 # print the first VALUE, e.g. `rathctl run ... --watch | field "output version"`.
-field() { sed -n "s/^$1 \([^ ]*\).*/\1/p" | head -n1; }
+field() { sed -n "s/^$1  *\([^ ]*\).*/\1/p" | head -n1; }
 
 # spec FILE: the spec or workflow file to submit. Offline that is FILE itself
 # (its agents use the scripted model). With RATH_MODEL set (e.g. gpt-4o-mini),
