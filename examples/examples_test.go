@@ -149,6 +149,20 @@ var want = map[string][]string{
 		`(?m)^ +4 +assistant: We refunded`,
 		`(?m)^ +5 +selector_decision: .*"choice":-1,`,
 	},
+	"12_fanout": {
+		`# worker worker-c started`,
+		`(?m)^Temples: Kiyomizu-dera at sunset`,
+		`run run_\S+ succeeded`,
+		`answer: Plan: morning at Kinkaku-ji`,
+		`(?m)^run_\S+/1\.b\d\.1 +committed +1 +worker-[abc] `,
+		`(?m)^run_\S+/2 +committed +1 +worker-[abc] `,
+		`distinct workers: worker-a worker-b worker-c \n`, // every branch on its own process
+		`(?m)^ +1 +assistant: Temples:.*\n +2 +assistant: Food:.*\n +3 +assistant: Walks:.*\n +4 +assistant: Plan:`,
+		`v0 -->\|fork\| v1`,
+		`v0 -->\|fork\| v3`,
+		`-->\|merge\| v8`,
+		`v8 --> v9`,
+	},
 	"14_approval": {
 		`step\.approval_pending .*"name":"run_shell_command"`,
 		`run run_\S+ waiting`,

@@ -7,6 +7,8 @@
 #
 # rathctl is $RATHCTL when set, else one built from this checkout into the
 # temporary directory (the first build takes a minute on a cold machine).
+# start_cluster's programs (coordinator, worker, natsd) come from $RATH_BIN
+# when it holds them, else they are built the same way.
 # Run the examples from the repository root: the spec paths are relative to it.
 set -euo pipefail
 
@@ -16,6 +18,7 @@ EXAMPLE_TMP=$(mktemp -d "${TMPDIR:-/tmp}/rath-example.XXXXXX")
 DEV_PID=
 
 cleanup() {
+	if declare -F stop_cluster >/dev/null; then stop_cluster; fi
 	if [ -n "$DEV_PID" ]; then
 		kill "$DEV_PID" 2>/dev/null || true
 		wait "$DEV_PID" 2>/dev/null || true
@@ -71,6 +74,102 @@ stop_dev() {
 	rm -f "$EXAMPLE_TMP/dev.json"
 	unset RATH_SERVER
 	echo "# rathctl dev stopped" >&2
+}
+
+# bin NAME: the path of one of the cluster's programs, built when missing.
+bin() {
+	local pkg
+	case "$1" in
+	coordinator | worker) pkg=./cmd/$1 ;;
+	natsd) pkg=./e2e/natsd ;;
+	*) echo "bin: unknown program $1" >&2; exit 2 ;;
+	esac
+	if [ -n "${RATH_BIN:-}" ] && [ -x "$RATH_BIN/$1" ]; then
+		echo "$RATH_BIN/$1"
+		return
+	fi
+	if [ ! -x "$EXAMPLE_TMP/bin/$1" ]; then
+		echo "# building $1" >&2
+		go build -o "$EXAMPLE_TMP/bin/$1" "$pkg"
+	fi
+	echo "$EXAMPLE_TMP/bin/$1"
+}
+
+# free_port: a TCP port on 127.0.0.1 nobody listens on right now.
+free_port() {
+	local p
+	for _ in $(seq 1 50); do
+		p=$((20000 + RANDOM % 30000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+	echo "no free port" >&2
+	exit 1
+}
+
+# wait_for FILE TEXT: wait up to 60s until FILE contains TEXT.
+wait_for() {
+	for _ in $(seq 1 240); do
+		if grep -q "$2" "$1" 2>/dev/null; then return; fi
+		sleep 0.25
+	done
+	echo "timed out waiting for \"$2\" in $1:" >&2
+	cat "$1" >&2
+	exit 1
+}
+
+CLUSTER_PIDS=()
+WORKER_PIDS=()
+# start_cluster: the system as separate processes on this machine: a NATS
+# server with JetStream (natsd), a SQLite store, a coordinator (its API is
+# RATH_SERVER), and no workers yet: add them with start_worker.
+start_cluster() {
+	local dir="$EXAMPLE_TMP/cluster" port
+	mkdir -p "$dir"
+	"$(bin natsd)" -store "$dir/jetstream" >"$dir/natsd.log" 2>&1 &
+	CLUSTER_PIDS+=($!)
+	wait_for "$dir/natsd.log" "^ready "
+	NATS_URL=$(sed -n 's/^ready //p' "$dir/natsd.log" | head -n1)
+	STORE_URL="sqlite:$dir/rath.db"
+	"$RATHCTL" migrate --store "$STORE_URL" >/dev/null
+	port=$(free_port)
+	"$(bin coordinator)" --store "$STORE_URL" --nats "$NATS_URL" --addr "127.0.0.1:$port" \
+		>"$dir/coordinator.log" 2>&1 &
+	CLUSTER_PIDS+=($!)
+	RATH_SERVER="http://127.0.0.1:$port"
+	export RATH_SERVER NATS_URL STORE_URL
+	for _ in $(seq 1 240); do
+		if "$RATHCTL" runs list --limit 1 >/dev/null 2>&1; then
+			echo "# cluster: natsd $NATS_URL, store $STORE_URL, coordinator $RATH_SERVER" >&2
+			return
+		fi
+		sleep 0.25
+	done
+	cat "$dir/coordinator.log" >&2
+	echo "the coordinator did not answer in 60s" >&2
+	exit 1
+}
+
+# start_worker NAME [PROGRAM]: one more worker process (PROGRAM: a worker
+# binary of your own, default the stock one), one step at a time.
+start_worker() {
+	local prog=${2:-$(bin worker)}
+	"$prog" --store "$STORE_URL" --nats "$NATS_URL" --name "$1" --slots 1 --health "" \
+		>"$EXAMPLE_TMP/cluster/$1.log" 2>&1 &
+	WORKER_PIDS+=($!)
+	CLUSTER_PIDS+=($!)
+	echo "# worker $1 started (pid $!)" >&2
+}
+
+stop_cluster() {
+	local i
+	for ((i = ${#CLUSTER_PIDS[@]} - 1; i >= 0; i--)); do
+		kill "${CLUSTER_PIDS[$i]}" 2>/dev/null || true
+		wait "${CLUSTER_PIDS[$i]}" 2>/dev/null || true
+	done
+	CLUSTER_PIDS=()
 }
 
 # step TEXT: print a heading so the output reads as a walk-through.
