@@ -134,22 +134,38 @@ start_cluster() {
 	NATS_URL=$(sed -n 's/^ready //p' "$dir/natsd.log" | head -n1)
 	STORE_URL="sqlite:$dir/rath.db"
 	"$RATHCTL" migrate --store "$STORE_URL" >/dev/null
-	port=$(free_port)
-	"$(bin coordinator)" --store "$STORE_URL" --nats "$NATS_URL" --addr "127.0.0.1:$port" \
-		>"$dir/coordinator.log" 2>&1 &
-	CLUSTER_PIDS+=($!)
-	RATH_SERVER="http://127.0.0.1:$port"
+	COORD_PORT=$(free_port)
+	RATH_SERVER="http://127.0.0.1:$COORD_PORT"
 	export RATH_SERVER NATS_URL STORE_URL
+	start_coordinator
+}
+
+# start_coordinator [FLAGS...]: (re)start the cluster's coordinator on its
+# port, with a 1s reconcile interval (so a restarted one takes over the
+# workflow lease within seconds), and wait until its API answers.
+COORD_PID=
+start_coordinator() {
+	"$(bin coordinator)" --store "$STORE_URL" --nats "$NATS_URL" --addr "127.0.0.1:$COORD_PORT" \
+		--reconcile-interval 1s "$@" >>"$EXAMPLE_TMP/cluster/coordinator.log" 2>&1 &
+	COORD_PID=$!
+	CLUSTER_PIDS+=($!)
 	for _ in $(seq 1 240); do
 		if "$RATHCTL" runs list --limit 1 >/dev/null 2>&1; then
-			echo "# cluster: natsd $NATS_URL, store $STORE_URL, coordinator $RATH_SERVER" >&2
+			echo "# coordinator $RATH_SERVER (pid $COORD_PID); natsd $NATS_URL; store $STORE_URL" >&2
 			return
 		fi
 		sleep 0.25
 	done
-	cat "$dir/coordinator.log" >&2
+	cat "$EXAMPLE_TMP/cluster/coordinator.log" >&2
 	echo "the coordinator did not answer in 60s" >&2
 	exit 1
+}
+
+# kill_coordinator: SIGKILL the coordinator: no shutdown, no hand-over.
+kill_coordinator() {
+	kill -KILL "$COORD_PID"
+	wait "$COORD_PID" 2>/dev/null || true
+	echo "killed the coordinator (pid $COORD_PID) with SIGKILL"
 }
 
 # start_worker NAME [PROGRAM]: one more worker process (PROGRAM: a worker
@@ -160,6 +176,7 @@ start_worker() {
 		>"$EXAMPLE_TMP/cluster/$1.log" 2>&1 &
 	WORKER_PIDS+=($!)
 	CLUSTER_PIDS+=($!)
+	wait_for "$EXAMPLE_TMP/cluster/$1.log" '"msg":"worker started"'
 	echo "# worker $1 started (pid $!)" >&2
 }
 
