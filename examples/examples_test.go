@@ -6,8 +6,12 @@
 //
 // The examples start their own throwaway `rathctl dev` (examples/lib.sh);
 // the test only hands them one prebuilt rathctl (RATHCTL) so the ladder
-// does not rebuild it seventeen times, and clears RATH_SERVER, RATH_STORE,
-// RATH_TOKEN and RATH_MODEL so nothing of the caller's environment leaks in.
+// does not rebuild it seventeen times (and RATH_BIN, the coordinator, worker
+// and natsd of the examples that start the system as separate processes),
+// and clears RATH_SERVER, RATH_STORE, RATH_TOKEN, RATH_MODEL, the OPENAI_*
+// variables and the like so nothing of the caller's environment leaks in.
+// Example 05 is a Go module of its own; its run.sh builds it, so this test
+// proves that a module outside this one can build a worker with its tools.
 package examples_test
 
 import (
@@ -20,6 +24,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -71,6 +76,16 @@ var want = map[string][]string{
 		`read_workspace_file .*"error_kind":"file_not_found"`,
 		`(?m)^-rw-r--r-- +87  src/fizz.sh$`,
 		`(?m)^for i in 1 2 3 4 5`,
+	},
+	"05_custom_tool": {
+		`built customworker from examples/05_custom_tool \(example\.com/customworker\)`,
+		`# worker custom started`,
+		`step\.started +\{"attempt":1,"worker":"custom"\}`,
+		`step\.tool_call +season_for \{"month":4\}`,
+		`step\.tool_result season_for ok`,
+		`run run_\S+ succeeded`,
+		`tool_result: season_for \(call_0_0\) → \{"known_for":"Cherry blossoms along the Philosopher's Path","month":4,"season":"spring"\}`,
+		`tool_result: season_for \(call_0_1\) → \{"known_for":"Red maples at Tofuku-ji","month":11,"season":"autumn"\}`,
 	},
 	"06_mcp_tool": {
 		`built bin/mcpserver`,
@@ -249,13 +264,15 @@ func TestExamples(t *testing.T) {
 		}
 	}
 
+	// The programs the examples start, built once (examples/lib.sh builds
+	// them itself when RATHCTL and RATH_BIN are not set).
 	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin, "./cmd/rathctl")
+	build := exec.Command("go", "build", "-o", bin+string(filepath.Separator),
+		"./cmd/rathctl", "./cmd/coordinator", "./cmd/worker", "./e2e/natsd")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/rathctl: %v\n%s", err, out)
+		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	rathctl := filepath.Join(bin, "rathctl")
 
 	sort.Strings(dirs)
 	for _, d := range dirs {
@@ -273,7 +290,7 @@ func TestExamples(t *testing.T) {
 			if err != nil {
 				t.Fatalf("examples/%s/README.md: %v", name, err)
 			}
-			out := runExample(t, root, rathctl, command)
+			out := runExample(t, root, bin, command)
 			checkOutput(t, out, patterns)
 		})
 	}
@@ -301,13 +318,17 @@ func offlineCommand(readme string) (string, error) {
 	return block, nil
 }
 
-func runExample(t *testing.T, root, rathctl, command string) string {
+func runExample(t *testing.T, root, bin, command string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", command)
 	cmd.Dir = root
-	cmd.Env = cleanEnv(rathctl, t.TempDir())
+	cmd.Env = cleanEnv(bin, t.TempDir())
+	// Its own process group, so a timeout stops the dev stack or cluster
+	// the example started too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
@@ -320,18 +341,19 @@ func runExample(t *testing.T, root, rathctl, command string) string {
 	return out.String()
 }
 
-func cleanEnv(rathctl, home string) []string {
+func cleanEnv(bin, home string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "RATH_SERVER", "RATH_STORE", "RATH_TOKEN", "RATH_MODEL", "RATH_HOME", "RATHCTL",
+		case "RATH_SERVER", "RATH_STORE", "RATH_TOKEN", "RATH_MODEL", "RATH_HOME", "RATHCTL", "RATH_BIN", "RERUN_MODEL",
+			"SMALL_BASE_URL", "LARGE_BASE_URL", "PROVIDER_API_KEY_ENV",
 			"OPENAI_API_KEY", "OPENAI_BASE_URL":
 			continue
 		}
 		env = append(env, kv)
 	}
-	return append(env, "RATHCTL="+rathctl, "RATH_HOME="+home)
+	return append(env, "RATHCTL="+filepath.Join(bin, "rathctl"), "RATH_BIN="+bin, "RATH_HOME="+home)
 }
 
 // checkOutput requires every pattern to match, each after the previous.
