@@ -369,3 +369,23 @@ func checkOutput(t *testing.T, out string, patterns []string) {
 		rest = rest[loc[1]:]
 	}
 }
+
+// TestOfflineCommand: the README parser takes the sh block right after the
+// marker and refuses a README without one, so an example cannot silently
+// run nothing.
+func TestOfflineCommand(t *testing.T) {
+	got, err := offlineCommand("# x\n\n```sh\nnot this\n```\n<!-- offline -->\n```sh\nexamples/01_hello/run.sh\n```\n\n```sh\nnor this\n```\n")
+	if err != nil || got != "examples/01_hello/run.sh\n" {
+		t.Fatalf("offlineCommand = %q, %v", got, err)
+	}
+	for _, bad := range []string{
+		"no marker\n```sh\nx\n```\n",
+		"<!-- offline -->\ntext first\n```sh\nx\n```\n",
+		"<!-- offline -->\n```sh\nx\n",
+		"<!-- offline -->\n```sh\n  \n```\n",
+	} {
+		if got, err := offlineCommand(bad); err == nil {
+			t.Errorf("offlineCommand(%q) = %q, want an error", bad, got)
+		}
+	}
+}

@@ -10,6 +10,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log"
@@ -17,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 )
 
 type message struct {
@@ -31,13 +33,13 @@ type request struct {
 }
 
 func main() {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("http://%s\n", ln.Addr())
-	_ = os.Stdout.Sync()
-	log.Fatal(http.Serve(ln, http.HandlerFunc(serve)))
+	fmt.Fprintf(os.Stdout, "http://%s\n", ln.Addr())
+	srv := &http.Server{Handler: http.HandlerFunc(serve), ReadHeaderTimeout: 10 * time.Second}
+	log.Fatal(srv.Serve(ln))
 }
 
 func serve(w http.ResponseWriter, r *http.Request) {
