@@ -210,7 +210,7 @@ spec() {
 	awk -v m="$RATH_MODEL" '
 		{ match($0, /^ */); i = RLENGTH }
 		skip { if ($0 ~ /^ *$/ || i > ind || ($0 ~ /^ *- / && i == ind)) next; skip = 0 }
-		$0 ~ /^ *script: *$/ { skip = 1; ind = i; next }
+		$0 ~ /^ *script: *(#.*)?$/ { skip = 1; ind = i; next }
 		{ sub(/model: scripted( .*)?$/, "model: " m); print }
 	' "$1" >"$out"
 	echo "$out"
