@@ -154,10 +154,13 @@ start_coordinator() {
 			echo "# coordinator $RATH_SERVER (pid $COORD_PID); natsd $NATS_URL; store $STORE_URL" >&2
 			return
 		fi
+		if ! kill -0 "$COORD_PID" 2>/dev/null; then
+			break # it exited (a port taken since free_port looked, say): say so now
+		fi
 		sleep 0.25
 	done
 	cat "$EXAMPLE_TMP/cluster/coordinator.log" >&2
-	echo "the coordinator did not answer in 60s" >&2
+	echo "the coordinator did not answer (log above)" >&2
 	exit 1
 }
 
