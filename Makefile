@@ -21,6 +21,11 @@ demo: ## run the main job on the embedded default
 test: ## run every test with -race (starts a private Postgres; installs it if missing)
 	scripts/test.sh
 
+.PHONY: examples
+examples: ## run every examples/NN_* offline exactly as its README says, and check its output (Docker for 03)
+	scripts/sandbox-image.sh
+	$(GO) test -count=1 -timeout 30m -run '^TestExamples$$' -v ./examples/
+
 .PHONY: test-short
 test-short: ## run the tests that need no Postgres or Docker
 	$(GO) test -short -count=1 ./...

@@ -1,4 +1,4 @@
-package main
+package workermain
 
 import (
 	"context"

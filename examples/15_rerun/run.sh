@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# 15 fork-and-rerun: re-execute a recorded path from an ancestor with another model.
+source "$(dirname "$0")/../lib.sh"
+start_dev
+
+step "record a path: a draft, a user's request, a revision"
+out=$(rathctl run --agent "$(spec examples/15_rerun/poet.yaml)" --message "A poem about Kyoto" --watch)
+echo "$out"
+run1=$(echo "$out" | field "run")
+draft=$(echo "$out" | field "output version")
+input=$(rathctl runs show "$run1" | field "input")
+ask=$(rathctl session append "$draft" --user "Shorter, please." | awk '{print $1; exit}')
+out=$(rathctl run --agent "$(spec examples/15_rerun/poet.yaml)" --session "$ask" --watch)
+echo "$out"
+final=$(echo "$out" | field "output version")
+
+step "rerun the path from its first version with another model"
+# Offline the other model is the scripted model with other replies; against
+# a real endpoint set RERUN_MODEL, e.g. RERUN_MODEL=gpt-4o.
+rathctl rerun "$final" --from "$input" --model "${RERUN_MODEL:-scripted:examples/15_rerun/other-model.yaml}" \
+	| tee "$EXAMPLE_TMP/rerun"
+head=$(sed -n 's/.*new head \([^ ]*\).*/\1/p' "$EXAMPLE_TMP/rerun")
+
+step "the new branch"
+rathctl session show "$head"
+
+step "the original, unchanged"
+rathctl session show "$final"
+
+step "both branches in one graph"
+rathctl graph "$input" --format mermaid | grep -v classDef
