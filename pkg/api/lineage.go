@@ -80,6 +80,51 @@ type ReplayReport struct {
 	Divergences []string `json:"divergences"`
 }
 
+// RunReplayRequest is the body of POST /v1/runs/{id}/replay.
+type RunReplayRequest struct {
+	// Strict stops the replay at the first difference (the report's
+	// Diverged names it).
+	Strict bool `json:"strict,omitempty"`
+}
+
+// RunReplayReport is the answer of POST /v1/runs/{id}/replay: every step of
+// a workflow run re-executed from its recording (no model called, no tool
+// run) into a new replay branch, in the order the steps were recorded, and
+// each step's chunk hashes compared with the recorded ones.
+type RunReplayReport struct {
+	Run string `json:"run"`
+	// Output is the run's recorded output; Replay is its replay, the head
+	// of the replay branch (absent when the run recorded no output or a
+	// strict replay stopped).
+	Output *session.ID `json:"output,omitempty"`
+	Replay *session.ID `json:"replay,omitempty"`
+	// Identical says every step (and merge) came out with the recorded
+	// chunk hashes.
+	Identical bool `json:"identical"`
+	// Diverged names the first difference: "step KEY (KIND): round R:
+	// message M …"; empty when Identical.
+	Diverged string `json:"diverged,omitempty"`
+	// Steps are the replayed steps and fan-in merges in replay order
+	// (never null).
+	Steps []RunReplayRow `json:"steps"`
+}
+
+// RunReplayRow is one replayed step (or fan-in merge) of a whole-run
+// replay.
+type RunReplayRow struct {
+	// Key is the step's key (a merge's version key); Kind is agent,
+	// select, compress or merge.
+	Key      string      `json:"key"`
+	Kind     string      `json:"kind"`
+	Original session.ID  `json:"original"`
+	Replay   *session.ID `json:"replay,omitempty"`
+	// Identical says the replay appended the recorded chunks, hash for
+	// hash; Divergences lists where not (never null).
+	Identical   bool     `json:"identical"`
+	Chunks      int      `json:"chunks"`
+	Divergences []string `json:"divergences"`
+}
+
 // Rerun actions, as reported per version of the path (RerunRow.Action).
 const (
 	RerunAppended = "appended"
