@@ -409,7 +409,6 @@ func (p *recordedProvider) ChatStream(ctx context.Context, _ llm.Request, onDelt
 	return p.reply, nil
 }
 
-
 // diffInputs describes how the transcript of got, a replayed step's input,
 // differs from want's, the recorded input's; "" when they are the same.
 func diffInputs(ctx context.Context, g session.Graph, got, want session.ID) (string, error) {

@@ -87,6 +87,21 @@ func (c *Client) Replay(ctx context.Context, id session.ID, req api.ReplayReques
 	return rep, translate(err)
 }
 
+// ReplayRun re-executes every step of workflow run id from its recording
+// (no model called, no tool run) into a new replay branch and reports per
+// step whether the hashes came out identical (POST /v1/runs/{id}/replay).
+// A divergence is in the report (Identical false, Diverged naming the
+// step), not an error; with req.Strict the replay stops at the first.
+func (c *Client) ReplayRun(ctx context.Context, id string, req api.RunReplayRequest) (api.RunReplayReport, error) {
+	var rep api.RunReplayReport
+	path, err := runOpPath(id, "replay")
+	if err != nil {
+		return rep, fmt.Errorf("replay run: %w", err)
+	}
+	err = c.Do(ctx, http.MethodPost, path, req, &rep)
+	return rep, translate(err)
+}
+
 // IsAncestor reports whether version ancestor is one of the versions of
 // descends from, through any parent or base (GET
 // /v1/sessions/{id}/ancestors?depth=0).
