@@ -459,3 +459,46 @@ func ExampleMemory_Commit() {
 	// agent: planner
 	// recall: 1 true true
 }
+
+// Replay a whole workflow run — here a selector step, then the agent it
+// chose — from its recording: no model is called, the steps land on a
+// new replay branch, and each step's hashes are compared.
+func ExampleClient_ReplayRun() {
+	ctx := context.Background()
+	cl, err := client.New(serverURL, bootstrapToken)
+	if err != nil {
+		log.Fatal(err)
+	}
+	run, err := cl.SubmitWorkflow(ctx, api.SubmitRequest{Driver: api.DriverClient, Message: "Hi!"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	step := func(key, call string, in session.ID) session.ID {
+		st, err := cl.PutStepWait(ctx, run.ID, key, json.RawMessage(call), in, 0)
+		for err == nil && !st.Terminal() {
+			st, err = cl.GetStep(ctx, run.ID, key, 30e9)
+		}
+		if err != nil || st.Output == nil {
+			log.Fatalf("step %s: %v %+v", key, err, st)
+		}
+		return *st.Output
+	}
+	router := `{"name": "router", "model": "scripted", "script": [{"content": "0"}]}`
+	chosen := step("0", `{"kind": "select", "agent": `+router+`, "candidates": ["greets"]}`, run.Input)
+	out := step("1", `{"kind": "agent", "agent": `+greeter+`}`, chosen)
+	if _, err := cl.CompleteRun(ctx, run.ID, out); err != nil {
+		log.Fatal(err)
+	}
+	rep, err := cl.ReplayRun(ctx, run.ID, api.RunReplayRequest{Strict: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("identical:", rep.Identical, "new branch:", *rep.Replay != out)
+	for _, s := range rep.Steps {
+		fmt.Println(s.Key, s.Kind, s.Identical)
+	}
+	// Output:
+	// identical: true new branch: true
+	// 0 select true
+	// 1 agent true
+}
