@@ -38,24 +38,7 @@ steps:
 // fails the strict replay naming the step.
 func TestReplayWholeRun(t *testing.T) {
 	t.Parallel()
-	m := newModelCounter(t, nil)
-	m.reply = func(agent string, n int) string {
-		switch {
-		case agent == "ROUTER" && n == 1:
-			return "0"
-		case agent == "ROUTER":
-			return "-1"
-		case agent == "SQUEEZE":
-			return "the branches agreed"
-		}
-		return "reply from " + agent
-	}
-	c := newCluster(t, clusterConfig{workers: 1, env: m.env(), token: "e2e-replay-bootstrap-0123456789"})
-	r := c.submitWorkflow(replayWorkflow, "replay me")
-	r = c.waitRun(r.ID, 120*time.Second, "an end", func(r runs.Run) bool { return r.Status.Terminal() })
-	if r.Status != runs.RunSucceeded {
-		t.Fatalf("run %s: %s", r.Status, r.Error)
-	}
+	c, m, r := replayCluster(t)
 	// 3 branches, compress, select (writer), writer, select (none), closer.
 	if len(r.Steps) != 8 {
 		t.Fatalf("%d steps, want 8", len(r.Steps))
@@ -143,5 +126,126 @@ func TestReplayWholeRun(t *testing.T) {
 	}
 	if n := m.total() - before; n != 0 {
 		t.Fatalf("the replays made %d model requests, want 0", n)
+	}
+}
+
+// replayCluster starts a coordinator and a worker (Postgres, auth on)
+// whose fake model counts requests per agent, and runs replayWorkflow to
+// success.
+func replayCluster(t *testing.T) (*cluster, *modelCounter, runs.Run) {
+	t.Helper()
+	m := newModelCounter(t, nil)
+	m.reply = func(agent string, n int) string {
+		switch {
+		case agent == "ROUTER" && n == 1:
+			return "0"
+		case agent == "ROUTER":
+			return "-1"
+		case agent == "SQUEEZE":
+			return "the branches agreed"
+		}
+		return "reply from " + agent
+	}
+	c := newCluster(t, clusterConfig{workers: 1, env: m.env(), token: "e2e-replay-bootstrap-0123456789"})
+	r := c.submitWorkflow(replayWorkflow, "replay me")
+	r = c.waitRun(r.ID, 120*time.Second, "an end", func(r runs.Run) bool { return r.Status.Terminal() })
+	if r.Status != runs.RunSucceeded {
+		t.Fatalf("run %s: %s", r.Status, r.Error)
+	}
+	return c, m, r
+}
+
+// TestRerunWholeRunFromSelect reruns replayWorkflow from its first select
+// step with another model: the fan-out and the compression are kept (no
+// new request for them), the select and what follows run live on the
+// new model, and the original run is unchanged.
+func TestRerunWholeRunFromSelect(t *testing.T) {
+	t.Parallel()
+	c, m, r := replayCluster(t)
+	var sel runs.Step
+	for _, st := range r.Steps {
+		var call struct{ Kind string }
+		if err := json.Unmarshal(st.Target, &call); err != nil {
+			t.Fatal(err)
+		}
+		if call.Kind == "select" && (sel.ID == "" || st.Ordinal < sel.Ordinal) {
+			sel = st
+		}
+	}
+	before := map[string]int{}
+	for _, a := range []string{"BRANCH", "SQUEEZE", "ROUTER", "WRITER", "CRITIC", "CLOSER"} {
+		before[a] = m.count(a)
+	}
+	out, err := c.rathctl("rerun", "--run", r.ID, "--from", sel.Key, "--model", "gpt-other", "-o", "json")
+	if err != nil {
+		t.Fatalf("rerun: %v\n%s", err, out)
+	}
+	var nr runs.Run
+	if err := json.Unmarshal(out, &nr); err != nil {
+		t.Fatalf("rerun output %q: %v", out, err)
+	}
+	if nr.ID == r.ID || nr.Kind != runs.KindWorkflow {
+		t.Fatalf("rerun run: %+v", nr)
+	}
+	nr = c.waitRun(nr.ID, 120*time.Second, "an end", func(r runs.Run) bool { return r.Status.Terminal() })
+	if nr.Status != runs.RunSucceeded {
+		t.Fatalf("rerun run %s: %s", nr.Status, nr.Error)
+	}
+	// Kept: the 3 branches and the compression, as committed, with the
+	// original outputs.
+	orig := map[string]runs.Step{}
+	for _, st := range r.Steps {
+		orig[st.Key] = st
+	}
+	kept := 0
+	for _, st := range nr.Steps {
+		o := orig[st.Key]
+		if st.Ordinal < sel.Ordinal {
+			kept++
+			if st.Output == nil || o.Output == nil || *st.Output != *o.Output {
+				t.Errorf("kept step %s: output %v, original %v", st.Key, st.Output, o.Output)
+			}
+		} else if st.Output != nil && o.Output != nil && *st.Output == *o.Output {
+			t.Errorf("step %s from the select on was not re-executed", st.Key)
+		}
+	}
+	if kept != 4 {
+		t.Errorf("%d steps kept, want 4 (3 branches, compress)", kept)
+	}
+	if m.count("BRANCH") != before["BRANCH"] || m.count("SQUEEZE") != before["SQUEEZE"] {
+		t.Errorf("the rerun asked the model for kept steps: branch %d→%d, squeeze %d→%d",
+			before["BRANCH"], m.count("BRANCH"), before["SQUEEZE"], m.count("SQUEEZE"))
+	}
+	if m.count("ROUTER") <= before["ROUTER"] || m.count("CLOSER") != before["CLOSER"]+1 {
+		t.Errorf("the rerun's live steps: router %d→%d, closer %d→%d; want new requests for both",
+			before["ROUTER"], m.count("ROUTER"), before["CLOSER"], m.count("CLOSER"))
+	}
+	g := c.graph()
+	v, err := g.Get(context.Background(), *nr.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Producer.Model != "gpt-other" || v.Producer.Run != nr.ID {
+		t.Errorf("rerun output made by run %s model %s; want run %s, gpt-other", v.Producer.Run, v.Producer.Model, nr.ID)
+	}
+	// The original run is unchanged.
+	again, err := c.run(r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Status != r.Status || *again.Output != *r.Output || len(again.Steps) != len(r.Steps) {
+		t.Fatalf("original run changed: %+v", again)
+	}
+	for i, st := range again.Steps {
+		if st.Status != r.Steps[i].Status || *st.Output != *r.Steps[i].Output {
+			t.Errorf("original step %s changed: %+v", st.Key, st)
+		}
+	}
+	if out, err := c.rathctl("verify", r.Output.String()); err != nil || !strings.Contains(string(out), "ok") {
+		t.Errorf("verify the original output: %v\n%s", err, out)
+	}
+	// A step the run does not have is refused, naming it.
+	if _, err := c.rathctl("rerun", "--run", r.ID, "--from", "nope"); err == nil || !strings.Contains(err.Error(), `no step "nope"`) {
+		t.Errorf("rerun from an unknown step: %v", err)
 	}
 }

@@ -276,6 +276,12 @@ func walkSteps(dev bool) []walkStep {
 			json: map[string]string{"run.id": "{run3}", "run.output": "{out3}", "status": "succeeded"}},
 		walkStep{name: "replay", as: "submit", args: []string{"replay", "{out1}"},
 			want: []string{"of {out1}: 1 chunks, identical=true"}},
+		// A whole workflow run (the triage selector loop): every step
+		// from its recording, no model called.
+		walkStep{name: "replay --run --strict", as: "submit", args: []string{"replay", "--run", "{wfRun}", "--strict"},
+			want: []string{"replay of run {wfRun}", "identical=true", "select", "agent"}},
+		walkStep{name: "replay --run -o json", as: "submit", args: []string{"replay", "--run", "{wfRun}", "-o", "json"},
+			json: map[string]string{"run": "{wfRun}", "identical": "true", "replay": "*", "steps": "*"}},
 		walkStep{name: "rerun", as: "submit", args: []string{"rerun", "{out1}", "--from", "{in1}", "--model", "scripted:{rerun-replies.yaml}"},
 			want: []string{"rerun of {out1} from {in1}"}},
 		walkStep{name: "pin", as: "admin", args: []string{"pin", "{out1}", "--note", "the walk keeps it"}, want: []string{"pinned {out1}"}},

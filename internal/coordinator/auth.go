@@ -85,6 +85,7 @@ var RouteScopes = map[string]auth.Scope{
 
 	// Whole-run replay (issue #21).
 	"POST /v1/runs/{id}/replay": auth.ScopeSubmit,
+	"POST /v1/runs/{id}/rerun":  auth.ScopeSubmit,
 }
 
 // TenantStores gives each tenant a graph store and run store confined to

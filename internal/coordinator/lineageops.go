@@ -26,6 +26,7 @@ func (c *Coordinator) lineageOpsRoutes(api *apiMux) {
 	api.HandleFunc("GET /v1/runs/{id}/dossier", c.runDossier)
 	api.HandleFunc("POST /v1/versions/{id}/replay", c.replayVersion)
 	api.HandleFunc("POST /v1/runs/{id}/replay", c.replayRun)
+	api.HandleFunc("POST /v1/runs/{id}/rerun", c.rerunRun)
 }
 
 // uncachedGraph is the tenant's graph read past the store's cache, so

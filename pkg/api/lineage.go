@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/rath-run/rath/pkg/lineage"
@@ -123,6 +124,20 @@ type RunReplayRow struct {
 	Identical   bool     `json:"identical"`
 	Chunks      int      `json:"chunks"`
 	Divergences []string `json:"divergences"`
+}
+
+// RunRerunRequest is the body of POST /v1/runs/{id}/rerun: rerun a
+// coordinator-driven workflow run from its step keyed From, with live
+// models, as a new run.
+type RunRerunRequest struct {
+	// From is the key of the step to rerun from (runs show lists them).
+	From string `json:"from"`
+	// Model, when set, replaces every agent's model in the rerun's
+	// workflow (its script is dropped unless Model is "scripted").
+	Model string `json:"model,omitempty"`
+	// Agents replaces the named agents of the workflow with these specs
+	// (JSON agent specs, package agent).
+	Agents map[string]json.RawMessage `json:"agents,omitempty"`
 }
 
 // Rerun actions, as reported per version of the path (RerunRow.Action).
