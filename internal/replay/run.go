@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/agent"
@@ -230,7 +231,12 @@ func (rr *runReplayer) oneShot(ctx context.Context, st RunStep, in session.Sessi
 		Resolve:  func(agent.Spec) (llm.Provider, string, error) { return p, orig.Producer.Model, nil },
 		Producer: prod,
 	}
-	out, err := flow.Execute(ctx, env, "", st.Call, in)
+	var out session.Session
+	if st.Call.Kind == flow.KindSelect {
+		out, err = replaySelect(ctx, env, st.Call, in, orig)
+	} else {
+		out, err = flow.Execute(ctx, env, "", st.Call, in)
+	}
 	if err != nil {
 		return session.Session{}, err
 	}
@@ -245,6 +251,29 @@ func (rr *runReplayer) oneShot(ctx context.Context, st RunStep, in session.Sessi
 		row.Divergences = append(row.Divergences, fmt.Sprintf("round 1: the step made %d model calls, the recording has 1", p.calls))
 	}
 	return out, nil
+}
+
+// replaySelect executes a select call on a scratch copy of in's
+// transcript and commits what it appended on in as an op replay version
+// ("replay.of" orig): the decision chunk, its usage and extras. A replayed
+// decision is thus not a second commit of the original's step.
+func replaySelect(ctx context.Context, env flow.Env, call flow.Call, in session.Session, orig *session.Version) (session.Session, error) {
+	chunks, err := in.Chunks(ctx)
+	if err != nil {
+		return session.Session{}, err
+	}
+	scratch, err := session.New(ctx, session.NewMemoryGraph(), chunks...)
+	if err != nil {
+		return session.Session{}, fmt.Errorf("scratch copy of the input: %w", err)
+	}
+	out, err := flow.Execute(ctx, env, "", call, scratch)
+	if err != nil {
+		return session.Session{}, err
+	}
+	v := out.Version()
+	extras := append(slices.Clone(v.Extras), session.StringExtra("replay.of", orig.ID.String()))
+	return in.Extend(ctx, session.Extension{Op: session.OpReplay, Chunks: v.Chunks, Usage: v.Usage.Sub(scratch.Usage()),
+		Producer: v.Producer, Extras: extras})
 }
 
 // recordedReply returns the model reply a selector or compressor step
