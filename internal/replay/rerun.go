@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -21,6 +22,10 @@ var ErrBadRerun = errors.New("bad rerun")
 // maxKeptWalk bounds the versions [KeptSteps] walks back from a step's
 // input.
 const maxKeptWalk = 1_000_000
+
+// maxClockSkew is how much older than its run (by the clocks of the
+// workers that committed them) a run's versions may look.
+const maxClockSkew = 10 * time.Minute
 
 // KeptSteps returns the steps a rerun of run r from the step keyed from
 // keeps as committed: the committed steps whose outputs the from step's
@@ -67,7 +72,7 @@ func KeptSteps(ctx context.Context, g session.Graph, r runs.Run, from string) ([
 		if err != nil {
 			return nil, fmt.Errorf("rerun: input of step %s: %w", from, err)
 		}
-		if v.CreatedAt.Before(r.CreatedAt) {
+		if v.CreatedAt.Before(r.CreatedAt.Add(-maxClockSkew)) {
 			continue // older than the run: no step of it made this
 		}
 		todo = append(todo, v.Parents...)

@@ -76,12 +76,18 @@ func fanOutWorkflow() flow.Workflow {
 // recordRun runs fanOutWorkflow on g and returns the recording.
 func recordRun(t *testing.T, g session.Graph, m *countingModel) RecordedRun {
 	t.Helper()
+	return recordRunAs(t, g, m, "run_replaytest")
+}
+
+// recordRunAs is recordRun with the run's id.
+func recordRunAs(t *testing.T, g session.Graph, m *countingModel, runID string) RecordedRun {
+	t.Helper()
 	ctx := context.Background()
 	in, err := session.New(ctx, g, session.User("write a poem about graphs"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := flow.NewLocal("run_replaytest", flow.Env{Resolve: func(s agent.Spec) (llm.Provider, string, error) { return m, s.Model, nil }})
+	local, err := flow.NewLocal(runID, flow.Env{Resolve: func(s agent.Spec) (llm.Provider, string, error) { return m, s.Model, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +97,7 @@ func recordRun(t *testing.T, g session.Graph, m *countingModel) RecordedRun {
 		t.Fatalf("run: %v", err)
 	}
 	id := out.ID()
-	return RecordedRun{ID: "run_replaytest", Input: in.ID(), Output: &id, Steps: rec.steps}
+	return RecordedRun{ID: runID, Input: in.ID(), Output: &id, Steps: rec.steps}
 }
 
 func TestRunReplaysAWholeWorkflow(t *testing.T) {
