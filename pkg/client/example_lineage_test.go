@@ -502,3 +502,54 @@ func ExampleClient_ReplayRun() {
 	// 0 select true
 	// 1 agent true
 }
+
+// Rerun a workflow run from one of its steps with another agent: the new
+// run keeps the steps before it as committed and runs the rest live.
+func ExampleClient_RerunRun() {
+	ctx := context.Background()
+	cl, err := client.New(serverURL, bootstrapToken)
+	if err != nil {
+		log.Fatal(err)
+	}
+	workflow := `
+agents:
+  drafter: {model: scripted, script: [{content: "A draft."}]}
+  polisher: {model: scripted, script: [{content: "unused"}, {content: "Polished."}]}
+steps:
+  - agent: drafter
+  - agent: polisher
+`
+	wait := func(id string) api.Run {
+		run, err := cl.WaitRun(ctx, id)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return run
+	}
+	run := wait(must(cl.SubmitWorkflow(ctx, api.SubmitRequest{Workflow: workflow, Message: "Write."})).ID)
+	// Rerun from the second step with a polisher that answers otherwise.
+	polisher := json.RawMessage(`{"name": "polisher", "model": "scripted", "script": [{"content": "unused"}, {"content": "Shiny."}]}`)
+	rerun, err := cl.RerunRun(ctx, run.ID, api.RunRerunRequest{From: run.Steps[1].Key, Agents: map[string]json.RawMessage{"polisher": polisher}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rerun = wait(rerun.ID)
+	tr, err := cl.Transcript(ctx, *rerun.Output)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(rerun.Status, rerun.ID != run.ID)
+	fmt.Println("kept the draft:", *rerun.Steps[0].Output == *run.Steps[0].Output)
+	fmt.Println("answer:", tr.Chunks[len(tr.Chunks)-1].Text())
+	// Output:
+	// succeeded true
+	// kept the draft: true
+	// answer: Shiny.
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		log.Fatal(err)
+	}
+	return v
+}
