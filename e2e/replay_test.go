@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +104,10 @@ func TestReplayWholeRun(t *testing.T) {
 	}
 	if n := m.total() - before; n != 0 {
 		t.Fatalf("the replays made %d model requests, want 0", n)
+	}
+
+	if out, err := c.rathctl("check"); err != nil {
+		t.Errorf("check after the replays: %v\n%s", err, out)
 	}
 
 	// Tamper with the recording: the closer step's input is now the
@@ -243,6 +248,27 @@ func TestRerunWholeRunFromSelect(t *testing.T) {
 	}
 	if out, err := c.rathctl("verify", r.Output.String()); err != nil || !strings.Contains(string(out), "ok") {
 		t.Errorf("verify the original output: %v\n%s", err, out)
+	}
+	// The invariants hold: the kept steps are exactly-once through the
+	// original run's steps of their keys, the replays are no second commits.
+	if out, err := c.rathctl("check"); err != nil {
+		t.Errorf("check after the rerun: %v\n%s", err, out)
+	}
+	// --agent replaces one agent of the workflow for the rerun.
+	spec := filepath.Join(c.dir, "closer2.yaml")
+	if err := os.WriteFile(spec, []byte("name: closer\nmodel: gpt-test\ninstructions: CLOSER2 signs off differently\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err = c.rathctl("rerun", "--run", r.ID, "--from", sel.Key, "--agent", "closer="+spec)
+	if err != nil || !strings.Contains(string(out), "(4 steps kept)") {
+		t.Fatalf("rerun --agent: %v\n%s", err, out)
+	}
+	id := strings.Fields(strings.SplitAfter(string(out), "new run ")[1])[0]
+	if nr2 := c.waitRun(id, 120*time.Second, "an end", func(r runs.Run) bool { return r.Status.Terminal() }); nr2.Status != runs.RunSucceeded {
+		t.Fatalf("rerun --agent run %s: %s", nr2.Status, nr2.Error)
+	}
+	if m.count("CLOSER2") != 1 || m.count("BRANCH") != before["BRANCH"] {
+		t.Errorf("rerun --agent: closer2 asked %d times (want 1), branch %d→%d", m.count("CLOSER2"), before["BRANCH"], m.count("BRANCH"))
 	}
 	// A step the run does not have is refused, naming it.
 	if _, err := c.rathctl("rerun", "--run", r.ID, "--from", "nope"); err == nil || !strings.Contains(err.Error(), `no step "nope"`) {
