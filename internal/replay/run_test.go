@@ -80,7 +80,7 @@ func recordRun(t *testing.T, g session.Graph, m *countingModel) RecordedRun {
 }
 
 // recordRunAs is recordRun with the run's id.
-func recordRunAs(t *testing.T, g session.Graph, m *countingModel, runID string) RecordedRun {
+func recordRunAs(t testing.TB, g session.Graph, m *countingModel, runID string) RecordedRun {
 	t.Helper()
 	ctx := context.Background()
 	in, err := session.New(ctx, g, session.User("write a poem about graphs"))
@@ -211,4 +211,18 @@ func descends(t *testing.T, g session.Graph, of, ancestor session.ID) bool {
 		todo = append(todo, v.Parents...)
 	}
 	return false
+}
+
+// BenchmarkRunReplay replays the 8-step fan-out → merge → compress →
+// select → agent run (6 steps, 2 merges) on the memory graph.
+func BenchmarkRunReplay(b *testing.B) {
+	ctx := context.Background()
+	g := session.NewMemoryGraph()
+	rec := recordRunAs(b, g, &countingModel{}, "run_bench")
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := Run(ctx, g, rec, Options{Strict: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
