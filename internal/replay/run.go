@@ -224,6 +224,12 @@ func (rr *runReplayer) oneShot(ctx context.Context, st RunStep, in session.Sessi
 	if err != nil {
 		return session.Session{}, err
 	}
+	if st.Call.Kind == flow.KindSelect && len(orig.Parents) == 1 {
+		// A decision's usage is what its version added to its input's.
+		if parent, err := rr.g.Get(ctx, orig.Parents[0]); err == nil {
+			usage = orig.Usage.Sub(parent.Usage)
+		}
+	}
 	p := &recordedProvider{reply: llm.Response{Content: reply, Model: orig.Producer.Model, FinishReason: llm.FinishStop, Usage: usage}}
 	prod := orig.Producer
 	prod.Worker = rr.opts.Worker

@@ -126,6 +126,13 @@ func TestRunReplaysAWholeWorkflow(t *testing.T) {
 			t.Errorf("row %+v", row)
 		}
 	}
+	for _, row := range rep.Steps {
+		o, _ := g.Get(ctx, row.Original)
+		r, _ := g.Get(ctx, *row.Replay)
+		if row.Kind == "select" && r.Usage != o.Usage {
+			t.Errorf("replayed decision usage %+v, recorded %+v", r.Usage, o.Usage)
+		}
+	}
 	if kinds["agent"] != 4 || kinds["select"] != 1 || kinds["compress"] != 1 || kinds[KindMerge] != 2 {
 		t.Errorf("rows by kind = %v, want 4 agent, 1 select, 1 compress, 2 merge", kinds)
 	}
