@@ -3,6 +3,15 @@
 // tool results recorded in the step's version, so no model is called and
 // no tool runs again. rathctl (on a store) and the coordinator (POST
 // /v1/versions/{id}/replay) both use it.
+//
+// [Run] replays a whole workflow run the same way, step by step in the
+// order the steps were recorded, into a new replay branch: agent steps
+// from their recorded replies and tool results, selector steps from their
+// recorded decisions, compressions from their recorded summaries, and the
+// forks and merges between them rebuilt from the graph (POST
+// /v1/runs/{id}/replay, rathctl replay --run). [KeptSteps] and
+// [OverrideWorkflow] prepare a rerun of a coordinator-driven workflow run
+// from one of its steps as a new run (POST /v1/runs/{id}/rerun).
 package replay
 
 import (
