@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -159,6 +160,9 @@ type cluster struct {
 	coord    *proc
 	workers  []*proc
 	procs    []*proc
+	// token, when set, is the coordinator's bootstrap admin token (auth
+	// on), which rathctl sends.
+	token string
 }
 
 type clusterConfig struct {
@@ -169,6 +173,9 @@ type clusterConfig struct {
 	coordArgs []string
 	// env is added to every Rath process's environment.
 	env []string
+	// token, when set, turns the coordinator's auth on with this bootstrap
+	// admin token (RATH_TOKEN); rathctl sends it.
+	token string
 	// storeURL, when set, is the database to use instead of a fresh one on
 	// the test cluster.
 	storeURL string
@@ -181,7 +188,7 @@ func newCluster(t *testing.T, cfg clusterConfig) *cluster {
 		storeURL = testdb.Postgres(t)
 	}
 	dir := t.TempDir()
-	c := &cluster{t: t, dir: dir, storeURL: storeURL}
+	c := &cluster{t: t, dir: dir, storeURL: storeURL, token: cfg.token}
 	natsPort := freePort(t)
 	c.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	c.nats = c.add("natsd", "-port", strconv.Itoa(natsPort), "-store", filepath.Join(dir, "jetstream"))
@@ -189,6 +196,9 @@ func newCluster(t *testing.T, cfg clusterConfig) *cluster {
 	c.server = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	c.coord = c.add("coordinator", append([]string{"--store", storeURL, "--nats", c.natsURL, "--addr", fmt.Sprintf("127.0.0.1:%d", httpPort)}, cfg.coordArgs...)...)
 	c.coord.env = cfg.env
+	if cfg.token != "" {
+		c.coord.env = append(slices.Clone(cfg.env), "RATH_TOKEN="+cfg.token)
+	}
 	for i := range cfg.workers {
 		args := append([]string{
 			"--store", storeURL, "--nats", c.natsURL, "--name", fmt.Sprintf("w%d", i+1), "--health", "",
@@ -260,7 +270,7 @@ func (c *cluster) waitReady() {
 // rathctl runs the built rathctl against the cluster and returns stdout.
 func (c *cluster) rathctl(args ...string) ([]byte, error) {
 	cmd := exec.Command(bin(c.t, "rathctl"), args...)
-	cmd.Env = append(os.Environ(), "RATH_SERVER="+c.server, "RATH_STORE=")
+	cmd.Env = append(os.Environ(), "RATH_SERVER="+c.server, "RATH_STORE=", "RATH_TOKEN="+c.token)
 	cmd.Dir = c.dir
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -233,7 +233,8 @@ func walkSteps(dev bool) []walkStep {
 			want:    []string{"succeeded", "answer: We refunded the duplicate charge"},
 			capture: map[string]string{"wfRun": `re:^run (run_\S+)`}},
 		walkStep{name: "runs show (the workflow run)", as: "read", args: []string{"runs", "show", "{wfRun}", "-o", "json"},
-			json: map[string]string{"kind": "workflow", "status": "succeeded", "steps": "*"}},
+			json:    map[string]string{"kind": "workflow", "status": "succeeded", "steps": "*"},
+			capture: map[string]string{"wfStep1": "steps.1.key"}},
 		// Accepting changes is for a workflow run that failed as
 		// nondeterministic (or still runs); it names the flag it needs
 		// and refuses a run that ended well.
@@ -276,6 +277,19 @@ func walkSteps(dev bool) []walkStep {
 			json: map[string]string{"run.id": "{run3}", "run.output": "{out3}", "status": "succeeded"}},
 		walkStep{name: "replay", as: "submit", args: []string{"replay", "{out1}"},
 			want: []string{"of {out1}: 1 chunks, identical=true"}},
+		// A whole workflow run (the triage selector loop): every step
+		// from its recording, no model called.
+		walkStep{name: "replay --run --strict", as: "submit", args: []string{"replay", "--run", "{wfRun}", "--strict"},
+			want: []string{"replay of run {wfRun}", "identical=true", "select", "agent"}},
+		walkStep{name: "replay --run -o json", as: "submit", args: []string{"replay", "--run", "{wfRun}", "-o", "json"},
+			json: map[string]string{"run": "{wfRun}", "identical": "true", "replay": "*", "steps": "*"}},
+		// Rerun the workflow run from its second step (the agent the
+		// router chose): the first step is kept, the rest run again.
+		walkStep{name: "rerun --run --from STEP", as: "submit", args: []string{"rerun", "--run", "{wfRun}", "--from", "{wfStep1}"},
+			want:    []string{"rerun of run {wfRun} from step {wfStep1}: new run", "(1 steps kept)"},
+			capture: map[string]string{"rerunRun": `re:new run (run_\S+)`}},
+		walkStep{name: "runs show (the rerun)", as: "read", args: []string{"runs", "show", "{rerunRun}", "-o", "json"},
+			json: map[string]string{"id": "{rerunRun}", "kind": "workflow", "steps.0.status": "committed"}},
 		walkStep{name: "rerun", as: "submit", args: []string{"rerun", "{out1}", "--from", "{in1}", "--model", "scripted:{rerun-replies.yaml}"},
 			want: []string{"rerun of {out1} from {in1}"}},
 		walkStep{name: "pin", as: "admin", args: []string{"pin", "{out1}", "--note", "the walk keeps it"}, want: []string{"pinned {out1}"}},

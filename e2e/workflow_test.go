@@ -24,6 +24,9 @@ type modelCounter struct {
 	srv    *llmtest.Server
 	mu     sync.Mutex
 	counts map[string]int
+	// reply, when set before the first request, answers agent's n-th
+	// request (from 1) instead of "reply from AGENT".
+	reply func(agent string, n int) string
 }
 
 func newModelCounter(t *testing.T, delays map[string]time.Duration) *modelCounter {
@@ -37,8 +40,12 @@ func newModelCounter(t *testing.T, delays map[string]time.Duration) *modelCounte
 		}
 		m.mu.Lock()
 		m.counts[agent]++
+		content := "reply from " + agent
+		if m.reply != nil {
+			content = m.reply(agent, m.counts[agent])
+		}
 		m.mu.Unlock()
-		return llmtest.Reply{Content: "reply from " + agent, Delay: delays[agent],
+		return llmtest.Reply{Content: content, Delay: delays[agent],
 			Usage: session.Usage{PromptTokens: 10, CompletionTokens: 2, TotalTokens: 12}}
 	})
 	return m
@@ -48,6 +55,17 @@ func (m *modelCounter) count(agent string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.counts[agent]
+}
+
+// total is the requests counted for every agent.
+func (m *modelCounter) total() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, k := range m.counts {
+		n += k
+	}
+	return n
 }
 
 func (m *modelCounter) env() []string {

@@ -408,7 +408,12 @@ func (c *checker) exactlyOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Each step against the version keyed by its id.
+	// Each step against the version keyed by its id. A step a rerun kept
+	// (runs.Store.CreateRerun) committed no version of its own: its output
+	// is the one the original run's step of the same key committed, keyed
+	// by that step; those are checked after the scan.
+	type keptStep struct{ id, output string }
+	var kept []keptStep
 	err = c.each(ctx, "steps", `SELECT s.id, s.status, COALESCE(CAST(s.output_id AS TEXT), ''), s.error, COALESCE(CAST(v.id AS TEXT), ''), r.status
 		FROM steps s JOIN runs r ON r.id = s.run_id LEFT JOIN versions v ON v.key = s.id`, func(rows *sql.Rows) error {
 		var id, status, output, reason, keyed, runStatus string
@@ -423,7 +428,7 @@ func (c *checker) exactlyOnce(ctx context.Context) error {
 			case output == "":
 				c.add(ExactlyOnce, row, "committed without an output version")
 			case keyed == "":
-				c.add(ExactlyOnce, row, "committed output %s, but no version is keyed by the step", output)
+				kept = append(kept, keptStep{id: id, output: output})
 			case !sameID(keyed, output):
 				c.add(ExactlyOnce, row, "committed output %s, but the version keyed by the step is %s", output, keyed)
 			}
@@ -447,6 +452,20 @@ func (c *checker) exactlyOnce(ctx context.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	for _, k := range kept {
+		var from string
+		err := c.db.QueryRowContext(ctx, `SELECT COALESCE(MIN(o.id), '') FROM steps o JOIN versions v ON v.key = o.id
+			WHERE o.output_id = $1 AND o.id <> $2 AND o.status = 'committed' AND CAST(v.id AS TEXT) = CAST(o.output_id AS TEXT)`,
+			k.output, k.id).Scan(&from)
+		if err != nil {
+			return fmt.Errorf("check kept steps: %w", err)
+		}
+		_, key, _ := strings.Cut(k.id, "/")
+		_, fromKey, _ := strings.Cut(from, "/")
+		if from == "" || key != fromKey {
+			c.add(ExactlyOnce, "step "+k.id, "committed output %s, but no version is keyed by the step", k.output)
+		}
 	}
 	// Each run against its steps.
 	return c.each(ctx, "runs", `SELECT r.id, r.status, COALESCE(CAST(r.output_id AS TEXT), ''), r.error,

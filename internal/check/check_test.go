@@ -258,3 +258,31 @@ func TestViolationsSQLite(t *testing.T) {
 		t.Fatalf("Err() = %v", err)
 	}
 }
+
+// TestRerunKeptSteps: a rerun's kept step (runs.Store.CreateRerun) commits
+// no version of its own; it is exactly-once through the original run's
+// step of the same key, and flagged when no such step committed its output.
+func TestRerunKeptSteps(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, testdb.Postgres(t))
+	rs := runs.NewStore(f.db, nil)
+	keep := func(key string) string {
+		t.Helper()
+		out := f.output
+		r := runs.Run{ID: runs.NewRunID(), Kind: runs.KindWorkflow, Driver: runs.DriverCoordinator, Workflow: "steps: []", Queue: "default",
+			Target: []byte(`{}`), Input: f.run.Input}
+		if err := rs.CreateRerun(ctx, &r, []runs.Step{{Key: key, Ordinal: 0, Input: f.run.Input, Output: &out, Attempts: 1, Worker: "w1"}}); err != nil {
+			t.Fatal(err)
+		}
+		return r.ID
+	}
+	keep("0")
+	if rep := run(t, f.url, check.Options{}); !rep.OK() {
+		t.Fatalf("a kept step reported: %+v", rep.Problems)
+	}
+	// The same output under another key was not committed by a step of
+	// that key: flagged.
+	bad := keep("1")
+	wantProblem(t, run(t, f.url, check.Options{}), check.ExactlyOnce, "step "+bad+"/1")
+}

@@ -272,17 +272,35 @@ func writeRerun(w io.Writer, rep api.RerunReport) error {
 
 func newRerunCmd(env *Env) *cobra.Command {
 	var f lineageFlags
-	var fromArg, model string
+	var fromArg, model, runID string
+	var agentFlags []string
 	c := &cobra.Command{
-		Use:   "rerun VERSION --from ANCESTOR [--model M]",
+		Use:   "rerun VERSION --from ANCESTOR [--model M] | rerun --run RUN --from STEP [--model M] [--agent NAME=spec.yaml]",
 		Short: "fork at ANCESTOR and re-execute the path to VERSION with live models, on a new branch",
 		Long: "rerun forks ANCESTOR (which must be on VERSION's first-parent path) and re-applies each version after it, in\n" +
 			"order: appends are appended again, agent steps are submitted as new runs through the same agent spec (the\n" +
 			"step's target, else its run's; --model overrides its model) and waited for, forks and placements are skipped.\n" +
 			"Merges, compressions, selector steps and replays stop it with an error before anything is written. The\n" +
-			"original branch is untouched. It works through a coordinator only (--server, $RATH_SERVER): the steps run as runs.",
-		Args: cobra.ExactArgs(1),
+			"original branch is untouched. It works through a coordinator only (--server, $RATH_SERVER): the steps run as runs.\n\n" +
+			"rerun --run RUN --from STEP reruns a workflow run the coordinator drives (a workflow file) from its step keyed STEP\n" +
+			"(runs show RUN lists the keys), with live models, as a new run: the steps STEP's input descends from are kept as\n" +
+			"committed (reused, not re-executed), every other step runs anew. --model M replaces every agent's model and\n" +
+			"--agent NAME=spec.yaml (repeatable) replaces agent NAME of the workflow. It prints the new run's id; follow it\n" +
+			"with runs show, runs watch or graph --run. The original run is untouched (POST /v1/runs/{id}/rerun).",
+		Args: cobra.RangeArgs(0, 1),
 		RunE: f.with(func(ctx context.Context, t target, args []string) error {
+			if runID != "" {
+				if len(args) != 0 {
+					return &exitError{code: 2, err: errors.New("give VERSION or --run RUN, not both")}
+				}
+				return rerunRunCmd(ctx, env, t, f.output, runID, fromArg, model, agentFlags)
+			}
+			if len(agentFlags) > 0 {
+				return &exitError{code: 2, err: errors.New("--agent goes with --run RUN (rerun VERSION takes --model only)")}
+			}
+			if len(args) != 1 {
+				return &exitError{code: 2, err: errors.New("give VERSION (with --from ANCESTOR) or --run RUN (with --from STEP)")}
+			}
 			if fromArg == "" {
 				return &exitError{code: 2, err: errors.New("--from ANCESTOR is required")}
 			}
@@ -327,7 +345,54 @@ func newRerunCmd(env *Env) *cobra.Command {
 		}),
 	}
 	f.register(c)
-	c.Flags().StringVar(&fromArg, "from", "", "the ancestor to fork at (on VERSION's first-parent path)")
+	c.Flags().StringVar(&fromArg, "from", "", "the ancestor to fork at (on VERSION's first-parent path); with --run, the key of the step to rerun from")
+	c.Flags().StringVar(&runID, "run", "", "rerun this workflow run from --from STEP as a new run")
+	c.Flags().StringArrayVar(&agentFlags, "agent", nil, "with --run: NAME=spec.yaml replaces the workflow's agent NAME (repeatable)")
 	c.Flags().StringVar(&model, "model", "", "run every re-executed step with this model instead of its spec's (scripted:FILE: the scripted model with FILE's replies, read by rathctl)")
 	return c
+}
+
+// rerunRunCmd reruns workflow run runID from step from through the
+// coordinator and prints the new run.
+func rerunRunCmd(ctx context.Context, env *Env, t target, output, runID, from, model string, agentFlags []string) error {
+	if from == "" {
+		return &exitError{code: 2, err: errors.New("--from STEP is required (runs show RUN lists the step keys)")}
+	}
+	if t.cl == nil {
+		return &exitError{code: 2, err: errors.New("rerun --run re-executes the workflow on a coordinator: give --server (or $RATH_SERVER), not a store")}
+	}
+	req := api.RunRerunRequest{From: from, Model: model}
+	for _, a := range agentFlags {
+		name, path, ok := strings.Cut(a, "=")
+		if !ok || name == "" || path == "" {
+			return &exitError{code: 2, err: fmt.Errorf("--agent %q: want NAME=spec.yaml", a)}
+		}
+		spec, err := LoadAgentSpec(path)
+		if err != nil {
+			return fmt.Errorf("--agent %s: %w", name, err)
+		}
+		b, err := json.Marshal(spec)
+		if err != nil {
+			return err
+		}
+		if req.Agents == nil {
+			req.Agents = map[string]json.RawMessage{}
+		}
+		req.Agents[name] = b
+	}
+	run, err := t.cl.RerunRun(ctx, runID, req)
+	if err != nil {
+		return err
+	}
+	if output == "json" {
+		return (&printer{env: env}).json(run)
+	}
+	kept := 0
+	for _, st := range run.Steps {
+		if st.Status == api.StepCommitted {
+			kept++
+		}
+	}
+	fmt.Fprintf(env.Out, "rerun of run %s from step %s: new run %s (%d steps kept)\n", runID, from, run.ID, kept)
+	return nil
 }

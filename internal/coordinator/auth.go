@@ -82,6 +82,10 @@ var RouteScopes = map[string]auth.Scope{
 	"GET /v1/verify":                auth.ScopeRead,
 	"GET /v1/runs/{id}/dossier":     auth.ScopeRead,
 	"POST /v1/versions/{id}/replay": auth.ScopeSubmit,
+
+	// Whole-run replay (issue #21).
+	"POST /v1/runs/{id}/replay": auth.ScopeSubmit,
+	"POST /v1/runs/{id}/rerun":  auth.ScopeSubmit,
 }
 
 // TenantStores gives each tenant a graph store and run store confined to

@@ -25,6 +25,8 @@ func (c *Coordinator) lineageOpsRoutes(api *apiMux) {
 	api.HandleFunc("GET /v1/verify", c.verifyAll)
 	api.HandleFunc("GET /v1/runs/{id}/dossier", c.runDossier)
 	api.HandleFunc("POST /v1/versions/{id}/replay", c.replayVersion)
+	api.HandleFunc("POST /v1/runs/{id}/replay", c.replayRun)
+	api.HandleFunc("POST /v1/runs/{id}/rerun", c.rerunRun)
 }
 
 // uncachedGraph is the tenant's graph read past the store's cache, so
@@ -209,6 +211,58 @@ func (c *Coordinator) memoryWrites(ctx context.Context, run runs.Run, g *lineage
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// optionalBody decodes r's body into v when it has one: an absent or blank
+// body leaves v as it is. It reports false after writing the error.
+func (c *Coordinator) optionalBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if r.ContentLength == 0 {
+		return true
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, c.cfg.MaxBodyBytes)
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		c.fail(w, r, badRequest("request body: %v", err))
+		return false
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return true
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return c.decode(w, r, v)
+}
+
+// replayRun serves POST /v1/runs/{id}/replay: it re-executes every step of
+// a workflow run from its recording (no model called, no tool run) into a
+// new replay branch, and reports per step whether the hashes came out
+// identical (replay.Run). A divergence is not an error: the report says
+// it (a strict replay stops at the first). The run and its versions are
+// read from the request's tenant's stores only.
+func (c *Coordinator) replayRun(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	var req api.RunReplayRequest
+	if !c.optionalBody(w, r, &req) {
+		return
+	}
+	rec, err := replay.LoadRun(ctx, c.runsOf(ctx), r.PathValue("id"))
+	if err != nil {
+		if errors.Is(err, replay.ErrNotReplayable) {
+			err = badRequest("%v", err)
+		}
+		c.fail(w, r, err)
+		return
+	}
+	rep, err := replay.Run(ctx, c.graph, rec, replay.Options{Strict: req.Strict, Worker: "coordinator-replay"})
+	switch {
+	case errors.Is(err, replay.ErrDiverged):
+	case errors.Is(err, replay.ErrNotReplayable):
+		c.fail(w, r, badRequest("%v", err))
+		return
+	case err != nil:
+		c.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
 }
 
 // replayVersion serves POST /v1/versions/{id}/replay: it re-executes the

@@ -92,6 +92,8 @@ func TestLineageOpsThroughTheAPI(t *testing.T) {
 		{"GET", "/v1/runs/" + run.ID + "/dossier?format=html", ""},
 		{"POST", "/v1/versions/" + out.String() + "/replay", `{}`},
 		{"POST", "/v1/versions/" + out.String() + "/replay", `{"strict":true}`},
+		{"POST", "/v1/runs/" + run.ID + "/replay", `{"strict":true}`},
+		{"POST", "/v1/runs/" + run.ID + "/rerun", `{"from":"0","model":"scripted"}`},
 	} {
 		for _, tok := range []string{eve.Secret, eveAdmin.Secret} {
 			code, b := s.call(t, tok, tc.method, tc.path, tc.body)
@@ -106,8 +108,21 @@ func TestLineageOpsThroughTheAPI(t *testing.T) {
 	if code, b := s.call(t, acmeRead.Secret, "POST", "/v1/versions/"+out.String()+"/replay", `{}`); code != http.StatusForbidden {
 		t.Errorf("read-only replay = %d %s, want 403", code, b)
 	}
+	for _, path := range []string{"/v1/runs/" + run.ID + "/replay", "/v1/runs/" + run.ID + "/rerun"} {
+		if code, b := s.call(t, acmeRead.Secret, "POST", path, `{"from":"0"}`); code != http.StatusForbidden {
+			t.Errorf("read-only POST %s = %d %s, want 403", path, code, b)
+		}
+	}
 	if after := versions(t, s.dev.Backend.Store); after != before {
 		t.Errorf("the attacks wrote %d versions", after-before)
+	}
+	// Whole-run replay and rerun are for workflow runs: an agent run is
+	// 400, naming what to do instead.
+	if _, err := cl.ReplayRun(ctx, run.ID, api.RunReplayRequest{}); err == nil || !strings.Contains(err.Error(), "agent run") {
+		t.Errorf("replay --run of an agent run: %v, want 400 naming it", err)
+	}
+	if _, err := cl.RerunRun(ctx, run.ID, api.RunRerunRequest{From: "0"}); err == nil || !strings.Contains(err.Error(), "not a workflow file") {
+		t.Errorf("rerun --run of an agent run: %v, want 400 naming it", err)
 	}
 
 	// Replay: strict, in the coordinator, identical hashes, a new version

@@ -3,6 +3,15 @@
 // tool results recorded in the step's version, so no model is called and
 // no tool runs again. rathctl (on a store) and the coordinator (POST
 // /v1/versions/{id}/replay) both use it.
+//
+// [Run] replays a whole workflow run the same way, step by step in the
+// order the steps were recorded, into a new replay branch: agent steps
+// from their recorded replies and tool results, selector steps from their
+// recorded decisions, compressions from their recorded summaries, and the
+// forks and merges between them rebuilt from the graph (POST
+// /v1/runs/{id}/replay, rathctl replay --run). [KeptSteps] and
+// [OverrideWorkflow] prepare a rerun of a coordinator-driven workflow run
+// from one of its steps as a new run (POST /v1/runs/{id}/rerun).
 package replay
 
 import (
@@ -50,38 +59,17 @@ func Step(ctx context.Context, g session.Graph, spec agent.Spec, out session.Ses
 	if err != nil {
 		return rep, fmt.Errorf("replay: input of %s: %w", v.ID, err)
 	}
+	if recording == nil {
+		recording = v.Chunks
+	}
 	input, err := in.Chunks(ctx)
 	if err != nil {
 		return rep, err
 	}
-	if recording == nil {
-		recording = v.Chunks
-	}
-	ropts := llm.ReplayOptions{Lenient: !opts.Strict, Model: v.Producer.Model}
-	for _, e := range v.Extras {
-		if e.Key == "loop.round_usage" {
-			_ = json.Unmarshal(e.Value, &ropts.RoundUsage) // usage only; a bad value replays as zero
-		}
-	}
-	provider, err := llm.NewReplay(input, recording, ropts)
-	if err != nil {
-		return rep, fmt.Errorf("replay: %w", err)
-	}
-	tools, err := recordedTools(recording)
+	res, divs, err := runAgent(ctx, spec, in, input, v, recording, opts.Strict)
+	rep.Divergences = append(rep.Divergences, divs...)
 	if err != nil {
 		return rep, err
-	}
-	spec.Memory = agent.MemorySpec{} // recall is in the recording; the store is not asked again
-	a := &agent.Agent{Spec: spec, Provider: provider, Model: v.Producer.Model, Tools: tools}
-	res, err := a.Run(ctx, in, agent.Meta{Producer: v.Producer})
-	if err == nil {
-		err = provider.Verify()
-	}
-	if err != nil {
-		rep.Divergences = append(rep.Divergences, err.Error())
-		if opts.Strict {
-			return rep, fmt.Errorf("%w: %w", ErrDiverged, err)
-		}
 	}
 	rep.Chunks = len(res.Chunks)
 	for i := range max(len(res.Chunks), len(v.Chunks)) {
@@ -109,6 +97,44 @@ func Step(ctx context.Context, g session.Graph, spec agent.Spec, out session.Ses
 	id := s.ID()
 	rep.Replay = &id
 	return rep, nil
+}
+
+// runAgent re-executes the agent step v on in, answering its model calls
+// from recording (made on the transcript input) and its tool calls with
+// the results recorded there: a strict replay diverges when the requests
+// the agent makes on in are not the recorded ones. It
+// returns what the agent produced and the divergences the replayed
+// provider saw; with strict, a divergence is also the error (wrapping
+// ErrDiverged).
+func runAgent(ctx context.Context, spec agent.Spec, in session.Session, input []session.Chunk, v *session.Version, recording []session.Chunk, strict bool) (agent.Result, []string, error) {
+	ropts := llm.ReplayOptions{Lenient: !strict, Model: v.Producer.Model}
+	for _, e := range v.Extras {
+		if e.Key == "loop.round_usage" {
+			_ = json.Unmarshal(e.Value, &ropts.RoundUsage) // usage only; a bad value replays as zero
+		}
+	}
+	provider, err := llm.NewReplay(input, recording, ropts)
+	if err != nil {
+		return agent.Result{}, nil, fmt.Errorf("replay: %w", err)
+	}
+	tools, err := recordedTools(recording)
+	if err != nil {
+		return agent.Result{}, nil, err
+	}
+	spec.Memory = agent.MemorySpec{} // recall is in the recording; the store is not asked again
+	a := &agent.Agent{Spec: spec, Provider: provider, Model: v.Producer.Model, Tools: tools}
+	res, err := a.Run(ctx, in, agent.Meta{Producer: v.Producer})
+	if err == nil {
+		err = provider.Verify()
+	}
+	var divs []string
+	if err != nil {
+		divs = append(divs, err.Error())
+		if strict {
+			return res, divs, fmt.Errorf("%w: %w", ErrDiverged, err)
+		}
+	}
+	return res, divs, nil
 }
 
 // Replayable checks v was committed by a step; the error wraps

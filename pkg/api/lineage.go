@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/rath-run/rath/pkg/lineage"
@@ -78,6 +79,65 @@ type ReplayReport struct {
 	Identical   bool     `json:"identical"`
 	Chunks      int      `json:"chunks"`
 	Divergences []string `json:"divergences"`
+}
+
+// RunReplayRequest is the body of POST /v1/runs/{id}/replay.
+type RunReplayRequest struct {
+	// Strict stops the replay at the first difference (the report's
+	// Diverged names it).
+	Strict bool `json:"strict,omitempty"`
+}
+
+// RunReplayReport is the answer of POST /v1/runs/{id}/replay: every step of
+// a workflow run re-executed from its recording (no model called, no tool
+// run) into a new replay branch, in the order the steps were recorded, and
+// each step's chunk hashes compared with the recorded ones.
+type RunReplayReport struct {
+	Run string `json:"run"`
+	// Output is the run's recorded output; Replay is its replay, the head
+	// of the replay branch (absent when the run recorded no output or a
+	// strict replay stopped).
+	Output *session.ID `json:"output,omitempty"`
+	Replay *session.ID `json:"replay,omitempty"`
+	// Identical says every step (and merge) came out with the recorded
+	// chunk hashes.
+	Identical bool `json:"identical"`
+	// Diverged names the first difference: "step KEY (KIND): round R:
+	// message M …"; empty when Identical.
+	Diverged string `json:"diverged,omitempty"`
+	// Steps are the replayed steps and fan-in merges in replay order
+	// (never null).
+	Steps []RunReplayRow `json:"steps"`
+}
+
+// RunReplayRow is one replayed step (or fan-in merge) of a whole-run
+// replay.
+type RunReplayRow struct {
+	// Key is the step's key (a merge's version key); Kind is agent,
+	// select, compress or merge.
+	Key      string      `json:"key"`
+	Kind     string      `json:"kind"`
+	Original session.ID  `json:"original"`
+	Replay   *session.ID `json:"replay,omitempty"`
+	// Identical says the replay appended the recorded chunks, hash for
+	// hash; Divergences lists where not (never null).
+	Identical   bool     `json:"identical"`
+	Chunks      int      `json:"chunks"`
+	Divergences []string `json:"divergences"`
+}
+
+// RunRerunRequest is the body of POST /v1/runs/{id}/rerun: rerun a
+// coordinator-driven workflow run from its step keyed From, with live
+// models, as a new run.
+type RunRerunRequest struct {
+	// From is the key of the step to rerun from (runs show lists them).
+	From string `json:"from"`
+	// Model, when set, replaces every agent's model in the rerun's
+	// workflow (its script is dropped unless Model is "scripted").
+	Model string `json:"model,omitempty"`
+	// Agents replaces the named agents of the workflow with these specs
+	// (JSON agent specs, package agent).
+	Agents map[string]json.RawMessage `json:"agents,omitempty"`
 }
 
 // Rerun actions, as reported per version of the path (RerunRow.Action).

@@ -459,3 +459,97 @@ func ExampleMemory_Commit() {
 	// agent: planner
 	// recall: 1 true true
 }
+
+// Replay a whole workflow run — here a selector step, then the agent it
+// chose — from its recording: no model is called, the steps land on a
+// new replay branch, and each step's hashes are compared.
+func ExampleClient_ReplayRun() {
+	ctx := context.Background()
+	cl, err := client.New(serverURL, bootstrapToken)
+	if err != nil {
+		log.Fatal(err)
+	}
+	run, err := cl.SubmitWorkflow(ctx, api.SubmitRequest{Driver: api.DriverClient, Message: "Hi!"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	step := func(key, call string, in session.ID) session.ID {
+		st, err := cl.PutStepWait(ctx, run.ID, key, json.RawMessage(call), in, 0)
+		for err == nil && !st.Terminal() {
+			st, err = cl.GetStep(ctx, run.ID, key, 30e9)
+		}
+		if err != nil || st.Output == nil {
+			log.Fatalf("step %s: %v %+v", key, err, st)
+		}
+		return *st.Output
+	}
+	router := `{"name": "router", "model": "scripted", "script": [{"content": "0"}]}`
+	chosen := step("0", `{"kind": "select", "agent": `+router+`, "candidates": ["greets"]}`, run.Input)
+	out := step("1", `{"kind": "agent", "agent": `+greeter+`}`, chosen)
+	if _, err := cl.CompleteRun(ctx, run.ID, out); err != nil {
+		log.Fatal(err)
+	}
+	rep, err := cl.ReplayRun(ctx, run.ID, api.RunReplayRequest{Strict: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("identical:", rep.Identical, "new branch:", *rep.Replay != out)
+	for _, s := range rep.Steps {
+		fmt.Println(s.Key, s.Kind, s.Identical)
+	}
+	// Output:
+	// identical: true new branch: true
+	// 0 select true
+	// 1 agent true
+}
+
+// Rerun a workflow run from one of its steps with another agent: the new
+// run keeps the steps before it as committed and runs the rest live.
+func ExampleClient_RerunRun() {
+	ctx := context.Background()
+	cl, err := client.New(serverURL, bootstrapToken)
+	if err != nil {
+		log.Fatal(err)
+	}
+	workflow := `
+agents:
+  drafter: {model: scripted, script: [{content: "A draft."}]}
+  polisher: {model: scripted, script: [{content: "unused"}, {content: "Polished."}]}
+steps:
+  - agent: drafter
+  - agent: polisher
+`
+	wait := func(id string) api.Run {
+		run, err := cl.WaitRun(ctx, id)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return run
+	}
+	run := wait(must(cl.SubmitWorkflow(ctx, api.SubmitRequest{Workflow: workflow, Message: "Write."})).ID)
+	// Rerun from the second step with a polisher that answers otherwise.
+	polisher := json.RawMessage(`{"name": "polisher", "model": "scripted", "script": [{"content": "unused"}, {"content": "Shiny."}]}`)
+	rerun, err := cl.RerunRun(ctx, run.ID, api.RunRerunRequest{From: run.Steps[1].Key, Agents: map[string]json.RawMessage{"polisher": polisher}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rerun = wait(rerun.ID)
+	tr, err := cl.Transcript(ctx, *rerun.Output)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(rerun.Status, rerun.ID != run.ID)
+	fmt.Println("kept the draft:", *rerun.Steps[0].Output == *run.Steps[0].Output)
+	fmt.Println("answer:", tr.Chunks[len(tr.Chunks)-1].Text())
+	// Output:
+	// succeeded true
+	// kept the draft: true
+	// answer: Shiny.
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		log.Fatal(err)
+	}
+	return v
+}

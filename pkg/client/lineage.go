@@ -87,6 +87,36 @@ func (c *Client) Replay(ctx context.Context, id session.ID, req api.ReplayReques
 	return rep, translate(err)
 }
 
+// ReplayRun re-executes every step of workflow run id from its recording
+// (no model called, no tool run) into a new replay branch and reports per
+// step whether the hashes came out identical (POST /v1/runs/{id}/replay).
+// A divergence is in the report (Identical false, Diverged naming the
+// step), not an error; with req.Strict the replay stops at the first.
+func (c *Client) ReplayRun(ctx context.Context, id string, req api.RunReplayRequest) (api.RunReplayReport, error) {
+	var rep api.RunReplayReport
+	path, err := runOpPath(id, "replay")
+	if err != nil {
+		return rep, fmt.Errorf("replay run: %w", err)
+	}
+	err = c.Do(ctx, http.MethodPost, path, req, &rep)
+	return rep, translate(err)
+}
+
+// RerunRun reruns coordinator-driven workflow run id from its step keyed
+// req.From with live models (POST /v1/runs/{id}/rerun): it returns the new
+// run, which keeps the steps the From step's input descends from as
+// committed and re-executes the rest; wait for it like any run. The
+// original run is untouched.
+func (c *Client) RerunRun(ctx context.Context, id string, req api.RunRerunRequest) (api.Run, error) {
+	var run api.Run
+	path, err := runOpPath(id, "rerun")
+	if err != nil {
+		return run, fmt.Errorf("rerun run: %w", err)
+	}
+	err = c.Do(ctx, http.MethodPost, path, req, &run)
+	return run, translate(err)
+}
+
 // IsAncestor reports whether version ancestor is one of the versions of
 // descends from, through any parent or base (GET
 // /v1/sessions/{id}/ancestors?depth=0).
