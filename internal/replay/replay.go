@@ -122,8 +122,12 @@ func runAgent(ctx context.Context, spec agent.Spec, in session.Session, input []
 		return agent.Result{}, nil, err
 	}
 	spec.Memory = agent.MemorySpec{} // recall is in the recording; the store is not asked again
+	rounds := ropts.RoundUsage
+	if len(rounds) == 0 { // recorded before round usage was: the step's usage as one round
+		rounds = []session.Usage{v.Usage.Sub(in.Version().Usage)}
+	}
 	a := &agent.Agent{Spec: spec, Provider: provider, Model: v.Producer.Model, Tools: tools}
-	res, err := a.Run(ctx, in, agent.Meta{Producer: v.Producer})
+	res, err := a.Run(ctx, in, agent.Meta{Producer: v.Producer, Run: recordedRunBudget(recording, spec.Pricing, rounds)})
 	if err == nil {
 		err = provider.Verify()
 	}
@@ -218,4 +222,40 @@ func (t recordedTool) Call(ctx context.Context, _ tool.Env, _ json.RawMessage) (
 		return nil, fmt.Errorf("replay: no result recorded for call %q of %s", tool.CallID(ctx), t.name)
 	}
 	return json.RawMessage(r), nil
+}
+
+// recordedRunBudget returns the run budget a step that the run's budget
+// stopped saw, read back from the stop's note (its used and limit) and the
+// step's own rounds, so that its replay stops after the same round: what
+// the run had used before the step is the note's used less what the
+// step's rounds used (summed as the loop sums them). A step no run budget
+// stopped gets none (it had room for every round it made).
+func recordedRunBudget(recording []session.Chunk, pricing agent.Pricing, rounds []session.Usage) agent.Budget {
+	for _, c := range recording {
+		if c.Kind() != session.KindNote {
+			continue
+		}
+		var n struct {
+			Event  string  `json:"event"`
+			Budget string  `json:"budget"`
+			Used   float64 `json:"used"`
+			Limit  float64 `json:"limit"`
+		}
+		if json.Unmarshal(c.Payload(), &n) != nil || n.Event != "budget.exceeded" {
+			continue
+		}
+		var tokens int64
+		var cost float64
+		for _, u := range rounds {
+			tokens += u.TotalTokens
+			cost += pricing.Cost(u)
+		}
+		switch n.Budget {
+		case agent.StopRunTokens:
+			return agent.Budget{MaxTokens: int64(n.Limit), UsedTokens: int64(n.Used) - tokens}
+		case agent.StopRunCost:
+			return agent.Budget{MaxCostUSD: n.Limit, UsedCostUSD: n.Used - cost}
+		}
+	}
+	return agent.Budget{}
 }

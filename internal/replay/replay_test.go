@@ -3,11 +3,14 @@ package replay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/llm"
 	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/tool"
 )
 
 // recordedStep records a step that called a tool, as a worker would have.
@@ -87,5 +90,59 @@ func TestStrictReplayFailsOnEditedRecording(t *testing.T) {
 	edited[1] = session.ToolResultChunk(session.ToolResult{ToolCallID: "call_0_0", Name: "lookup", Content: `{"count":4}`})
 	if _, err := Step(ctx, g, spec, out, edited, Options{Strict: true, Worker: "test"}); !errors.Is(err, ErrDiverged) {
 		t.Errorf("strict replay with an edited tool result: %v, want a divergence", err)
+	}
+}
+
+// TestReplayOfABudgetStop: a step the run's budget stopped after its third
+// round (its tool calls left unrun) replays strictly, stopping at the same
+// round: the replay reads the budget back from the stop's note. Before,
+// the replay ran with no budget and asked the recording for a fourth reply.
+func TestReplayOfABudgetStop(t *testing.T) {
+	ctx := context.Background()
+	g := session.NewMemoryGraph()
+	in, err := session.New(ctx, g, session.User("count"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := agent.Spec{Name: "counter", Model: "scripted", Tools: []string{"lookup"}}
+	results := map[string]string{}
+	for i := range 6 {
+		id := fmt.Sprintf("call_%d", i)
+		results[id] = fmt.Sprintf(`{"n":%d}`, i)
+		spec.Script = append(spec.Script, llm.ScriptReply{Content: "looking", ToolCalls: []session.ToolCall{
+			{ID: id, Type: "function", Function: session.FunctionCall{Name: "lookup", Arguments: `{}`}}}})
+	}
+	spec.Script = append(spec.Script, llm.ScriptReply{Content: "done"})
+	run := func(budget agent.Budget) (agent.Result, agent.Meta) {
+		t.Helper()
+		tools, err := tool.NewSet(recordedTool{name: "lookup", results: results})
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta := agent.Meta{Key: "run-b/00", Producer: session.Producer{Run: "run-b", Step: "run-b/00", Agent: "counter", Model: llm.ScriptedModel}, Run: budget}
+		a := &agent.Agent{Spec: spec, Provider: &llm.Scripted{Replies: spec.Script}, Model: llm.ScriptedModel, Tools: tools}
+		res, err := a.Run(ctx, in, meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, meta
+	}
+	free, _ := run(agent.Budget{})
+	if len(free.Rounds) < 4 {
+		t.Fatalf("the unbudgeted step made %d rounds", len(free.Rounds))
+	}
+	used := int64(7)
+	limit := used + free.Rounds[0].TotalTokens + free.Rounds[1].TotalTokens + 1
+	res, meta := run(agent.Budget{MaxTokens: limit, UsedTokens: used})
+	if res.Stop != agent.StopRunTokens || len(res.Rounds) != 3 {
+		t.Fatalf("budgeted step: stop %q after %d rounds, want run_tokens after 3", res.Stop, len(res.Rounds))
+	}
+	out, err := in.Extend(ctx, res.Extension(meta))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Step(ctx, g, spec, out, nil, Options{Strict: true, Worker: "test"})
+	if err != nil || !rep.Identical {
+		t.Fatalf("strict replay of a budget stop: %v, %+v", err, rep)
 	}
 }

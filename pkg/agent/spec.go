@@ -202,6 +202,9 @@ type Pricing struct {
 	OutputPerMTok float64 `json:"output_per_mtok,omitempty"`
 }
 
+// Cost prices u in USD.
+func (p Pricing) Cost(u session.Usage) float64 { return p.cost(u) }
+
 // cost prices u.
 func (p Pricing) cost(u session.Usage) float64 {
 	return (float64(u.PromptTokens)*p.InputPerMTok + float64(u.CompletionTokens)*p.OutputPerMTok) / 1e6
