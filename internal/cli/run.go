@@ -52,9 +52,10 @@ func LoadAgentSpec(path string) (agent.Spec, error) {
 	if err != nil {
 		return agent.Spec{}, fmt.Errorf("agent file: %w", err)
 	}
-	spec, err := agent.ParseSpec(raw)
+	spec, err := agent.ParseSpecFile(path, raw)
 	if err != nil {
-		return agent.Spec{}, fmt.Errorf("%s: %w", path, err)
+		// A bad spec is bad input: file:line:col, the field, exit 2.
+		return agent.Spec{}, &exitError{code: 2, err: err}
 	}
 	if spec.ScriptFile != "" {
 		p := spec.ScriptFile
