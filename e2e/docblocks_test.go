@@ -133,4 +133,3 @@ func testFuncs(t *testing.T, root string) map[string]bool {
 	}
 	return out
 }
-
