@@ -3,8 +3,10 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,6 +143,12 @@ func newRunCmd(env *Env) *cobra.Command {
 			ctx := cmd.Context()
 			r, err := cl.SubmitAgent(ctx, api.SubmitRequest{Agent: specJSON, Message: message, Session: sessionID,
 				Queue: queue, Budget: budget, Timeout: timeout})
+			if ae := (*client.APIError)(nil); errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
+				// The coordinator refused what was submitted (a tool no
+				// worker offers, a placement the policy forbids): bad input,
+				// like a spec error found here.
+				return &exitError{code: 2, err: fmt.Errorf("%s: %w", agentFile, err)}
+			}
 			if err != nil {
 				return err
 			}
