@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rath-run/rath/pkg/tool/builtin"
 	"io"
 	"log/slog"
 	"net/http"
@@ -25,6 +24,7 @@ import (
 	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/internal/worker"
 	"github.com/rath-run/rath/pkg/llm"
+	"github.com/rath-run/rath/pkg/tool/builtin"
 )
 
 // DevConfig configures the single-process stack.

@@ -26,7 +26,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rath-run/rath/pkg/tool"
 	"io"
 	"log/slog"
 	"os"
@@ -48,6 +47,7 @@ import (
 	"github.com/rath-run/rath/pkg/sandbox/policy"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
+	"github.com/rath-run/rath/pkg/tool"
 )
 
 // Config configures a Coordinator. Zero values take the defaults.
