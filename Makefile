@@ -14,8 +14,14 @@ build: ## build coordinator, worker and rathctl into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 .PHONY: demo
-demo: ## run the main job on the embedded default
-	$(GO) run ./cmd/rathctl demo
+demo: ## run the main job on the embedded default (builds bin/rathctl first)
+	@echo "make demo: building bin/rathctl; the first build on a cold machine compiles every dependency (a minute or more), each package is listed as it compiles"
+	@set -o pipefail; start=$$(date +%s); n=0; \
+	$(GO) build -v -o $(BIN)/rathctl ./cmd/rathctl 2>&1 | while IFS= read -r line; do \
+		n=$$((n+1)); printf '  [%d] %s\n' "$$n" "$$line"; \
+	done; \
+	echo "make demo: bin/rathctl built in $$(( $$(date +%s) - start ))s; running 'bin/rathctl demo'"
+	@$(BIN)/rathctl demo
 
 .PHONY: test
 test: ## run every test with -race (starts a private Postgres; installs it if missing)

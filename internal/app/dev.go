@@ -24,6 +24,7 @@ import (
 	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/internal/worker"
 	"github.com/rath-run/rath/pkg/llm"
+	"github.com/rath-run/rath/pkg/tool/builtin"
 )
 
 // DevConfig configures the single-process stack.
@@ -118,7 +119,10 @@ func StartDev(ctx context.Context, cfg DevConfig) (*Dev, error) {
 	}
 	d.Coordinator, err = coordinator.New(d.Backend.Store, d.Backend.Runs, d.Backend.Bus, coordinator.Config{Logger: log, SameDatabase: d.Backend.SubmitInOneTx(), RunReads: d.Backend.RunReads,
 		TracerProvider: cfg.TracerProvider, Metrics: metrics, Gatherer: d.Registry, JaegerURL: cfg.JaegerURL, Memory: d.Backend.Memory,
-		SandboxPolicy: pol, Retention: ret})
+		SandboxPolicy: pol, Retention: ret,
+		// The dev workers offer the built-in tools (worker.Config.Tools
+		// unset): a spec naming another is refused at submit.
+		Tools: builtin.NewRegistry()})
 	if err != nil {
 		d.Close()
 		return nil, err

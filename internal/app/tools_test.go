@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/llm/llmtest"
@@ -102,10 +103,30 @@ func TestDevRunWithBuiltinTools(t *testing.T) {
 	}
 }
 
+// TestDevRunUnknownToolFails: the dev coordinator knows its workers' tools
+// and refuses a spec naming another at submit, naming the field; a
+// coordinator that does not know them (a cluster's, whose workers may have
+// tools of their own) records the run, and the worker fails it for good,
+// once, naming the field too.
 func TestDevRunUnknownToolFails(t *testing.T) {
 	t.Parallel()
 	s := startDev(t, "", app.DevConfig{Workers: 1})
-	r := s.submit(t, `{"name":"a","model":"scripted","tools":["builtin","teleport"],"script":["x"]}`, "go")
+	ctx := context.Background()
+	spec := `{"name":"a","model":"scripted","tools":["builtin","teleport"],"script":["x"]}`
+	var refused runs.Run
+	err := s.cl.Do(ctx, "POST", "/v1/runs", map[string]any{"agent": json.RawMessage(spec), "message": "go"}, &refused)
+	if err == nil || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), "agent.tools[1]") || !strings.Contains(err.Error(), "teleport") {
+		t.Fatalf("submit of an unknown tool on the dev stack: %v (run %+v), want a 400 naming agent.tools[1]", err, refused)
+	}
+
+	blind, err := coordinator.New(s.dev.Backend.Store, s.dev.Backend.Runs, s.dev.Backend.Bus, coordinator.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := blind.Submit(ctx, api.SubmitRequest{Agent: json.RawMessage(spec), Message: "go"})
+	if err != nil {
+		t.Fatalf("submit through a coordinator that does not know the tools: %v", err)
+	}
 	r = s.waitRun(t, r.ID)
 	if r.Status != runs.RunFailed || !strings.Contains(r.Error, "tools[1]") || !strings.Contains(r.Error, "teleport") {
 		t.Fatalf("run %s: %q", r.Status, r.Error)

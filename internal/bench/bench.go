@@ -2,7 +2,7 @@
 // coordinator (a remote cluster or an in-process dev stack), each figure
 // measured next to the machine limit it is bounded by (the store's
 // single-row commit rate, JetStream's publish+ack rate, a bare `docker
-// exec`) or, where there is no machine limit, the DESIGN §10 budget, and
+// exec`) or, where there is no machine limit, the docs/architecture.md §10 budget, and
 // reported as a ratio to it. It also records growth series (cost against
 // work) and renders them as SVG with [Plot].
 //

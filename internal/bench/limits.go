@@ -24,7 +24,7 @@ const (
 	LimitPgbench   = "pgbench commits/s" // the same through pgbench, when present
 	LimitJetStream = "jetstream pub+ack/s"
 	LimitDockerCLI = "docker exec ms"
-	LimitBudget    = "DESIGN §10 budget"
+	LimitBudget    = "docs/architecture.md §10 budget"
 )
 
 // commitRate runs single-row INSERT+COMMIT transactions, one at a time, on

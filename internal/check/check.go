@@ -1,5 +1,5 @@
 // Package check scans a Rath database and asserts the Session Graph's
-// invariants (DESIGN §3) and the runs bookkeeping that drives it:
+// invariants (docs/architecture.md §3) and the runs bookkeeping that drives it:
 //
 //   - append-only: the triggers refusing UPDATE and DELETE (and TRUNCATE on
 //     Postgres) exist on versions, chunks and lineage and are enabled;

@@ -46,7 +46,7 @@ func newBenchCmd(env *Env) *cobra.Command {
 figures, each with its ratio to the limit it is bounded by, measured in the
 same run: the store's single-row commit rate (an in-process INSERT+COMMIT
 loop, and pgbench when present), JetStream's publish+ack rate, a bare
-` + "`docker exec`" + `; or, where there is no machine limit, the DESIGN §10 budget.
+` + "`docker exec`" + `; or, where there is no machine limit, the docs/architecture.md §10 budget.
 
 Scenarios: steps, fork, lineage, recall, sandbox, fanout (or all).
 

@@ -27,7 +27,8 @@ func newDossierCmd(env *Env) *cobra.Command {
 		Use:   "dossier RUN",
 		Short: "write a run's evidence dossier (graph, route, rejected branches, tool calls, workspace, memory, approvals, usage, output, hash) as md or html",
 		Long: "dossier writes one self-contained document per run. The HTML needs no network: inline CSS and SVG, no scripts.\n" +
-			"Costs come from --price MODEL=PROMPT/COMPLETION (US dollars per million tokens), repeatable. -o json writes\n" +
+			"Costs come from the pricing block of the run's agent specs; --price MODEL=PROMPT/COMPLETION (US dollars per\n" +
+			"million tokens, repeatable) prices a model the specs do not, or overrides them. -o json writes\n" +
 			"the dossier's data (the API's dossier JSON) instead of a document.",
 		Args: cobra.ExactArgs(1),
 		RunE: f.with(func(ctx context.Context, t target, args []string) error {
@@ -106,6 +107,13 @@ func storeDossier(ctx context.Context, t target, id string, opts lineage.Dossier
 		return nil, fmt.Errorf("run %s: %w", id, err)
 	}
 	opts.Status, opts.Error = string(run.Status), run.Error
+	// A model priced by --price keeps that price; the others cost what
+	// the run's specs say (their pricing block).
+	for model, price := range runs.SpecPrices(run.API()) {
+		if _, ok := opts.Prices[model]; !ok {
+			opts.Prices[model] = price
+		}
+	}
 	info := runs.Lineage(run.API())
 	g, err := lineage.ForRun(ctx, t.st, info)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,9 +54,10 @@ func LoadAgentSpec(path string) (agent.Spec, error) {
 	if err != nil {
 		return agent.Spec{}, fmt.Errorf("agent file: %w", err)
 	}
-	spec, err := agent.ParseSpec(raw)
+	spec, err := agent.ParseSpecFile(path, raw)
 	if err != nil {
-		return agent.Spec{}, fmt.Errorf("%s: %w", path, err)
+		// A bad spec is bad input: file:line:col, the field, exit 2.
+		return agent.Spec{}, &exitError{code: 2, err: err}
 	}
 	if spec.ScriptFile != "" {
 		p := spec.ScriptFile
@@ -144,6 +146,12 @@ func newRunCmd(env *Env) *cobra.Command {
 			ctx := cmd.Context()
 			r, err := cl.SubmitAgent(ctx, api.SubmitRequest{Agent: specJSON, Message: message, Session: sessionID,
 				Queue: queue, Budget: budget, Timeout: timeout})
+			if ae := (*client.APIError)(nil); errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
+				// The coordinator refused what was submitted (a tool no
+				// worker offers, a placement the policy forbids): bad input,
+				// like a spec error found here.
+				return &exitError{code: 2, err: fmt.Errorf("%s: %w", agentFile, err)}
+			}
 			if err != nil {
 				return err
 			}
@@ -254,6 +262,54 @@ func printRunSummary(ctx context.Context, w io.Writer, cl *client.Client, r api.
 	return nil
 }
 
+// printRunOutcome prints, after a run's text, what its output version
+// records: the usage, and why the agent loop stopped when it was not the
+// model's answer (a budget, the round limit, an approval), with a budget's
+// message ("the run's token budget is spent: used 12 of 10").
+func printRunOutcome(ctx context.Context, w io.Writer, cl *client.Client, r api.Run) error {
+	if r.Output == nil {
+		return nil
+	}
+	g := cl.Graph()
+	v, err := g.Get(ctx, *r.Output)
+	if err != nil {
+		return fmt.Errorf("run %s: output %s: %w", r.ID, r.Output, err)
+	}
+	fmt.Fprintf(w, "usage   prompt=%d completion=%d total=%d\n", v.Usage.PromptTokens, v.Usage.CompletionTokens, v.Usage.TotalTokens)
+	var stop string
+	for _, e := range v.Extras {
+		if e.Key == "loop.stop" {
+			_ = json.Unmarshal(e.Value, &stop)
+		}
+	}
+	if stop == "" || stop == agent.StopModel {
+		return nil
+	}
+	// The budget's note is among the step's own chunks, after the last
+	// user message.
+	detail := ""
+	chunks, err := g.Transcript(ctx, v.ID)
+	if err != nil {
+		return fmt.Errorf("run %s: output transcript: %w", r.ID, err)
+	}
+	for i := len(chunks) - 1; i >= 0 && chunks[i].Kind() != session.KindUser; i-- {
+		if chunks[i].Kind() != session.KindNote {
+			continue
+		}
+		var note struct{ Event, Message string }
+		if json.Unmarshal(chunks[i].Payload(), &note) == nil && note.Event == "budget.exceeded" {
+			detail = note.Message
+			break
+		}
+	}
+	if detail != "" {
+		fmt.Fprintf(w, "stopped %s: %s\n", stop, detail)
+	} else {
+		fmt.Fprintf(w, "stopped %s\n", stop)
+	}
+	return nil
+}
+
 func printRun(w io.Writer, output string, r api.Run) error {
 	if output == "json" {
 		enc := json.NewEncoder(w)
@@ -333,7 +389,10 @@ func newRunsCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printRun(env.Out, sf.output, r)
+			if err := printRun(env.Out, sf.output, r); err != nil || sf.output == "json" {
+				return err
+			}
+			return printRunOutcome(cmd.Context(), env.Out, cl, r)
 		},
 	}
 	sf.register(show)

@@ -47,6 +47,7 @@ import (
 	"github.com/rath-run/rath/pkg/sandbox/policy"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
+	"github.com/rath-run/rath/pkg/tool"
 )
 
 // Config configures a Coordinator. Zero values take the defaults.
@@ -139,6 +140,14 @@ type Config struct {
 	// the field ([Coordinator.validatePlacement]). nil checks nothing: the
 	// program is its own operator (tests); internal/app always sets one.
 	SandboxPolicy *policy.Policy
+	// Tools, when set, are the tools every worker of the deployment
+	// offers by name (the workers' worker.Config.Tools): an agent run
+	// whose spec names another is refused at submit, a 400 naming
+	// agent.tools[i] and the tools there are, instead of failing on the
+	// worker after the run started. nil checks nothing (workers with tools
+	// of their own that the coordinator does not know); the dev stack sets
+	// it to its workers' registry.
+	Tools *tool.Registry
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 	// TracerProvider traces API requests and the publishing of step jobs,

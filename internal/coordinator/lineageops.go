@@ -104,6 +104,13 @@ func (c *Coordinator) runDossier(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	opts.Status, opts.Error = string(run.Status), run.Error
+	// A model priced by --price keeps that price; the others cost what
+	// the run's specs say (their pricing block).
+	for model, price := range runs.SpecPrices(run.API()) {
+		if _, ok := opts.Prices[model]; !ok {
+			opts.Prices[model] = price
+		}
+	}
 	info := runs.Lineage(run.API())
 	g, err := lineage.ForRun(ctx, c.graph, info)
 	if err != nil {

@@ -131,6 +131,11 @@ func (svc *RunService) Submit(ctx context.Context, sc Scope, req SubmitRequest) 
 	if spec.ScriptFile != "" {
 		return runs.Run{}, badRequest("agent.script_file: the coordinator cannot read your files; inline the replies as script (rathctl does this)")
 	}
+	if c.cfg.Tools != nil && len(spec.Tools) > 0 {
+		if _, err := c.cfg.Tools.Select(spec.Tools); err != nil {
+			return runs.Run{}, fmt.Errorf("%w: agent.%w", ErrBadRequest, err)
+		}
+	}
 	if err := req.Budget.Validate(); err != nil {
 		return runs.Run{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}

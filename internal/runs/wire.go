@@ -1,7 +1,9 @@
 package runs
 
 import (
+	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/api"
+	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/lineage"
 	"github.com/rath-run/rath/pkg/session"
 )
@@ -55,4 +57,34 @@ func Lineage(run api.Run) lineage.RunInfo {
 		}
 	}
 	return info
+}
+
+// SpecPrices returns the prices the run's agent specs declare (their
+// `pricing` block), by model, for the dossier's cost column: the run's own
+// target and every step's. A target that does not parse, or a spec without
+// pricing, adds nothing; when two specs price one model differently, the
+// first (the run's, then the steps' in order) wins.
+func SpecPrices(run api.Run) map[string]lineage.Price {
+	out := map[string]lineage.Price{}
+	add := func(raw []byte) {
+		if len(raw) == 0 {
+			return
+		}
+		call, err := flow.ParseTarget(raw)
+		if err != nil {
+			return
+		}
+		s := call.Agent
+		if s.Model == "" || s.Pricing == (agent.Pricing{}) {
+			return
+		}
+		if _, ok := out[s.Model]; !ok {
+			out[s.Model] = lineage.Price{Prompt: s.Pricing.InputPerMTok, Completion: s.Pricing.OutputPerMTok}
+		}
+	}
+	add(run.Target)
+	for _, st := range run.Steps {
+		add(st.Target)
+	}
+	return out
 }

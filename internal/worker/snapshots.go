@@ -17,7 +17,7 @@ import (
 )
 
 // SnapshotWorkspaces is the [Workspaces] that makes files travel with the
-// session (DESIGN §5): Open restores the input placement's snapshot (if
+// session (docs/architecture.md §5): Open restores the input placement's snapshot (if
 // any) into a fresh temporary directory and opens the placement's backend
 // ("local" when unplaced) there; done(ok=true) closes the sandbox, snapshots
 // the directory and returns the input placement with the new snapshot id,

@@ -3,6 +3,7 @@ package lineage_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/rath-run/rath/pkg/lineage"
 	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store"
 	"github.com/rath-run/rath/pkg/store/pgstore"
 	"github.com/rath-run/rath/pkg/store/sqlitestore"
 	"github.com/rath-run/rath/pkg/store/storetest"
@@ -94,26 +96,50 @@ func TestBlameQuery(t *testing.T) {
 					return out, rows.Err()
 				}
 			}
-			qs := storetest.GuideQueries(t, "../../docs/lineage.md", lang)
-			if len(qs) != 1 || qs[0].Check != "blame" {
-				t.Fatalf("docs/lineage.md %s queries = %+v, want one blame query", lang, qs)
-			}
-			for _, s := range []session.Session{f.a1, f.sel, f.final, f.c1} {
-				q := param.ReplaceAllString(qs[0].SQL, "'"+s.ID().String()+"'")
-				got, err := run(q)
-				if err != nil {
-					t.Fatalf("blame query: %v", err)
-				}
-				entries := must[[]lineage.Entry](t)(lineage.Blame(ctx, st, s.ID()))
-				var want []string
-				for _, e := range entries {
-					want = append(want, strings.Join([]string{fmt.Sprint(e.Ord), string(e.Kind), e.Version.String(), string(e.Op),
-						e.Agent, e.Step, e.Tool, e.CallID, e.Run, e.Model, e.Worker, e.Snapshot}, "|"))
-				}
-				if strings.Join(got, "\n") != strings.Join(want, "\n") {
-					t.Errorf("blame query of %s:\n got:\n  %s\n want (Blame):\n  %s", s.ID(), strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-				}
-			}
+			checkBlameQuery(t, st, f, lang, param, run)
 		})
+	}
+}
+
+// TestBlameQueryInTheShell runs the SQLite blame query of docs/lineage.md
+// through the sqlite3 shell, as a user of `rathctl dev` would on
+// .rath/rath.db: the shell's SQLite (3.40 on Debian 12) is older than the
+// driver's, and the query must run on both.
+func TestBlameQueryInTheShell(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "rath.db")
+	st, err := sqlitestore.Open(context.Background(), path, sqlitestore.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	f := buildRun(t, st)
+	checkBlameQuery(t, st, f, "sqlite", sqliteVar, storetest.SQLiteShell(t, path, ""))
+}
+
+// checkBlameQuery runs docs/lineage.md's one blame query in lang through
+// run for several versions of f and compares its rows with Blame's.
+func checkBlameQuery(t *testing.T, st store.Store, f runFixture, lang string, param *regexp.Regexp, run func(q string) ([]string, error)) {
+	t.Helper()
+	ctx := context.Background()
+	qs := storetest.GuideQueries(t, "../../docs/lineage.md", lang)
+	if len(qs) != 1 || qs[0].Check != "blame" {
+		t.Fatalf("docs/lineage.md %s queries = %+v, want one blame query", lang, qs)
+	}
+	for _, s := range []session.Session{f.a1, f.sel, f.final, f.c1} {
+		q := param.ReplaceAllString(qs[0].SQL, "'"+s.ID().String()+"'")
+		got, err := run(q)
+		if err != nil {
+			t.Fatalf("blame query: %v", err)
+		}
+		entries := must[[]lineage.Entry](t)(lineage.Blame(ctx, st, s.ID()))
+		var want []string
+		for _, e := range entries {
+			want = append(want, strings.Join([]string{fmt.Sprint(e.Ord), string(e.Kind), e.Version.String(), string(e.Op),
+				e.Agent, e.Step, e.Tool, e.CallID, e.Run, e.Model, e.Worker, e.Snapshot}, "|"))
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("blame query of %s:\n got:\n  %s\n want (Blame):\n  %s", s.ID(), strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+		}
 	}
 }

@@ -101,7 +101,7 @@ func BenchmarkColdStart(b *testing.B) {
 // bare `docker exec` (CLI) and one bare API exec of the same `echo hi` in
 // the same container, so load on a shared machine hits all three alike.
 // Metrics: ms per call of each, and the sandbox call's ratio to each bare
-// one (DESIGN §10 budget: ≤ 1.2× the bare docker exec).
+// one (docs/architecture.md §10 budget: ≤ 1.2× the bare docker exec).
 func BenchmarkWarmVsBare(b *testing.B) {
 	sb := benchSandbox(b)
 	id := sb.ContainerID()

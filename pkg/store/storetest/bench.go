@@ -60,7 +60,7 @@ func lines(n int) []session.Chunk {
 	return out
 }
 
-// Bench runs the store benchmarks of DESIGN §10 on stores from open (each
+// Bench runs the store benchmarks of docs/architecture.md §10 on stores from open (each
 // call a new empty store): commit of one step, fork of a 100,000-chunk
 // session, load of a 10,000-chunk version cold and cached, ancestors at
 // depth 10,000 and descendants of a root with 100,000 versions. Fixtures are

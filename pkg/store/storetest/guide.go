@@ -42,7 +42,9 @@ func GuideQueries(t testing.TB, path, lang string) []GuideQuery {
 
 // GuideFixture populates st with the guide's example (a user asks for a
 // plan, two branches by agents planner-a and planner-b work on it in run
-// run-1, each calling a tool, and the branches merge into final) and returns
+// run-1, each calling a tool, and the branches merge into final; a fork of
+// branch A and a step after the merge add work that is no top-level
+// branch's own) and returns
 // the variables the guide's queries use (root, final, run) and each check's
 // expected rows, cells joined by "|" (NULL for SQL NULL).
 func GuideFixture(t testing.TB, st store.Store) (vars map[string]string, want map[string][]string) {
@@ -71,6 +73,11 @@ func GuideFixture(t testing.TB, st store.Store) (vars map[string]string, want ma
 	b2 := step(b1, "planner-b", "s-b2", 0, session.ToolResultChunk(session.ToolResult{ToolCallID: "call-2", Name: "search_hotels", Content: `["Hotel Gion"]`}))
 	b3 := step(b2, "planner-b", "s-b3", 10, session.Assistant("Answer B: stay in Gion."))
 	final := must(a3.Merge(ctx, b3))(t)
+	// Work that is not a top-level branch's own: a fork of branch A with a
+	// step, and a step after the merge. usage_per_branch must not count it.
+	subA := must(a3.Fork(ctx))(t)
+	step(subA, "planner-a", "s-a4", 1000)
+	step(final, "writer", "s-f1", 7000, session.Assistant("Both: temples, then Gion."))
 	vars = map[string]string{"root": root.ID().String(), "final": final.ID().String(), "run": "run-1"}
 
 	var wantTranscript []string
@@ -97,7 +104,7 @@ func GuideFixture(t testing.TB, st store.Store) (vars map[string]string, want ma
 			fmt.Sprintf("%s|planner-a|150", forkA.ID()),
 			fmt.Sprintf("%s|planner-b|30", forkB.ID()),
 		},
-		"descendant_count": {"9"}, // 2 forks, 6 steps, 1 merge
+		"descendant_count": {"12"}, // 3 forks, 8 steps, 1 merge
 	}
 	return vars, want
 }

@@ -2,7 +2,7 @@
 // passes: [RunGraph] checks the [session.Graph] contract (the Postgres and
 // SQLite stores and [session.MemoryGraph]), [Run] the whole [store.Store]
 // contract, [RunProperties] random operation sequences against
-// [session.MemoryGraph] as the model, and [Bench] the budgets of DESIGN §10.
+// [session.MemoryGraph] as the model, and [Bench] the budgets of docs/architecture.md §10.
 package storetest
 
 import (

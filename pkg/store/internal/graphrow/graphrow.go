@@ -122,7 +122,7 @@ func FromNull(s *string) string {
 // Cache keeps versions and transcripts in process. Versions never change
 // except through a redaction, which replaces a chunk's content and keeps its
 // hash, so a cached entry is correct for as long as no redaction happened
-// since it was read (DESIGN §3 invariant 5); the bounds only limit memory.
+// since it was read (docs/architecture.md §3 invariant 5); the bounds only limit memory.
 // Safe for concurrent use.
 //
 // # Redaction epochs
