@@ -12,12 +12,19 @@ export RATH_TEST_DATABASE_URL RATH_TEST_PG_BIN
 # The docker sandbox tests' image, built locally (no registry); a no-op
 # without a Docker Engine or when the image is current.
 scripts/sandbox-image.sh
-# The web UI's browser test drives Debian's chromium (headless).
-if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  apt-get install -y --no-install-recommends chromium >/dev/null 2>&1 ||
-    { apt-get update >/dev/null && apt-get install -y --no-install-recommends chromium >/dev/null; } ||
-    echo "test.sh: could not install chromium; the browser test fails under RATH_REQUIRE_CHROMIUM=1, else skips" >&2
-fi
+# Debian packages the tests drive: chromium (the web UI's browser test,
+# headless) and the sqlite3 shell (the lineage guide's SQLite queries are
+# checked in it as users type them).
+need_pkg() { # need_pkg COMMAND PACKAGE
+  command -v "$1" >/dev/null 2>&1 && return
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get install -y --no-install-recommends "$2" >/dev/null 2>&1 ||
+      { apt-get update >/dev/null && apt-get install -y --no-install-recommends "$2" >/dev/null; } && return
+  fi
+  echo "test.sh: could not install $2; the tests that need $1 fail" >&2
+}
+need_pkg chromium chromium
+need_pkg sqlite3 sqlite3
 
 go vet ./...
 go test -race -count=1 -timeout 40m ${RATH_TEST_FLAGS:-} ./...
