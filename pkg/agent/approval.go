@@ -283,7 +283,11 @@ func (a *Agent) settle(ctx context.Context, round int, calls []session.ToolCall,
 		run, at = append(run, c), append(at, i)
 	}
 	if len(run) > 0 {
-		for j, r := range a.runTools(ctx, round, run, m) {
+		rs, err := a.runTools(ctx, round, run, m)
+		if err != nil {
+			return false, err
+		}
+		for j, r := range rs {
 			bodies[at[j]] = r.Content
 		}
 	}

@@ -1,0 +1,59 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// JournalEntry is one record of a step's journal (table step_journal): a
+// model reply, a tool call's start or result, a round's end, or a resume.
+// Package agent defines what each kind's Data holds (agent.JournalEntry);
+// the store keeps it as opaque JSON.
+type JournalEntry struct {
+	Round  int
+	CallID string
+	Kind   string
+	Worker string
+	Data   []byte
+	At     time.Time
+}
+
+// maxJournalData bounds one entry's data: a model reply or a tool result
+// (both already bounded upstream) with room to spare.
+const maxJournalData = 16 << 20
+
+// AppendJournal records e for step stepID durably (a synchronous commit:
+// the step goes on only once its progress would survive a crash). An entry
+// already recorded under the same (round, call id, kind) is kept as it
+// was: a resumed step that records it again changes nothing.
+func (s *Store) AppendJournal(ctx context.Context, stepID string, e JournalEntry) error {
+	if len(e.Data) > maxJournalData {
+		return fmt.Errorf("journal of step %s: entry %s (round %d, call %q) has %d bytes of data, over the limit of %d",
+			stepID, e.Kind, e.Round, e.CallID, len(e.Data), maxJournalData)
+	}
+	_, err := s.db.ExecContext(ctx,
+		`INSERT INTO step_journal (step_id, round, call_id, kind, worker, data, recorded_at)
+		 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (step_id, round, call_id, kind) DO NOTHING`,
+		stepID, e.Round, e.CallID, e.Kind, e.Worker, string(e.Data), s.ts())
+	if err != nil {
+		return fmt.Errorf("journal of step %s: record %s (round %d, call %q): %w", stepID, e.Kind, e.Round, e.CallID, err)
+	}
+	return nil
+}
+
+// LoadJournal returns step stepID's journal in the order it was recorded
+// (by time, then round).
+func (s *Store) LoadJournal(ctx context.Context, stepID string) ([]JournalEntry, error) {
+	return queryAll(ctx, s.db, "step journal", func(sc scanner) (JournalEntry, error) {
+		var e JournalEntry
+		var data string
+		if err := sc.Scan(&e.Round, &e.CallID, &e.Kind, &e.Worker, &data, &e.At); err != nil {
+			return e, err
+		}
+		e.Data = []byte(data)
+		e.At = e.At.UTC()
+		return e, nil
+	}, `SELECT round, call_id, kind, worker, data, recorded_at FROM step_journal WHERE step_id = $1
+	    ORDER BY recorded_at, round, kind, call_id`, stepID)
+}
