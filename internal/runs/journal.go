@@ -25,8 +25,8 @@ const maxJournalData = 16 << 20
 
 // AppendJournal records e for step stepID durably (a synchronous commit:
 // the step goes on only once its progress would survive a crash). An entry
-// already recorded under the same (round, call id, kind) is kept as it
-// was: a resumed step that records it again changes nothing.
+// recorded again under the same (round, call id, kind) replaces the old
+// one: a resumed step that runs a call again records what it got.
 func (s *Store) AppendJournal(ctx context.Context, stepID string, e JournalEntry) error {
 	if len(e.Data) > maxJournalData {
 		return fmt.Errorf("journal of step %s: entry %s (round %d, call %q) has %d bytes of data, over the limit of %d",
@@ -34,7 +34,8 @@ func (s *Store) AppendJournal(ctx context.Context, stepID string, e JournalEntry
 	}
 	_, err := s.db.ExecContext(ctx,
 		`INSERT INTO step_journal (step_id, round, call_id, kind, worker, data, recorded_at)
-		 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (step_id, round, call_id, kind) DO NOTHING`,
+		 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (step_id, round, call_id, kind) DO UPDATE
+		 SET worker = excluded.worker, data = excluded.data, recorded_at = excluded.recorded_at`,
 		stepID, e.Round, e.CallID, e.Kind, e.Worker, string(e.Data), s.ts())
 	if err != nil {
 		return fmt.Errorf("journal of step %s: record %s (round %d, call %q): %w", stepID, e.Kind, e.Round, e.CallID, err)
@@ -55,5 +56,5 @@ func (s *Store) LoadJournal(ctx context.Context, stepID string) ([]JournalEntry,
 		e.At = e.At.UTC()
 		return e, nil
 	}, `SELECT round, call_id, kind, worker, data, recorded_at FROM step_journal WHERE step_id = $1
-	    ORDER BY recorded_at, round, kind, call_id`, stepID)
+	    ORDER BY round, recorded_at, call_id, kind`, stepID)
 }
