@@ -713,7 +713,8 @@ func isPermanent(err error) bool {
 	case errors.As(err, &p), errors.Is(err, llm.ErrPermanent), errors.Is(err, llm.ErrScriptExhausted),
 		errors.Is(err, agent.ErrToolsUnavailable), errors.Is(err, agent.ErrInvalidSpec),
 		errors.Is(err, session.ErrInvalidChunk), errors.Is(err, session.ErrTooLarge),
-		errors.Is(err, flow.ErrInvalidCall), errors.Is(err, flow.ErrBadReply), errors.Is(err, flow.ErrBudgetExceeded):
+		errors.Is(err, flow.ErrInvalidCall), errors.Is(err, flow.ErrBadReply), errors.Is(err, flow.ErrBudgetExceeded),
+		errors.Is(err, agent.ErrAmbiguous):
 		return true
 	}
 	return false
