@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -23,22 +24,36 @@ type JournalEntry struct {
 // (both already bounded upstream) with room to spare.
 const maxJournalData = 16 << 20
 
-// AppendJournal records e for step stepID durably (a synchronous commit:
-// the step goes on only once its progress would survive a crash). An entry
-// recorded again under the same (round, call id, kind) replaces the old
-// one: a resumed step that runs a call again records what it got.
-func (s *Store) AppendJournal(ctx context.Context, stepID string, e JournalEntry) error {
-	if len(e.Data) > maxJournalData {
-		return fmt.Errorf("journal of step %s: entry %s (round %d, call %q) has %d bytes of data, over the limit of %d",
-			stepID, e.Kind, e.Round, e.CallID, len(e.Data), maxJournalData)
+// AppendJournal records es for step stepID durably, in one transaction
+// with a synchronous commit: the step goes on only once its progress
+// would survive a crash. An entry recorded again under the same (round,
+// call id, kind) replaces the old one: a resumed step that runs a call
+// again records what it got.
+func (s *Store) AppendJournal(ctx context.Context, stepID string, es ...JournalEntry) error {
+	if len(es) == 0 {
+		return nil
 	}
-	_, err := s.db.ExecContext(ctx,
-		`INSERT INTO step_journal (step_id, round, call_id, kind, worker, data, recorded_at)
-		 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (step_id, round, call_id, kind) DO UPDATE
-		 SET worker = excluded.worker, data = excluded.data, recorded_at = excluded.recorded_at`,
-		stepID, e.Round, e.CallID, e.Kind, e.Worker, string(e.Data), s.ts())
-	if err != nil {
-		return fmt.Errorf("journal of step %s: record %s (round %d, call %q): %w", stepID, e.Kind, e.Round, e.CallID, err)
+	var q strings.Builder
+	q.WriteString(`INSERT INTO step_journal (step_id, round, call_id, kind, worker, data, recorded_at) VALUES `)
+	args := make([]any, 0, 7*len(es))
+	now := s.ts()
+	for i, e := range es {
+		if len(e.Data) > maxJournalData {
+			return fmt.Errorf("journal of step %s: entry %s (round %d, call %q) has %d bytes of data, over the limit of %d",
+				stepID, e.Kind, e.Round, e.CallID, len(e.Data), maxJournalData)
+		}
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		n := len(args)
+		fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7)
+		args = append(args, stepID, e.Round, e.CallID, e.Kind, e.Worker, string(e.Data), now)
+	}
+	q.WriteString(` ON CONFLICT (step_id, round, call_id, kind) DO UPDATE
+		 SET worker = excluded.worker, data = excluded.data, recorded_at = excluded.recorded_at`)
+	if _, err := s.db.ExecContext(ctx, q.String(), args...); err != nil {
+		last := es[len(es)-1]
+		return fmt.Errorf("journal of step %s: record %s (round %d, call %q): %w", stepID, last.Kind, last.Round, last.CallID, err)
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 // model reply and tool result instead of starting over, and its workspace
 // starts from the snapshot recorded at the end of its last recorded round.
 type Journals interface {
-	AppendJournal(ctx context.Context, stepID string, e runs.JournalEntry) error
+	AppendJournal(ctx context.Context, stepID string, es ...runs.JournalEntry) error
 	LoadJournal(ctx context.Context, stepID string) ([]runs.JournalEntry, error)
 }
 
@@ -62,12 +62,19 @@ func (w *Worker) journalFor(ctx context.Context, stepID string) (*stepJournal, e
 func (j *stepJournal) Load(context.Context) ([]agent.JournalEntry, error) { return j.loaded, nil }
 
 // Record implements agent.Journal.
-func (j *stepJournal) Record(ctx context.Context, e agent.JournalEntry) error {
+func (j *stepJournal) Record(ctx context.Context, es ...agent.JournalEntry) error {
+	if len(es) == 0 {
+		return nil
+	}
+	e := es[len(es)-1] // the entry the write is for; the others ride along
 	if e.Kind == agent.JournalReply {
 		j.w.crash(CrashBeforeReply, e.Round)
 	}
-	err := j.store.AppendJournal(ctx, j.stepID, runs.JournalEntry{Round: e.Round, CallID: e.CallID, Kind: e.Kind, Worker: e.Worker, Data: e.Data})
-	if err != nil {
+	rs := make([]runs.JournalEntry, len(es))
+	for i, e := range es {
+		rs[i] = runs.JournalEntry{Round: e.Round, CallID: e.CallID, Kind: e.Kind, Worker: e.Worker, Data: e.Data}
+	}
+	if err := j.store.AppendJournal(ctx, j.stepID, rs...); err != nil {
 		return err
 	}
 	switch e.Kind {

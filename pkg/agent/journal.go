@@ -62,11 +62,17 @@ type JournalEntry struct {
 // A call that started and has no result is ambiguous: an idempotent tool
 // runs again; any other stops the step with an [*AmbiguousError].
 //
-// Record must be durable when it returns; recording an entry again under
-// the same key replaces it.
+// A round's end is recorded with the next write (the next reply, or a
+// call's start), not on its own: losing it in a crash only means the
+// round's workspace changes are made again from the round before (the
+// calls that made them are idempotent), and it saves a durable write per
+// round.
+//
+// Record must be durable when it returns, all entries or none; recording
+// an entry again under the same key replaces it.
 type Journal interface {
 	Load(ctx context.Context) ([]JournalEntry, error)
-	Record(ctx context.Context, e JournalEntry) error
+	Record(ctx context.Context, es ...JournalEntry) error
 }
 
 // ErrAmbiguous is wrapped by [*AmbiguousError].
@@ -108,8 +114,9 @@ type replay struct {
 	results    map[callKey]string
 	started    map[callKey]string // worker that started it
 	lastRound  int                // last round whose end was recorded
-	mu         sync.Mutex         // guards err
+	mu         sync.Mutex         // guards err and pending
 	err        error
+	pending    []JournalEntry // recorded with the next write
 }
 
 type startData struct {
@@ -194,7 +201,11 @@ func (rp *replay) record(ctx context.Context, e JournalEntry) error {
 		return nil
 	}
 	e.Worker = rp.worker
-	if err := rp.j.Record(ctx, e); err != nil {
+	rp.mu.Lock()
+	es := append(rp.pending, e)
+	rp.pending = nil
+	rp.mu.Unlock()
+	if err := rp.j.Record(ctx, es...); err != nil {
 		return fmt.Errorf("journal: record %s of round %d: %w", e.Kind, e.Round, err)
 	}
 	return nil
@@ -282,8 +293,8 @@ func (rp *replay) failed() error {
 	return rp.err
 }
 
-// endRound records round's end with the workspace's snapshot, unless an
-// earlier delivery did.
+// endRound records round's end with the workspace's snapshot (with the
+// next write), unless an earlier delivery did.
 func (rp *replay) endRound(ctx context.Context, round int) error {
 	if rp == nil || round <= rp.lastRound {
 		return nil
@@ -297,7 +308,10 @@ func (rp *replay) endRound(ctx context.Context, round int) error {
 		d.Snapshot = id
 	}
 	b, _ := json.Marshal(d)
-	return rp.record(ctx, JournalEntry{Round: round, Kind: JournalRound, Data: b})
+	rp.mu.Lock()
+	rp.pending = append(rp.pending, JournalEntry{Round: round, Kind: JournalRound, Worker: rp.worker, Data: b})
+	rp.mu.Unlock()
+	return nil
 }
 
 // LastSnapshot returns the workspace snapshot recorded at the end of the
