@@ -204,7 +204,7 @@ func TestJournalKillPoints(t *testing.T) {
 		// its workspace and runs it again).
 		inflight, reappend int
 	}{
-		{worker.CrashBeforeReply, 3, 3, 0},
+		{worker.CrashBeforeReply, 3, 3, 1}, // round 2's end rode with this reply: its append runs again
 		{worker.CrashAfterReply, 3, 0, 0},
 		{worker.CrashToolStarted, 3, 0, 0}, // started, not run: runs once
 		{worker.CrashToolResult, 3, 0, 1},
