@@ -110,6 +110,7 @@ type replay struct {
 	j          Journal
 	worker     string
 	checkpoint func(ctx context.Context) (string, error)
+	idem       func(tool.Tool) bool // Agent.idempotent
 	replies    map[int]llm.Response
 	results    map[callKey]string
 	started    map[callKey]string // worker that started it
@@ -231,8 +232,7 @@ func (rp *replay) recorded(round int, id string, t tool.Tool) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	d := t.Def()
-	if round > rp.lastRound && rp.checkpoint != nil && d.Idempotent && !d.ReadOnly {
+	if round > rp.lastRound && rp.checkpoint != nil && rp.idem(t) && !t.Def().ReadOnly {
 		// It changed a workspace that is restored to an earlier round.
 		return "", false
 	}
@@ -247,7 +247,7 @@ func (rp *replay) ambiguous(round int, id string, t tool.Tool, args string) erro
 	}
 	k := callKey{round, id}
 	w, started := rp.started[k]
-	if _, done := rp.results[k]; !started || done || t.Def().Idempotent {
+	if _, done := rp.results[k]; !started || done || rp.idem(t) {
 		return nil
 	}
 	return &AmbiguousError{Round: round, CallID: id, Tool: t.Def().Name, Arguments: cutString(args, maxEventArgs), Worker: w}

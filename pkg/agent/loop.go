@@ -120,6 +120,9 @@ func (a *Agent) Run(ctx context.Context, s session.Session, m Meta) (Result, err
 	if m.rp, err = loadJournal(ctx, m); err != nil {
 		return Result{}, err
 	}
+	if m.rp != nil {
+		m.rp.idem = a.idempotent
+	}
 	// Memory recalled with the last user message: recorded as a
 	// memory_recall chunk, shown to the model as a system message.
 	// The recall acts for s: a store shared by tenants confines it to s's.
