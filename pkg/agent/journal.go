@@ -111,6 +111,7 @@ type replay struct {
 	worker     string
 	checkpoint func(ctx context.Context) (string, error)
 	idem       func(tool.Tool) bool // Agent.idempotent
+	sandboxed  bool                 // the step has a workspace (Meta.Sandbox)
 	replies    map[int]llm.Response
 	results    map[callKey]string
 	started    map[callKey]string // worker that started it
@@ -232,8 +233,10 @@ func (rp *replay) recorded(round int, id string, t tool.Tool) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if round > rp.lastRound && rp.checkpoint != nil && rp.idem(t) && !t.Def().ReadOnly {
-		// It changed a workspace that is restored to an earlier round.
+	if rp.sandboxed && rp.idem(t) && !t.Def().ReadOnly && (rp.checkpoint == nil || round > rp.lastRound) {
+		// It changed a workspace that is restored to an earlier round, or
+		// (without checkpoints) not restored at all: it runs again, in
+		// order, to make the workspace the transcript describes.
 		return "", false
 	}
 	return body, true

@@ -195,3 +195,41 @@ func TestJournalAmbiguousIdempotentRunsAgain(t *testing.T) {
 		t.Fatalf("resumes = %+v, want one after round 1", rs)
 	}
 }
+
+// TestJournalMCPIdempotentDeclared: an MCP server's tool listed under
+// idempotent runs again after an ambiguous start; one not listed does not.
+func TestJournalMCPIdempotentDeclared(t *testing.T) {
+	ctx := context.Background()
+	for _, listed := range []bool{true, false} {
+		t.Run(fmt.Sprint("listed=", listed), func(t *testing.T) {
+			var calls atomic.Int64
+			ct := &funcTool{name: "srv__count", call: func(context.Context, json.RawMessage) (any, error) {
+				return map[string]any{"n": calls.Add(1)}, nil
+			}}
+			set, _ := tool.NewSet(ct)
+			srv := agent.MCPServer{Name: "srv", Command: "srv"}
+			if listed {
+				srv.Idempotent = []string{"count"}
+			}
+			replies := []llm.ScriptReply{
+				{ToolCalls: []session.ToolCall{call("c1", "srv__count", `{}`)}},
+				{Content: "done"},
+			}
+			a := &agent.Agent{Spec: agent.Spec{Name: "tester", Model: "scripted", MCP: []agent.MCPServer{srv}},
+				Provider: &llm.Scripted{Replies: replies}, Tools: set}
+			j := &memJournal{crashAt: 2} // the start is stored, then the crash
+			in := userSession(t, "count")
+			if _, err := a.Run(ctx, in, agent.Meta{Journal: j}); !errors.Is(err, errCrash) {
+				t.Fatalf("got %v, want the crash", err)
+			}
+			j.crashAt = 0
+			_, err := a.Run(ctx, in, agent.Meta{Journal: j})
+			if listed && (err != nil || calls.Load() != 1) {
+				t.Fatalf("listed: got %v and %d calls, want the call run once", err, calls.Load())
+			}
+			if !listed && (!errors.Is(err, agent.ErrAmbiguous) || calls.Load() != 0) {
+				t.Fatalf("not listed: got %v and %d calls, want ErrAmbiguous and none", err, calls.Load())
+			}
+		})
+	}
+}

@@ -121,7 +121,7 @@ func (a *Agent) Run(ctx context.Context, s session.Session, m Meta) (Result, err
 		return Result{}, err
 	}
 	if m.rp != nil {
-		m.rp.idem = a.idempotent
+		m.rp.idem, m.rp.sandboxed = a.idempotent, m.Sandbox != nil
 	}
 	// Memory recalled with the last user message: recorded as a
 	// memory_recall chunk, shown to the model as a system message.
