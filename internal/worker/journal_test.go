@@ -42,11 +42,11 @@ func (t appendTool) Call(ctx context.Context, env tool.Env, args json.RawMessage
 	if err != nil {
 		old = nil // the first round: no file yet
 	}
-	data := append(old, a.X+"\n"...)
-	if err := env.Sandbox.WriteFile(ctx, "log.txt", data, 0o644); err != nil {
+	old = append(old, a.X+"\n"...)
+	if err := env.Sandbox.WriteFile(ctx, "log.txt", old, 0o644); err != nil {
 		return nil, err
 	}
-	return map[string]any{"lines": len(data)}, nil
+	return map[string]any{"lines": len(old)}, nil
 }
 
 // countTool counts its executions; not idempotent.

@@ -134,12 +134,6 @@ type roundData struct {
 	Snapshot string `json:"snapshot"`
 }
 
-type resumeData struct {
-	AfterRound int    `json:"after_round"`
-	Worker     string `json:"worker"`
-	FromWorker string `json:"from_worker"`
-}
-
 // loadJournal reads m.Journal and, when it holds entries, records that
 // this delivery resumes.
 func loadJournal(ctx context.Context, m Meta) (*replay, error) {
@@ -180,7 +174,7 @@ func loadJournal(ctx context.Context, m Meta) (*replay, error) {
 		}
 	}
 	if len(rp.replies) > 0 {
-		d, _ := json.Marshal(resumeData{AfterRound: after, Worker: rp.worker, FromWorker: from})
+		d, _ := json.Marshal(ResumeInfo{AfterRound: after, Worker: rp.worker, FromWorker: from})
 		err := rp.j.Record(ctx, JournalEntry{Round: after, CallID: strconv.Itoa(resumes + 1), Kind: JournalResume, Worker: rp.worker, Data: d})
 		if err != nil {
 			return nil, fmt.Errorf("journal: record resume: %w", err)
@@ -204,7 +198,9 @@ func (rp *replay) record(ctx context.Context, e JournalEntry) error {
 	}
 	e.Worker = rp.worker
 	rp.mu.Lock()
-	es := append(rp.pending, e)
+	es := make([]JournalEntry, 0, len(rp.pending)+1)
+	es = append(es, rp.pending...)
+	es = append(es, e)
 	rp.pending = nil
 	rp.mu.Unlock()
 	if err := rp.j.Record(ctx, es...); err != nil {
@@ -340,9 +336,9 @@ func Resumes(es []JournalEntry) []ResumeInfo {
 		if e.Kind != JournalResume {
 			continue
 		}
-		var d resumeData
+		var d ResumeInfo
 		if json.Unmarshal(e.Data, &d) == nil {
-			out = append(out, ResumeInfo{AfterRound: d.AfterRound, Worker: d.Worker, FromWorker: d.FromWorker})
+			out = append(out, d)
 		}
 	}
 	return out
