@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -110,6 +111,17 @@ type journalOutcome struct {
 // the first time it reaches crash at round, and returns what committed.
 func runJournaled(t *testing.T, crash string, round int) journalOutcome {
 	t.Helper()
+	o, run := runScript(t, crash, round, journalScript())
+	if run.Status != runs.RunSucceeded || run.Output == nil {
+		t.Fatalf("run %s: %s (%s)", run.ID, run.Status, run.Error)
+	}
+	return o
+}
+
+// runScript runs script's step as runJournaled does and returns the run
+// as it ended (the outcome is filled only when it succeeded).
+func runScript(t *testing.T, crash string, round int, script []llm.ScriptReply) (journalOutcome, runs.Run) {
+	t.Helper()
 	ctx := context.Background()
 	b, _, _ := bustest.NewWith(t, bustest.Options{InProcess: true, Config: bus.Config{AckWait: 2 * time.Second}})
 	st, rs := openStores(t)
@@ -118,7 +130,7 @@ func runJournaled(t *testing.T, crash string, round int) journalOutcome {
 	if err := reg.Register(appendTool{&appends}, countTool{&counts}); err != nil {
 		t.Fatal(err)
 	}
-	model := &countingModel{Scripted: llm.Scripted{Replies: journalScript()}, calls: map[int]int{}}
+	model := &countingModel{Scripted: llm.Scripted{Replies: script}, calls: map[int]int{}}
 	var fired atomic.Bool
 	cons, err := b.Consumer(ctx, "journal")
 	if err != nil {
@@ -146,7 +158,7 @@ func runJournaled(t *testing.T, crash string, round int) journalOutcome {
 	if err != nil {
 		t.Fatal(err)
 	}
-	target, _ := json.Marshal(agent.Spec{Name: "appender", Model: "scripted", Tools: []string{"append", "count"}, Script: journalScript()})
+	target, _ := json.Marshal(agent.Spec{Name: "appender", Model: "scripted", Tools: []string{"append", "count"}, Script: script})
 	run := runs.Run{ID: runs.NewRunID(), Queue: "journal", Target: target, Input: in.ID()}
 	if err := rs.Create(ctx, &run, []runs.Step{{Input: in.ID()}}); err != nil {
 		t.Fatal(err)
@@ -161,11 +173,11 @@ func runJournaled(t *testing.T, crash string, round int) journalOutcome {
 		}
 		return run.Status.Terminal()
 	})
-	if run.Status != runs.RunSucceeded || run.Output == nil {
-		t.Fatalf("run %s: %s (%s)", run.ID, run.Status, run.Error)
-	}
 	if crash != "" && !fired.Load() {
 		t.Fatalf("the worker never reached %s (round %d)", crash, round)
+	}
+	if run.Status != runs.RunSucceeded || run.Output == nil {
+		return journalOutcome{counts: counts.Load(), appends: appends.Load()}, run
 	}
 	out, err := session.Open(ctx, st, *run.Output)
 	if err != nil {
@@ -183,7 +195,7 @@ func runJournaled(t *testing.T, crash string, round int) journalOutcome {
 	if o.journal, err = rs.LoadJournal(ctx, stepID); err != nil {
 		t.Fatal(err)
 	}
-	return o
+	return o, run
 }
 
 // TestJournalKillPoints kills a worker at each point of a 5-round tool
@@ -252,4 +264,26 @@ func toAgent(es []runs.JournalEntry) []agent.JournalEntry {
 		out = append(out, agent.JournalEntry{Round: e.Round, CallID: e.CallID, Kind: e.Kind, Worker: e.Worker, Data: e.Data})
 	}
 	return out
+}
+
+// TestJournalAmbiguousCallFailsTheStep: a worker dies between the start of
+// a non-idempotent call and its result; the redelivery does not run it
+// again, and the step fails naming the call, its arguments and the worker.
+func TestJournalAmbiguousCallFailsTheStep(t *testing.T) {
+	script := []llm.ScriptReply{
+		{ToolCalls: []session.ToolCall{{ID: "c1", Type: "function", Function: session.FunctionCall{Name: "count", Arguments: `{"x":"once"}`}}}},
+		{Content: "done"},
+	}
+	o, run := runScript(t, worker.CrashToolStarted, 1, script)
+	if run.Status != runs.RunFailed {
+		t.Fatalf("run %s: %s, want failed", run.ID, run.Status)
+	}
+	for _, want := range []string{"c1", "count", `{"x":"once"}`, "worker w", "needs a review"} {
+		if !strings.Contains(run.Error, want) {
+			t.Errorf("run error %q does not name %q", run.Error, want)
+		}
+	}
+	if o.counts != 0 {
+		t.Fatalf("count ran %d times, want 0 (the ambiguous call is not run again)", o.counts)
+	}
 }

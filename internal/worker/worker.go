@@ -355,6 +355,12 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		return
 	}
 	if err != nil {
+		var amb *agent.AmbiguousError
+		if errors.As(err, &amb) {
+			// The call, its arguments and the worker that started it, for
+			// whoever decides (the step fails: it is not run again).
+			w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.ambiguous_call", Data: mustJSON(amb)})
+		}
 		obs.end(w.retryOrFail(ctx, d, log, err), err)
 		return
 	}

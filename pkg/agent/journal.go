@@ -91,8 +91,8 @@ type AmbiguousError struct {
 }
 
 func (e *AmbiguousError) Error() string {
-	return fmt.Sprintf("tool call %s (%s, round %d) was started on worker %s and has no recorded result; %s is not idempotent, so it needs a review",
-		e.CallID, e.Tool, e.Round, e.Worker, e.Tool)
+	return fmt.Sprintf("tool call %s (%s, round %d, arguments %s) was started on worker %s and has no recorded result; %s is not idempotent, so it needs a review",
+		e.CallID, e.Tool, e.Round, cutString(e.Arguments, 256), e.Worker, e.Tool)
 }
 
 // Unwrap returns ErrAmbiguous.
