@@ -221,6 +221,13 @@ func Resolver(getenv func(string) string) worker.ResolveFunc {
 // its own Memory, agents' memory is the backend's, with embedding recall
 // when getenv sets RATH_EMBEDDING_MODEL ([EmbeddingMemory]).
 func NewWorker(ctx context.Context, b *Backend, getenv func(string) string, cfg worker.Config) (*worker.Worker, error) {
+	if cfg.CrashAt == nil {
+		crash, err := CrashAt(getenv("RATH_TEST_CRASH_AT"))
+		if err != nil {
+			return nil, err
+		}
+		cfg.CrashAt = crash
+	}
 	if cfg.SandboxPolicy == nil {
 		pol, err := SandboxPolicy("", b, getenv)
 		if err != nil {

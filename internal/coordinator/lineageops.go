@@ -3,6 +3,7 @@ package coordinator
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/rath-run/rath/internal/replay"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/lineage"
@@ -118,6 +120,10 @@ func (c *Coordinator) runDossier(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if opts.MemoryWritten, err = c.memoryWrites(ctx, run, g); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if opts.Resumes, err = resumes(ctx, c.runsOf(ctx), run); err != nil {
 		c.fail(w, r, err)
 		return
 	}
@@ -327,4 +333,25 @@ func (c *Coordinator) replayVersion(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 	}
 	writeJSON(w, status, rep)
+}
+
+// resumes reads the journals of run's steps for their resumes.
+func resumes(ctx context.Context, rs *runs.Store, run runs.Run) ([]lineage.Resume, error) {
+	var out []lineage.Resume
+	for _, st := range run.Steps {
+		es, err := rs.LoadJournal(ctx, st.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			if e.Kind != agent.JournalResume {
+				continue
+			}
+			var d agent.ResumeInfo
+			if json.Unmarshal(e.Data, &d) == nil {
+				out = append(out, lineage.Resume{Step: st.ID, AfterRound: d.AfterRound, Worker: d.Worker, FromWorker: d.FromWorker})
+			}
+		}
+	}
+	return out, nil
 }

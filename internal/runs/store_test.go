@@ -20,7 +20,7 @@ import (
 var graphs sync.Map // url → store.Store
 
 // open migrates a store at url and opens the run store on it.
-func open(t *testing.T, url string) *runs.Store {
+func open(t testing.TB, url string) *runs.Store {
 	t.Helper()
 	ctx := context.Background()
 	st, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true, Create: true})

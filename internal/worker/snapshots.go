@@ -72,8 +72,19 @@ func (w *SnapshotWorkspaces) mountQuota(ctx context.Context, log *slog.Logger, b
 
 // Open implements [Workspaces].
 func (w *SnapshotWorkspaces) Open(ctx context.Context, in *session.Version) (sandbox.Sandbox, DoneFunc, error) {
+	sb, done, _, err := w.OpenFrom(ctx, in, "")
+	return sb, done, err
+}
+
+// OpenFrom implements [CheckpointWorkspaces]: the directory is restored
+// from snapshot from when it is set (a resumed step's last round), else
+// from the input placement's. A checkpoint is an ordinary snapshot of the
+// directory, content-addressed, so a round that changed nothing writes
+// nothing, and the final snapshot of a resumed step is the one an
+// uninterrupted step would have made.
+func (w *SnapshotWorkspaces) OpenFrom(ctx context.Context, in *session.Version, from string) (sandbox.Sandbox, DoneFunc, func(context.Context) (string, error), error) {
 	if w.Backends == nil || w.Snapshots == nil {
-		return nil, nil, errors.New("workspace: SnapshotWorkspaces needs Backends and Snapshots")
+		return nil, nil, nil, errors.New("workspace: SnapshotWorkspaces needs Backends and Snapshots")
 	}
 	log := w.Logger
 	if log == nil {
@@ -82,11 +93,11 @@ func (w *SnapshotWorkspaces) Open(ctx context.Context, in *session.Version) (san
 	place := in.Placement
 	b, err := w.Backends.Get(cmp.Or(place.Backend, DefaultBackend))
 	if err != nil {
-		return nil, nil, permanent(fmt.Errorf("workspace: %w", err))
+		return nil, nil, nil, permanent(fmt.Errorf("workspace: %w", err))
 	}
 	dir, err := os.MkdirTemp(w.Dir, "rath-ws-")
 	if err != nil {
-		return nil, nil, fmt.Errorf("workspace: %w", err)
+		return nil, nil, nil, fmt.Errorf("workspace: %w", err)
 	}
 	quota := w.mountQuota(ctx, log, b, dir)
 	removeTree := func(dir string) error {
@@ -97,14 +108,15 @@ func (w *SnapshotWorkspaces) Open(ctx context.Context, in *session.Version) (san
 		}
 		return removeTree(dir)
 	}
-	if _, err := w.Snapshots.Restore(ctx, place.Snapshot, dir); err != nil {
+	base := cmp.Or(from, place.Snapshot)
+	if _, err := w.Snapshots.Restore(ctx, base, dir); err != nil {
 		_ = removeTree(dir)
-		return nil, nil, classify(fmt.Errorf("workspace: restore snapshot of version %s: %w", in.ID, err))
+		return nil, nil, nil, classify(fmt.Errorf("workspace: restore snapshot of version %s: %w", in.ID, err))
 	}
 	sb, err := b.Open(ctx, place.Spec, dir)
 	if err != nil {
 		_ = removeTree(dir)
-		return nil, nil, fmt.Errorf("workspace: open %s sandbox: %w", b.Name(), err)
+		return nil, nil, nil, fmt.Errorf("workspace: open %s sandbox: %w", b.Name(), err)
 	}
 	done := func(ctx context.Context, ok bool) (session.Placement, error) {
 		out := place
@@ -112,7 +124,7 @@ func (w *SnapshotWorkspaces) Open(ctx context.Context, in *session.Version) (san
 		if err != nil {
 			err = fmt.Errorf("workspace: close sandbox: %w", err)
 		} else if ok {
-			res, serr := w.Snapshots.Snapshot(ctx, dir, place.Snapshot)
+			res, serr := w.Snapshots.Snapshot(ctx, dir, base)
 			if serr != nil {
 				err = classify(fmt.Errorf("workspace: snapshot: %w", serr))
 			} else {
@@ -129,7 +141,15 @@ func (w *SnapshotWorkspaces) Open(ctx context.Context, in *session.Version) (san
 		}
 		return out, err
 	}
-	return sb, done, nil
+	checkpoint := func(ctx context.Context) (string, error) {
+		res, err := w.Snapshots.Snapshot(ctx, dir, base)
+		if err != nil {
+			return "", classify(fmt.Errorf("workspace: checkpoint: %w", err))
+		}
+		base = res.ID
+		return res.ID, nil
+	}
+	return sb, done, checkpoint, nil
 }
 
 // classify marks workspace errors that a retry cannot fix as permanent.

@@ -126,6 +126,10 @@ type Config struct {
 	// spec naming servers fails. When it is an io.Closer, Run closes it on
 	// return, after the steps in flight have ended.
 	MCP MCPTools
+	// CrashAt, when set, is called at each named point of an agent step
+	// (the Crash constants) with the round; a fault test ends the process
+	// there. Never set it in production.
+	CrashAt func(point string, round int)
 }
 
 // MCPTools starts or reuses the MCP servers an agent spec names and returns
@@ -351,6 +355,12 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		return
 	}
 	if err != nil {
+		var amb *agent.AmbiguousError
+		if errors.As(err, &amb) {
+			// The call, its arguments and the worker that started it, for
+			// whoever decides (the step fails: it is not run again).
+			w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.ambiguous_call", Data: mustJSON(amb)})
+		}
 		obs.end(w.retryOrFail(ctx, d, log, err), err)
 		return
 	}
@@ -363,6 +373,7 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 			return
 		}
 	}
+	w.crash(CrashAfterCommit, 0)
 	w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.committed",
 		Data: mustJSON(committedData(out))})
 	if r.Status.Terminal() {
@@ -515,12 +526,28 @@ func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provide
 	if b := job.Budget; b != nil {
 		meta.Run = agent.Budget{MaxTokens: b.MaxTokens, UsedTokens: b.UsedTokens, MaxCostUSD: b.MaxCostUSD, UsedCostUSD: b.UsedCostUSD}
 	}
+	j, err := w.journalFor(ctx, job.StepID)
+	if err != nil {
+		return session.Session{}, fmt.Errorf("agent %s: %w", spec.Name, err)
+	}
+	if j != nil {
+		meta.Journal = j
+	}
 	if tools.Len() > 0 && w.cfg.Workspaces != nil {
 		in, unplaced, err := w.placed(s.Version())
 		if err != nil {
 			return session.Session{}, permanent(fmt.Errorf("agent %s: %w", spec.Name, err))
 		}
-		sb, done, err := w.cfg.Workspaces.Open(ctx, in)
+		var sb sandbox.Sandbox
+		var done DoneFunc
+		if cw, ok := w.cfg.Workspaces.(CheckpointWorkspaces); ok && j != nil {
+			// A resumed step's workspace starts where its last recorded
+			// round left it.
+			_, from := agent.LastSnapshot(j.loaded)
+			sb, done, meta.Checkpoint, err = cw.OpenFrom(ctx, in, from)
+		} else {
+			sb, done, err = w.cfg.Workspaces.Open(ctx, in)
+		}
 		if err != nil {
 			return session.Session{}, fmt.Errorf("open workspace: %w", err)
 		}
@@ -534,6 +561,7 @@ func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provide
 		}()
 		meta.Sandbox = sb
 		meta.Placement = func(ctx context.Context) (session.Placement, error) {
+			w.crash(CrashBeforeCommit, 0)
 			finished = true
 			p, err := done(ctx, true)
 			if err != nil {
@@ -691,7 +719,8 @@ func isPermanent(err error) bool {
 	case errors.As(err, &p), errors.Is(err, llm.ErrPermanent), errors.Is(err, llm.ErrScriptExhausted),
 		errors.Is(err, agent.ErrToolsUnavailable), errors.Is(err, agent.ErrInvalidSpec),
 		errors.Is(err, session.ErrInvalidChunk), errors.Is(err, session.ErrTooLarge),
-		errors.Is(err, flow.ErrInvalidCall), errors.Is(err, flow.ErrBadReply), errors.Is(err, flow.ErrBudgetExceeded):
+		errors.Is(err, flow.ErrInvalidCall), errors.Is(err, flow.ErrBadReply), errors.Is(err, flow.ErrBudgetExceeded),
+		errors.Is(err, agent.ErrAmbiguous):
 		return true
 	}
 	return false

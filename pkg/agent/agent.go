@@ -65,6 +65,15 @@ type Meta struct {
 	// commit; the version records the placement it returns (a workspace
 	// snapshot, say). An error fails the step without a commit.
 	Placement func(ctx context.Context) (session.Placement, error)
+	// Journal, when set, records the step's progress durably and replays
+	// what an earlier delivery recorded (see [Journal]).
+	Journal Journal
+	// Checkpoint, when set with Journal, snapshots the workspace at the
+	// end of each round; the id is recorded with the round's end, and a
+	// resumed step's workspace starts from the last one.
+	Checkpoint func(ctx context.Context) (string, error)
+
+	rp *replay // the loaded journal, set by Run
 }
 
 // Event is a tool call starting or ending, for live progress.

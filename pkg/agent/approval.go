@@ -190,6 +190,28 @@ func Pending(chunks []session.Chunk) (open []session.ToolCall, decided map[strin
 	return open, decided
 }
 
+// idempotent reports whether a call to t may run again when a crash left
+// its outcome unknown: the tool declares it (tool.Def.Idempotent), or it
+// belongs to an MCP server that lists it under idempotent.
+func (a *Agent) idempotent(t tool.Tool) bool {
+	d := t.Def()
+	if d.Idempotent {
+		return true
+	}
+	for _, srv := range a.Spec.MCP {
+		name, ok := strings.CutPrefix(d.Name, srv.Name+"__")
+		if !ok {
+			continue
+		}
+		for _, n := range srv.Idempotent {
+			if n == name || n == "*" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // needsApproval reports whether a call to the named tool must wait for a
 // decision: the tool declares it, the spec lists it (or "*"), or it belongs
 // to an MCP server marked approve. A name the agent does not offer needs
@@ -283,7 +305,11 @@ func (a *Agent) settle(ctx context.Context, round int, calls []session.ToolCall,
 		run, at = append(run, c), append(at, i)
 	}
 	if len(run) > 0 {
-		for j, r := range a.runTools(ctx, round, run, m, res.policyState(a)) {
+		rs, err := a.runTools(ctx, round, run, m, res.policyState(a))
+		if err != nil {
+			return false, err
+		}
+		for j, r := range rs {
 			bodies[at[j]] = r.Content
 		}
 	}

@@ -120,6 +120,12 @@ func (a *Agent) Run(ctx context.Context, s session.Session, m Meta) (Result, err
 		msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: a.Spec.Instructions})
 	}
 	res := Result{Agent: a.Spec.Name, Model: model}
+	if m.rp, err = loadJournal(ctx, m); err != nil {
+		return Result{}, err
+	}
+	if m.rp != nil {
+		m.rp.idem, m.rp.sandboxed = a.idempotent, m.Sandbox != nil
+	}
 	// Memory recalled with the last user message: recorded as a
 	// memory_recall chunk, shown to the model as a system message.
 	// The recall acts for s: a store shared by tenants confines it to s's.
@@ -176,15 +182,20 @@ func (a *Agent) Run(ctx context.Context, s session.Session, m Meta) (Result, err
 				"message": fmt.Sprintf("the model still asked for tools after %d model calls (limits.max_tool_rounds)", maxRounds)})
 			return res, nil
 		}
-		req := a.request(model, msgs, tools)
-		var resp llm.Response
-		if st, ok := a.Provider.(llm.Streamer); ok && m.OnDelta != nil {
-			resp, err = st.ChatStream(ctx, req, m.OnDelta)
-		} else {
-			resp, err = a.Provider.Chat(ctx, req)
-		}
-		if err != nil {
-			return Result{}, fmt.Errorf("agent %s: model %s (round %d): %w", a.Spec.Name, model, round+1, err)
+		resp, replayed := m.rp.reply(round + 1)
+		if !replayed {
+			req := a.request(model, msgs, tools)
+			if st, ok := a.Provider.(llm.Streamer); ok && m.OnDelta != nil {
+				resp, err = st.ChatStream(ctx, req, m.OnDelta)
+			} else {
+				resp, err = a.Provider.Chat(ctx, req)
+			}
+			if err != nil {
+				return Result{}, fmt.Errorf("agent %s: model %s (round %d): %w", a.Spec.Name, model, round+1, err)
+			}
+			if err := m.rp.recordReply(ctx, round+1, resp); err != nil {
+				return Result{}, fmt.Errorf("agent %s: %w", a.Spec.Name, err)
+			}
 		}
 		if resp.Model != "" {
 			res.Model = resp.Model
@@ -226,6 +237,9 @@ func (a *Agent) Run(ctx context.Context, s session.Session, m Meta) (Result, err
 		}
 		if !ok {
 			return res, nil
+		}
+		if err := m.rp.endRound(ctx, round+1); err != nil {
+			return Result{}, fmt.Errorf("agent %s: %w", a.Spec.Name, err)
 		}
 	}
 }

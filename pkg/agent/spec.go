@@ -238,6 +238,12 @@ type MCPServer struct {
 	// Approve makes every call to this server's tools wait for a human's
 	// approval (see "Approvals").
 	Approve bool `json:"approve,omitempty"`
+	// Idempotent names this server's tools (server tool names, "*" for
+	// all) that may run again after a crash left a call's outcome unknown
+	// (see [Journal]); the others are not, so such a call stops the step
+	// for a review. Declare only tools whose second call has no second
+	// effect.
+	Idempotent []string `json:"idempotent,omitempty"`
 }
 
 // Limits on MCP servers in a spec.
@@ -292,6 +298,11 @@ func (m *MCPServer) validate(field string) error {
 	for i, t := range m.Tools {
 		if strings.TrimSpace(t) == "" {
 			return bad(fmt.Sprintf(".tools[%d]", i), "empty tool name")
+		}
+	}
+	for i, t := range m.Idempotent {
+		if strings.TrimSpace(t) == "" || len(t) > maxMCPStringBytes {
+			return bad(fmt.Sprintf(".idempotent[%d]", i), "want a tool name of 1 to %d bytes", maxMCPStringBytes)
 		}
 	}
 	return nil

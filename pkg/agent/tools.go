@@ -44,7 +44,15 @@ type call struct {
 // max_calls, see [ToolPolicy]) → policy_denied; a ResourceKey that panics →
 // tool_execution_exception. Calls that pass are grouped by resource key:
 // each group runs in order on its own goroutine, groups run concurrently.
-func (a *Agent) runTools(ctx context.Context, round int, calls []session.ToolCall, m Meta, pol *policyState) []session.ToolResult {
+//
+// With a journal (Meta.Journal), a call whose result an earlier delivery
+// recorded is not run again (see [Journal] for the exceptions); each call
+// that runs records its start before and its result after; a started call
+// without a result to a tool not declared idempotent returns an
+// [*AmbiguousError] before anything in the round runs; a failure to record
+// returns an error once the round's calls have ended. The policy admits a
+// recorded call as it did when it ran, so its counts hold across a resume.
+func (a *Agent) runTools(ctx context.Context, round int, calls []session.ToolCall, m Meta, pol *policyState) ([]session.ToolResult, error) {
 	bodies := make([]string, len(calls))
 	groups := map[string][]call{}
 	var order []string
@@ -71,6 +79,13 @@ func (a *Agent) runTools(ctx context.Context, round int, calls []session.ToolCal
 			bodies[i] = errorBody(e)
 			continue
 		}
+		if body, ok := m.rp.recorded(round, c.ID, t); ok {
+			bodies[i] = body
+			continue
+		}
+		if err := m.rp.ambiguous(round, c.ID, t, c.Function.Arguments); err != nil {
+			return nil, err
+		}
 		raw := json.RawMessage(c.Function.Arguments)
 		key, err := resourceKey(t, raw)
 		if err != nil {
@@ -86,7 +101,11 @@ func (a *Agent) runTools(ctx context.Context, round int, calls []session.ToolCal
 	timeout := a.Spec.Limits.toolTimeout()
 	runGroup := func(key string) {
 		for _, c := range groups[key] {
+			if !m.rp.begin(ctx, round, c.id, c.t.Def().Name, c.args) {
+				return // the step fails: an unrecorded start must not run
+			}
 			bodies[c.i] = callTool(tool.WithCallID(ctx, c.id), c.t, env, c.args, timeout)
+			m.rp.end(ctx, round, c.id, bodies[c.i])
 		}
 	}
 	if len(order) == 1 {
@@ -98,6 +117,9 @@ func (a *Agent) runTools(ctx context.Context, round int, calls []session.ToolCal
 		}
 		wg.Wait()
 	}
+	if err := m.rp.failed(); err != nil {
+		return nil, fmt.Errorf("agent %s: %w", a.Spec.Name, err)
+	}
 	out := make([]session.ToolResult, len(calls))
 	for i, c := range calls {
 		ev := Event{Type: "tool.result", Round: round, CallID: c.ID, Name: c.Function.Name, OK: true}
@@ -107,7 +129,7 @@ func (a *Agent) runTools(ctx context.Context, round int, calls []session.ToolCal
 		a.emit(m, ev)
 		out[i] = session.ToolResult{ToolCallID: c.ID, Name: c.Function.Name, Content: bodies[i]}
 	}
-	return out
+	return out, nil
 }
 
 func (a *Agent) emit(m Meta, e Event) {

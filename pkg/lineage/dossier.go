@@ -29,10 +29,24 @@ type Dossier struct {
 	// deleted, when the caller supplied them.
 	MemoryWritten []MemoryWrite `json:"memory_written"`
 	Approvals     []Evidence    `json:"approvals"`
-	Usage         []UsageRow    `json:"usage"`
-	Output        *Output       `json:"output,omitempty"`
+	// Resumes lists the steps a worker resumed from their journal after
+	// an earlier delivery died: "resumed after round N on worker W".
+	Resumes []Resume   `json:"resumes,omitempty"`
+	Usage   []UsageRow `json:"usage"`
+	Output  *Output    `json:"output,omitempty"`
 	// Verified is the check of the output's hash chain (Verify).
 	Verified *VerifyReport `json:"verified,omitempty"`
+}
+
+// Resume is one resume of a step from its journal: the delivery on Worker
+// went on after round AfterRound, which FromWorker recorded; the model was
+// not asked again for rounds up to AfterRound, and their recorded tool
+// results were reused.
+type Resume struct {
+	Step       string `json:"step"`
+	AfterRound int    `json:"after_round"`
+	Worker     string `json:"worker"`
+	FromWorker string `json:"from_worker,omitempty"`
 }
 
 // Decision is a selector's recorded decision.
@@ -110,6 +124,8 @@ type DossierOptions struct {
 	// MemoryWritten are the memory items written or deleted by versions of
 	// the run (see MemoryWrite).
 	MemoryWritten []MemoryWrite
+	// Resumes are the run's steps' resumes, from their journals.
+	Resumes []Resume
 	// Prices per model, for the cost column; models without one cost 0.
 	Prices map[string]Price
 }
@@ -120,7 +136,7 @@ func BuildDossier(ctx context.Context, src Source, run RunInfo, opts DossierOpti
 	if err != nil {
 		return nil, err
 	}
-	d := &Dossier{Run: run, Status: opts.Status, Error: opts.Error, Graph: g, MemoryWritten: opts.MemoryWritten,
+	d := &Dossier{Run: run, Status: opts.Status, Error: opts.Error, Graph: g, MemoryWritten: opts.MemoryWritten, Resumes: opts.Resumes,
 		Route: []Node{}, Rejected: []Node{}, Decisions: []Decision{}, ToolCalls: []ToolCall{}, Workspace: []Workspace{},
 		MemoryRead: []Evidence{}, Approvals: []Evidence{}, Usage: []UsageRow{}}
 	if d.MemoryWritten == nil {

@@ -95,6 +95,12 @@ func (d *Dossier) WriteMarkdown(w io.Writer) error {
 		}
 		p("- `%s` %s %s/%s: %s\n", m.Version, verb, m.Namespace, m.URI, oneLine(m.Text))
 	}
+	if len(d.Resumes) > 0 {
+		p("\n## Resumes\n\n")
+		for _, r := range d.Resumes {
+			p("- step `%s` resumed after round %d on worker %s (recorded by %s)\n", r.Step, r.AfterRound, r.Worker, dashIfEmpty(r.FromWorker))
+		}
+	}
 	p("\n## Approvals\n\n")
 	if len(d.Approvals) == 0 {
 		p("None.\n")

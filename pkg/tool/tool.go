@@ -29,6 +29,17 @@ type Def struct {
 	// part of what the model sees. An agent spec can require approval of
 	// further tools by name (approve:).
 	NeedsApproval bool `json:"needs_approval,omitempty"`
+	// ReadOnly says a call changes nothing, in the workspace or outside:
+	// running it again is always safe (the read-only built-ins).
+	ReadOnly bool `json:"read_only,omitempty"`
+	// Idempotent says a call may run again with the same arguments without
+	// a second effect, once the step's workspace is restored to its last
+	// recorded round (the file and command built-ins, whose sandbox has no
+	// network). A step resumed after a crash runs a started call that has
+	// no recorded result again only when its tool is idempotent; otherwise
+	// the call is ambiguous and the step waits for a review. Default false:
+	// MCP and custom tools say so in their definition.
+	Idempotent bool `json:"idempotent,omitempty"`
 }
 
 // Env is what a tool call may use.

@@ -23,11 +23,14 @@
 // sandbox_closed, unsupported_tool, output_truncated (a file too large to
 // read), os_error for anything else the sandbox reports.
 //
-// Side effects and idempotency: read_workspace_file, list_workspace_files
-// and workspace_path_exists have none; write_workspace_file is idempotent
-// (the same call leaves the same file); run_shell_command and run_code run
-// arbitrary code and are not idempotent. A redelivered step runs its tools
-// again (at-least-once).
+// Side effects and idempotency (tool.Def.ReadOnly, tool.Def.Idempotent):
+// read_workspace_file, list_workspace_files and workspace_path_exists have
+// none (read-only); write_workspace_file, run_shell_command and run_code
+// change only the workspace, so they are declared idempotent: a step
+// resumed after a crash restores the workspace of its last recorded round
+// first (package worker), and a sandbox without network reaches nothing
+// else. A sandbox with network breaks that assumption; see
+// docs/RELIABILITY.md.
 package builtin
 
 import (
@@ -165,6 +168,7 @@ type shellTool struct{}
 func (shellTool) Def() tool.Def {
 	return tool.Def{
 		Name:        RunShellCommand,
+		Idempotent:  true, // once the workspace is restored (package doc)
 		Description: "Run a one-line shell command (/bin/sh -c) in the workspace and return its exit code, stdout and stderr.",
 		Parameters:  json.RawMessage(`{"type":"object","properties":{"cmd":{"type":"string","description":"The command line; no newlines, at most 2048 characters."}},"required":["cmd"],"additionalProperties":false}`),
 	}
@@ -230,6 +234,8 @@ type readTool struct{}
 func (readTool) Def() tool.Def {
 	return tool.Def{
 		Name:        ReadWorkspaceFile,
+		ReadOnly:    true,
+		Idempotent:  true,
 		Description: "Read a file from the workspace. Text over 12000 characters is cut.",
 		Parameters:  json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"Workspace-relative path."},"encoding":{"type":["string","null"],"description":"Text encoding (default utf-8); null returns the bytes base64-encoded."}},"required":["path"],"additionalProperties":false}`),
 	}
@@ -301,6 +307,7 @@ type writeTool struct{}
 func (writeTool) Def() tool.Def {
 	return tool.Def{
 		Name:        WriteWorkspaceFile,
+		Idempotent:  true, // once the workspace is restored (package doc)
 		Description: "Write a text file in the workspace, creating parent directories; replaces an existing file.",
 		Parameters:  json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"Workspace-relative path."},"content":{"type":"string","description":"The file's new content."}},"required":["path","content"],"additionalProperties":false}`),
 	}
@@ -338,6 +345,8 @@ type listTool struct{}
 func (listTool) Def() tool.Def {
 	return tool.Def{
 		Name:        ListWorkspaceFiles,
+		ReadOnly:    true,
+		Idempotent:  true,
 		Description: "List a workspace directory (not recursive), sorted by name.",
 		Parameters:  json.RawMessage(pathSchema),
 	}
@@ -389,6 +398,8 @@ type existsTool struct{}
 func (existsTool) Def() tool.Def {
 	return tool.Def{
 		Name:        WorkspacePathExists,
+		ReadOnly:    true,
+		Idempotent:  true,
 		Description: "Report whether a path exists in the workspace.",
 		Parameters:  json.RawMessage(pathSchema),
 	}
@@ -437,6 +448,7 @@ var interpreters = map[string][]string{
 func (codeTool) Def() tool.Def {
 	return tool.Def{
 		Name:        RunCode,
+		Idempotent:  true, // once the workspace is restored (package doc)
 		Description: "Run a program in the workspace and return its stdout and stderr. Languages: python (default), bash, sh, javascript.",
 		Parameters:  json.RawMessage(`{"type":"object","properties":{"code":{"type":"string","description":"The program's source."},"language":{"type":"string","description":"python (default), bash, sh or javascript."},"timeout":{"type":["number","null"],"description":"Seconds before the program is killed."}},"required":["code"],"additionalProperties":false}`),
 	}

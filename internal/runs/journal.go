@@ -1,0 +1,75 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// JournalEntry is one record of a step's journal (table step_journal): a
+// model reply, a tool call's start or result, a round's end, or a resume.
+// Package agent defines what each kind's Data holds (agent.JournalEntry);
+// the store keeps it as opaque JSON.
+type JournalEntry struct {
+	Round  int
+	CallID string
+	Kind   string
+	Worker string
+	Data   []byte
+	At     time.Time
+}
+
+// maxJournalData bounds one entry's data: a model reply or a tool result
+// (both already bounded upstream) with room to spare.
+const maxJournalData = 16 << 20
+
+// AppendJournal records es for step stepID durably, in one transaction
+// with a synchronous commit: the step goes on only once its progress
+// would survive a crash. An entry recorded again under the same (round,
+// call id, kind) replaces the old one: a resumed step that runs a call
+// again records what it got.
+func (s *Store) AppendJournal(ctx context.Context, stepID string, es ...JournalEntry) error {
+	if len(es) == 0 {
+		return nil
+	}
+	var q strings.Builder
+	q.WriteString(`INSERT INTO step_journal (step_id, round, call_id, kind, worker, data, recorded_at) VALUES `)
+	args := make([]any, 0, 7*len(es))
+	now := s.ts()
+	for i, e := range es {
+		if len(e.Data) > maxJournalData {
+			return fmt.Errorf("journal of step %s: entry %s (round %d, call %q) has %d bytes of data, over the limit of %d",
+				stepID, e.Kind, e.Round, e.CallID, len(e.Data), maxJournalData)
+		}
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		n := len(args)
+		fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7)
+		args = append(args, stepID, e.Round, e.CallID, e.Kind, e.Worker, string(e.Data), now)
+	}
+	q.WriteString(` ON CONFLICT (step_id, round, call_id, kind) DO UPDATE
+		 SET worker = excluded.worker, data = excluded.data, recorded_at = excluded.recorded_at`)
+	if _, err := s.db.ExecContext(ctx, q.String(), args...); err != nil {
+		last := es[len(es)-1]
+		return fmt.Errorf("journal of step %s: record %s (round %d, call %q): %w", stepID, last.Kind, last.Round, last.CallID, err)
+	}
+	return nil
+}
+
+// LoadJournal returns step stepID's journal in the order it was recorded
+// (by time, then round).
+func (s *Store) LoadJournal(ctx context.Context, stepID string) ([]JournalEntry, error) {
+	return queryAll(ctx, s.db, "step journal", func(sc scanner) (JournalEntry, error) {
+		var e JournalEntry
+		var data string
+		if err := sc.Scan(&e.Round, &e.CallID, &e.Kind, &e.Worker, &data, &e.At); err != nil {
+			return e, err
+		}
+		e.Data = []byte(data)
+		e.At = e.At.UTC()
+		return e, nil
+	}, `SELECT round, call_id, kind, worker, data, recorded_at FROM step_journal WHERE step_id = $1
+	    ORDER BY round, recorded_at, call_id, kind`, stepID)
+}
