@@ -293,8 +293,10 @@ func (c *Coordinator) publishStep(ctx context.Context, g store.Store, r runs.Run
 		// Publish keeps a message id the caller set (republish).
 		hdr.Set(bus.HeaderMsgID, msgID)
 	}
-	ctx, span := c.publishSpan(ctx, job, hdr)
-	_, err := c.bus.Publish(ctx, job, hdr)
+	// The step's span is a child of the run's, whoever publishes it.
+	rctx := telemetry.RunContext(ctx, r.TraceContext)
+	pctx, span := c.publishSpan(rctx, job, hdr, telemetry.CallerLink(ctx, rctx))
+	_, err := c.bus.Publish(pctx, job, hdr)
 	endSpan(span, err)
 	return err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/flow"
@@ -116,11 +117,33 @@ func (svc *RunService) Fail(ctx context.Context, sc Scope, runID, reason string)
 // Submit validates a request, records the run and its first step, and
 // publishes the step's job. A publish failure leaves the step pending for the
 // reconciler; the run is durable once Submit returns.
+//
+// The submission is the run's span ("run agent", "run workflow"), a child
+// of ctx's span (the request's, continuing the caller's traceparent); the
+// run records its traceparent, and every step it publishes is its child
+// (package telemetry, "A run is one trace").
 func (svc *RunService) Submit(ctx context.Context, sc Scope, req SubmitRequest) (runs.Run, error) {
-	c := svc.c
+	kind := runs.KindAgent
 	if req.Driver != "" || req.Workflow != "" {
-		return svc.submitWorkflow(ctx, sc, req)
+		kind = runs.KindWorkflow
 	}
+	ctx, span := telemetry.StartRun(ctx, svc.c.cfg.TracerProvider, string(kind))
+	var r runs.Run
+	var err error
+	if kind == runs.KindWorkflow {
+		r, err = svc.submitWorkflow(ctx, sc, req)
+	} else {
+		r, err = svc.submitAgent(ctx, sc, req)
+	}
+	if err == nil {
+		span.SetAttributes(telemetry.AttrRunID.String(r.ID), telemetry.AttrGenAIConversation.String(r.Input.String()))
+	}
+	endSpan(span, err)
+	return r, err
+}
+
+func (svc *RunService) submitAgent(ctx context.Context, sc Scope, req SubmitRequest) (runs.Run, error) {
+	c := svc.c
 	if len(req.Agent) == 0 {
 		return runs.Run{}, badRequest("agent: required")
 	}
@@ -138,7 +161,7 @@ func (svc *RunService) Submit(ctx context.Context, sc Scope, req SubmitRequest) 
 	if err := bus.ValidQueue(queue); err != nil {
 		return runs.Run{}, fmt.Errorf("%w: queue: %w", ErrBadRequest, err)
 	}
-	r := runs.Run{ID: runs.NewRunID(), Queue: queue, Target: target, Budget: req.Budget}
+	r := runs.Run{ID: runs.NewRunID(), Queue: queue, Target: target, Budget: req.Budget, TraceContext: telemetry.TraceParent(ctx)}
 	if r.Deadline, err = parseTimeout(req.Timeout); err != nil {
 		return runs.Run{}, err
 	}
@@ -305,7 +328,7 @@ func (svc *RunService) placeInput(ctx context.Context, sc Scope, id session.ID, 
 // "client") or by this coordinator (Workflow holds the file).
 func (svc *RunService) submitWorkflow(ctx context.Context, sc Scope, req SubmitRequest) (runs.Run, error) {
 	c := svc.c
-	r := runs.Run{ID: runs.NewRunID(), Kind: runs.KindWorkflow, Budget: req.Budget}
+	r := runs.Run{ID: runs.NewRunID(), Kind: runs.KindWorkflow, Budget: req.Budget, TraceContext: telemetry.TraceParent(ctx)}
 	switch {
 	case len(req.Agent) > 0:
 		return runs.Run{}, badRequest("agent: not allowed with driver or workflow (steps carry their own calls)")

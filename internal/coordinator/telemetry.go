@@ -14,16 +14,17 @@ import (
 )
 
 // publishSpan starts the producer span of a step job and writes its trace
-// context into hdr, so the worker's span continues the trace.
-func (c *Coordinator) publishSpan(ctx context.Context, job bus.Job, hdr nats.Header) (context.Context, trace.Span) {
+// context into hdr, so the worker's span continues the trace. ctx is the
+// run's context (telemetry.RunContext); opts may link the caller's span.
+func (c *Coordinator) publishSpan(ctx context.Context, job bus.Job, hdr nats.Header, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	queue := job.Queue
 	if queue == "" {
 		queue = bus.DefaultQueue
 	}
-	ctx, span := telemetry.Tracer(c.cfg.TracerProvider).Start(ctx, "publish "+bus.JobSubject(queue),
-		trace.WithSpanKind(trace.SpanKindProducer),
+	opts = append(opts, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(telemetry.AttrRunID.String(job.RunID), telemetry.AttrStepID.String(job.StepID),
 			telemetry.AttrQueue.String(queue), telemetry.AttrSessionVersion.String(job.Input)))
+	ctx, span := telemetry.Tracer(c.cfg.TracerProvider).Start(ctx, "publish "+bus.JobSubject(queue), opts...)
 	telemetry.InjectNATS(ctx, hdr)
 	return ctx, span
 }
