@@ -276,7 +276,7 @@ func badRequest(format string, args ...any) error {
 func (c *Coordinator) publishStep(ctx context.Context, g store.Store, r runs.Run, st runs.Step, msgID string) error {
 	job := bus.Job{
 		V: bus.JobVersion, StepID: st.ID, RunID: r.ID, Queue: r.Queue,
-		Input: st.Input.String(), Target: r.Target, CreatedAt: time.Now().UTC(),
+		Input: st.Input.String(), Target: r.Target, CreatedAt: time.Now().UTC(), Conversation: r.Conversation,
 	}
 	if len(st.Target) > 0 {
 		job.Target = st.Target // a workflow step's own call

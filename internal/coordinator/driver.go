@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rath-run/rath/internal/runs"
-	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/internal/service"
+	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/flowfile"
 	"github.com/rath-run/rath/pkg/session"
@@ -201,7 +201,7 @@ func (c *Coordinator) drive(ctx context.Context, r runs.Run) {
 	// versions it merges and forks hang below the run span.
 	rctx := telemetry.RunContext(ctx, r.TraceContext)
 	fctx, span := telemetry.Tracer(c.cfg.TracerProvider).Start(rctx, "drive workflow",
-		trace.WithAttributes(telemetry.AttrRunID.String(r.ID), telemetry.AttrGenAIConversation.String(r.Input.String())),
+		trace.WithAttributes(telemetry.AttrRunID.String(r.ID), telemetry.AttrGenAIConversation.String(r.Conversation)),
 		telemetry.CallerLink(ctx, rctx))
 	out, err := flow.Run(fctx, &localRuntime{c: c, run: r.ID}, wf, in)
 	endSpan(span, err)

@@ -136,7 +136,7 @@ func (svc *RunService) Submit(ctx context.Context, sc Scope, req SubmitRequest) 
 		r, err = svc.submitAgent(ctx, sc, req)
 	}
 	if err == nil {
-		span.SetAttributes(telemetry.AttrRunID.String(r.ID), telemetry.AttrGenAIConversation.String(r.Input.String()))
+		span.SetAttributes(telemetry.AttrRunID.String(r.ID), telemetry.AttrGenAIConversation.String(r.Conversation))
 	}
 	endSpan(span, err)
 	return r, err
@@ -194,6 +194,7 @@ func (svc *RunService) submitAgent(ctx context.Context, sc Scope, req SubmitRequ
 			return runs.Run{}, fmt.Errorf("create session: %w", err)
 		}
 		input = s.ID()
+		r.Conversation = input.String()
 	case req.Session != "":
 		id, err := session.ParseID(req.Session)
 		if err != nil {
@@ -215,6 +216,7 @@ func (svc *RunService) submitAgent(ctx context.Context, sc Scope, req SubmitRequ
 			}
 		}
 		input = id
+		r.Conversation = conversationOf(ctx, sc.Graph, id).String()
 	default:
 		return runs.Run{}, badRequest("message or session: one is required")
 	}
@@ -261,6 +263,7 @@ func (svc *RunService) createWithMessage(ctx context.Context, sc Scope, r *runs.
 			return fmt.Errorf("create session: %w", err)
 		}
 		r.Input = s.ID()
+		r.Conversation = r.Input.String()
 		if err := sc.Runs.CreateIn(ctx, ex, r, []runs.Step{{Ordinal: 0, Input: r.Input}}); err != nil {
 			return fmt.Errorf("record run: %w", err)
 		}
@@ -282,6 +285,7 @@ func (svc *RunService) createWithMessageBatch(ctx context.Context, sc Scope, g r
 		return fmt.Errorf("submit: create session: %w", err)
 	}
 	r.Input = v.ID
+	r.Conversation = r.Input.String()
 	_, ran, err := g.PutWith(ctx, v, c.runs.CreateStmts(r, []runs.Step{{Ordinal: 0, Input: r.Input}})...)
 	if err == nil && !ran {
 		// A fresh random id cannot have been committed before.
@@ -386,6 +390,7 @@ func (svc *RunService) submitWorkflow(ctx context.Context, sc Scope, req SubmitR
 			return runs.Run{}, fmt.Errorf("create session: %w", err)
 		}
 		r.Input = s.ID()
+		r.Conversation = r.Input.String()
 	case req.Session != "":
 		id, err := session.ParseID(req.Session)
 		if err != nil {
@@ -398,6 +403,7 @@ func (svc *RunService) submitWorkflow(ctx context.Context, sc Scope, req SubmitR
 			return runs.Run{}, err
 		}
 		r.Input = id
+		r.Conversation = conversationOf(ctx, graph, id).String()
 	default:
 		return runs.Run{}, badRequest("message or session: one is required")
 	}
@@ -849,4 +855,21 @@ func (svc *RunService) approvalHead(ctx context.Context, sc Scope, st runs.Step)
 		}
 		n++
 	}
+}
+
+// conversationOf returns the root id of the session id belongs to (its
+// farthest lineage ancestor, id itself for a root): the run's
+// gen_ai.conversation.id. A graph that cannot answer gives id.
+func conversationOf(ctx context.Context, g store.Store, id session.ID) session.ID {
+	anc, err := g.Ancestors(ctx, id, 0)
+	if err != nil {
+		return id
+	}
+	root, depth := id, 0
+	for _, a := range anc {
+		if a.Depth > depth {
+			root, depth = a.ID, a.Depth
+		}
+	}
+	return root
 }
