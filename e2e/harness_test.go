@@ -159,6 +159,8 @@ type cluster struct {
 	coord    *proc
 	workers  []*proc
 	procs    []*proc
+	// ctlEnv is added to rathctl's environment.
+	ctlEnv []string
 }
 
 type clusterConfig struct {
@@ -172,6 +174,9 @@ type clusterConfig struct {
 	// storeURL, when set, is the database to use instead of a fresh one on
 	// the test cluster.
 	storeURL string
+	// ctlEnv is added to rathctl's environment (the coordinator and
+	// workers get env).
+	ctlEnv []string
 }
 
 func newCluster(t *testing.T, cfg clusterConfig) *cluster {
@@ -181,7 +186,7 @@ func newCluster(t *testing.T, cfg clusterConfig) *cluster {
 		storeURL = testdb.Postgres(t)
 	}
 	dir := t.TempDir()
-	c := &cluster{t: t, dir: dir, storeURL: storeURL}
+	c := &cluster{t: t, dir: dir, storeURL: storeURL, ctlEnv: cfg.ctlEnv}
 	natsPort := freePort(t)
 	c.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	c.nats = c.add("natsd", "-port", strconv.Itoa(natsPort), "-store", filepath.Join(dir, "jetstream"))
@@ -260,7 +265,7 @@ func (c *cluster) waitReady() {
 // rathctl runs the built rathctl against the cluster and returns stdout.
 func (c *cluster) rathctl(args ...string) ([]byte, error) {
 	cmd := exec.Command(bin(c.t, "rathctl"), args...)
-	cmd.Env = append(os.Environ(), "RATH_SERVER="+c.server, "RATH_STORE=")
+	cmd.Env = append(append(os.Environ(), "RATH_SERVER="+c.server, "RATH_STORE="), c.ctlEnv...)
 	cmd.Dir = c.dir
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
