@@ -490,10 +490,19 @@ steps:
 		t.Fatal(err)
 	}
 	c.waitSucceeded(r.ID)
-	checkRunTrace(t, j, r.ID, "workflow", map[string]int{
+	st := checkRunTrace(t, j, r.ID, "workflow", map[string]int{
 		"drive workflow": 1, "invoke_agent left": 1, "invoke_agent right": 1, "invoke_agent router": 2,
 		"invoke_agent writer": 1, "invoke_agent scribe": 2, "execute_tool write_workspace_file": 1,
+		"store commit fork": 2, "store commit merge": 1,
 	})
+	// The driver's forks and merges hang below its drive, in the run.
+	for _, s := range st.find(func(s jSpan) bool {
+		return strings.HasPrefix(s.Operation, "store commit f") || strings.HasPrefix(s.Operation, "store commit m")
+	}) {
+		if !st.under(s, "rath-coordinator", "drive workflow") || !st.under(s, "rath-coordinator", "run workflow") {
+			t.Errorf("run %s: %v is not below the drive and the run span", r.ID, st.path(s))
+		}
+	}
 }
 
 // submitJSON runs rathctl with args (which print a run as JSON) and

@@ -184,7 +184,7 @@ func (c *Coordinator) drive(ctx context.Context, r runs.Run) {
 		end(c.runs.FailRun(ctx, r.ID, "workflow: "+err.Error()))
 		return
 	}
-	in, err := session.Open(ctx, c.graph, r.Input)
+	in, err := session.Open(ctx, c.driverGraph(c.graph, r.ID), r.Input)
 	if err != nil {
 		if ctx.Err() == nil {
 			log.WarnContext(ctx, "open workflow input", slog.Any("error", err))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/telemetry"
+	"github.com/rath-run/rath/pkg/session"
 )
 
 // publishSpan starts the producer span of a step job and writes its trace
@@ -59,4 +60,37 @@ func (c *Coordinator) instrument(mux *http.ServeMux) http.Handler {
 		)
 	}
 	return h
+}
+
+// tracedGraph is the workflow driver's graph: each version it commits (a
+// fan-out's forks and merges) is a "store commit {op}" span of the drive,
+// so they show in the run's trace beside its steps.
+type tracedGraph struct {
+	session.Graph
+	tracer trace.Tracer
+	runID  string
+}
+
+// driverGraph returns g traced for run runID's driver (g itself without a
+// tracer provider).
+func (c *Coordinator) driverGraph(g session.Graph, runID string) session.Graph {
+	if c.cfg.TracerProvider == nil {
+		return g
+	}
+	return tracedGraph{Graph: g, tracer: telemetry.Tracer(c.cfg.TracerProvider), runID: runID}
+}
+
+// Put implements session.Graph.
+func (g tracedGraph) Put(ctx context.Context, v *session.Version) (*session.Version, error) {
+	if v == nil {
+		return g.Graph.Put(ctx, v)
+	}
+	ctx, span := g.tracer.Start(ctx, "store commit "+string(v.Op),
+		trace.WithAttributes(telemetry.AttrRunID.String(g.runID)))
+	got, err := g.Graph.Put(ctx, v)
+	if err == nil {
+		span.SetAttributes(telemetry.AttrSessionVersion.String(got.ID.String()))
+	}
+	endSpan(span, err)
+	return got, err
 }
