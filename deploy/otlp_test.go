@@ -136,7 +136,7 @@ func TestOverlaysOTLP(t *testing.T) {
 }
 
 // admits reports whether the policies of one direction let traffic from
-// pods labelled from to pods labelled to on TCP port: true when no policy
+// pods labeled from to pods labeled to on TCP port: true when no policy
 // of that direction selects the side it restricts (the default allows),
 // else when one of them has a rule that matches.
 func admits(policies []*networkingv1.NetworkPolicy, from, to map[string]string, port int, dir networkingv1.PolicyType) bool {
