@@ -451,6 +451,9 @@ script:
 func testWorkflowRunTrace(t *testing.T, c *cluster, j *jaeger) {
 	t.Helper()
 	wf := filepath.Join(c.dir, "traced.yaml")
+	// A scripted model answers with script[n], n being the number of
+	// assistant messages in its request: after the fan-out's merge the
+	// conversation holds two (left, right), after the writer three.
 	spec := `version: 1
 name: traced
 agents:
@@ -462,22 +465,25 @@ agents:
     script: [right branch]
   router:
     model: scripted
-    script: ["0", "-1"]
+    script: ["-1", "-1", "0", "-1"]
   writer:
     description: writes the answer
     model: scripted
-    script: [the answer]
+    script: [unused, unused, the answer]
   scribe:
     model: scripted
     tools: [builtin]
     approve: [write_workspace_file]
     script:
+      - unused
+      - unused
+      - unused
       - tool_calls: [{id: w1, function: {name: write_workspace_file, arguments: {path: notes.txt, content: "approved"}}}]
       - content: saved
 steps:
   - fork: {branches: [left, right]}
   - select: {selector: router, candidates: [writer], max_rounds: 3}
-  - scribe
+  - agent: scribe
 `
 	if err := os.WriteFile(wf, []byte(spec), 0o600); err != nil {
 		t.Fatal(err)
