@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/testdb"
 )
 
 // The tracing e2e: a real Jaeger v2 (built from the Go module proxy and
@@ -406,6 +407,10 @@ check:
 func TestJaegerOneTracePerRun(t *testing.T) {
 	for _, protocol := range []string{"http/protobuf", "grpc"} {
 		t.Run(strings.ReplaceAll(protocol, "/", "-"), func(t *testing.T) {
+			// The database first: like every e2e test, this one needs
+			// Postgres (skipped without one, failed under
+			// RATH_REQUIRE_POSTGRES=1), then Jaeger (never skipped).
+			storeURL := testdb.Postgres(t)
 			dir := t.TempDir()
 			j := startJaeger(t, dir)
 			endpoint := "http://" + j.otlpHTTP
@@ -416,7 +421,7 @@ func TestJaegerOneTracePerRun(t *testing.T) {
 				"OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL=" + protocol,
 				"OTEL_EXPORTER_OTLP_INSECURE=true", "OTEL_BSP_SCHEDULE_DELAY=100",
 			}
-			c := newCluster(t, clusterConfig{workers: 1, env: env, ctlEnv: env})
+			c := newCluster(t, clusterConfig{workers: 1, env: env, ctlEnv: env, storeURL: storeURL})
 			testAgentRunTrace(t, c, j)
 			testWorkflowRunTrace(t, c, j)
 		})
