@@ -84,6 +84,8 @@ func startJaeger(t *testing.T, dir string) *jaeger {
   telemetry:
     metrics:
       level: none
+    traces:
+      level: none
     logs:
       level: info
 extensions:
@@ -127,6 +129,8 @@ exporters:
 		t.Fatal(err)
 	}
 	j.proc.cmd = exec.Command(bin, j.proc.args...)
+	// Jaeger's own traces stay home.
+	j.proc.cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=none", "OTEL_SDK_DISABLED=true")
 	j.proc.cmd.Stdout, j.proc.cmd.Stderr = f, f
 	if err := j.proc.cmd.Start(); err != nil {
 		f.Close()
@@ -342,11 +346,20 @@ func checkRunTrace(t *testing.T, j *jaeger, runID, kind string, want map[string]
 			for _, tr := range traces {
 				st = newSpanTree(tr)
 			}
+			// Spans arrive in batches: wait for the whole tree (one root)
+			// and every span the run must have.
 			last = ""
 			for op, n := range want {
 				if got := len(st.find(func(s jSpan) bool { return strings.HasPrefix(s.Operation, op) })); got < n {
 					last += fmt.Sprintf("%d spans %q (want %d); ", got, op, n)
 				}
+			}
+			if len(st.roots) != 1 {
+				var ops []string
+				for _, r := range st.roots {
+					ops = append(ops, st.service(r)+": "+r.Operation)
+				}
+				last += fmt.Sprintf("trace %s has %d roots, want 1 (rathctl's): %v", st.tr.TraceID, len(st.roots), ops)
 			}
 			if last == "" {
 				goto check
@@ -355,18 +368,17 @@ func checkRunTrace(t *testing.T, j *jaeger, runID, kind string, want map[string]
 			last = "no trace yet"
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("run %s: Jaeger did not get the run's spans within 60s: %s", runID, last)
+			var all []string
+			if st != nil {
+				for _, s := range st.tr.Spans {
+					all = append(all, fmt.Sprintf("%s: %s (%s ← %s)", st.service(s), s.Operation, s.SpanID, s.parent()))
+				}
+			}
+			t.Fatalf("run %s: Jaeger did not get the run's spans within 60s: %s\nspans: %s", runID, last, strings.Join(all, "\n  "))
 		}
 		<-time.After(200 * time.Millisecond)
 	}
 check:
-	if len(st.roots) != 1 {
-		var ops []string
-		for _, r := range st.roots {
-			ops = append(ops, st.service(r)+": "+r.Operation)
-		}
-		t.Fatalf("run %s: trace %s has %d roots, want 1 (rathctl's): %v", runID, st.tr.TraceID, len(st.roots), ops)
-	}
 	root := st.roots[0]
 	if st.service(root) != "rathctl" || root.Operation != "rathctl run" {
 		t.Errorf("run %s: trace root is %s: %s, want rathctl: rathctl run", runID, st.service(root), root.Operation)

@@ -56,8 +56,9 @@ func RunContext(ctx context.Context, traceparent string) context.Context {
 // it returned) to the span that caused it (caller's: an approval's
 // request, a driver's resume), when that is another span than the run's.
 func CallerLink(caller, run context.Context) trace.SpanStartOption {
-	sc := trace.SpanContextFromContext(caller)
-	if !sc.IsValid() || sc.Equal(trace.SpanContextFromContext(run)) {
+	sc, rsc := trace.SpanContextFromContext(caller), trace.SpanContextFromContext(run)
+	// The same span (local in caller, remote in run) is no cause of its own.
+	if !sc.IsValid() || sc.TraceID() == rsc.TraceID() && sc.SpanID() == rsc.SpanID() {
 		return trace.WithLinks()
 	}
 	return trace.WithLinks(trace.Link{SpanContext: sc})

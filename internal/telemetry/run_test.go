@@ -32,6 +32,12 @@ func TestRunContextRoundTrip(t *testing.T) {
 	step.End()
 	other.End()
 
+	// The run's own context (the submit publishing its first step) links
+	// nothing: the run span is the parent already.
+	_, first := tp.Tracer("t").Start(telemetry.RunContext(rctx, tpHeader), "first publish",
+		telemetry.CallerLink(rctx, telemetry.RunContext(rctx, tpHeader)))
+	first.End()
+
 	spans := exp.GetSpans()
 	byName := map[string]tracetest.SpanStub{}
 	for _, s := range spans {
@@ -44,6 +50,9 @@ func TestRunContextRoundTrip(t *testing.T) {
 	if pub.Parent.SpanID() != runSpan.SpanContext.SpanID() || pub.SpanContext.TraceID() != runSpan.SpanContext.TraceID() {
 		t.Errorf("publish span: parent %s trace %s, want run span %s trace %s",
 			pub.Parent.SpanID(), pub.SpanContext.TraceID(), runSpan.SpanContext.SpanID(), runSpan.SpanContext.TraceID())
+	}
+	if l := byName["first publish"].Links; len(l) != 0 {
+		t.Errorf("the submit's own publish links %v, want nothing", l)
 	}
 	if len(pub.Links) != 1 || pub.Links[0].SpanContext.SpanID() != byName["approval request"].SpanContext.SpanID() {
 		t.Errorf("publish span links = %v, want the approval request", pub.Links)
