@@ -163,6 +163,8 @@ type cluster struct {
 	// token, when set, is the coordinator's bootstrap admin token (auth
 	// on), which rathctl sends.
 	token string
+	// ctlEnv is added to rathctl's environment.
+	ctlEnv []string
 }
 
 type clusterConfig struct {
@@ -179,6 +181,9 @@ type clusterConfig struct {
 	// storeURL, when set, is the database to use instead of a fresh one on
 	// the test cluster.
 	storeURL string
+	// ctlEnv is added to rathctl's environment (the coordinator and
+	// workers get env).
+	ctlEnv []string
 }
 
 func newCluster(t *testing.T, cfg clusterConfig) *cluster {
@@ -188,7 +193,7 @@ func newCluster(t *testing.T, cfg clusterConfig) *cluster {
 		storeURL = testdb.Postgres(t)
 	}
 	dir := t.TempDir()
-	c := &cluster{t: t, dir: dir, storeURL: storeURL, token: cfg.token}
+	c := &cluster{t: t, dir: dir, storeURL: storeURL, token: cfg.token, ctlEnv: cfg.ctlEnv}
 	natsPort := freePort(t)
 	c.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	c.nats = c.add("natsd", "-port", strconv.Itoa(natsPort), "-store", filepath.Join(dir, "jetstream"))
@@ -270,7 +275,7 @@ func (c *cluster) waitReady() {
 // rathctl runs the built rathctl against the cluster and returns stdout.
 func (c *cluster) rathctl(args ...string) ([]byte, error) {
 	cmd := exec.Command(bin(c.t, "rathctl"), args...)
-	cmd.Env = append(os.Environ(), "RATH_SERVER="+c.server, "RATH_STORE=", "RATH_TOKEN="+c.token)
+	cmd.Env = append(append(os.Environ(), "RATH_SERVER="+c.server, "RATH_STORE=", "RATH_TOKEN="+c.token), c.ctlEnv...)
 	cmd.Dir = c.dir
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -9,6 +9,11 @@ cd "$(dirname "$0")/.."
 eval "$(scripts/testpg.sh start)"
 trap 'scripts/testpg.sh stop' EXIT
 export RATH_TEST_DATABASE_URL RATH_TEST_PG_BIN
+# Jaeger v2 for the tracing e2e (e2e/jaeger_test.go): built once from the
+# Go module proxy into a cache directory (several minutes the first time),
+# reused after. A failed build fails the run; the test never skips.
+eval "$(scripts/jaeger.sh)"
+export RATH_TEST_JAEGER_BIN
 # The docker sandbox tests' image, built locally (no registry); a no-op
 # without a Docker Engine or when the image is current.
 scripts/sandbox-image.sh

@@ -36,8 +36,10 @@ func run(ctx context.Context) int {
 		tp, shutdown, err := telemetry.NewTracerProvider(ctx, telemetry.TraceConfig{ServiceName: "rathctl", Getenv: os.Getenv})
 		if err == nil {
 			defer func() { _ = shutdown(context.WithoutCancel(ctx)) }()
-			// The process edge: rathctl's API client uses the default
-			// transport, traced here once.
+			// The process edge: rathctl's API clients (made after this,
+			// pkg/client.New) send through the default transport, traced
+			// here once: each request is a client span of the command's
+			// span, and its traceparent goes to the coordinator.
 			otel.SetTracerProvider(tp)
 			otel.SetTextMapPropagator(telemetry.Propagator())
 			http.DefaultTransport = otelhttp.NewTransport(http.DefaultTransport)

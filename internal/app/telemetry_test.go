@@ -141,23 +141,36 @@ func TestTraceAcrossNATS(t *testing.T) {
 		if step.Kind != "SPAN_KIND_CONSUMER" || step.Attrs["rath.step.id"] == "" {
 			t.Errorf("step span %+v", step)
 		}
-		// Across the NATS hop: process ← publish ← API server span ←
-		// HTTP client span ← root.
+		// Across the NATS hop: process ← publish ← the run's span ← API
+		// server span ← HTTP client span ← root.
 		chain := parentChain(step)
-		if len(chain) != 4 || chain[0] != "publish rath.jobs.default" || chain[3] != "rathctl run" {
-			t.Errorf("run %d: step span ancestry %q, want publish → server → client → rathctl run", i+1, chain)
+		if len(chain) != 5 || chain[0] != "publish rath.jobs.default" || chain[1] != "run agent" || chain[4] != "rathctl run" {
+			t.Errorf("run %d: step span ancestry %q, want publish → run agent → server → client → rathctl run", i+1, chain)
 		}
 		if p := spans[step.ParentID]; p.Kind != "SPAN_KIND_PRODUCER" || p.Service != "rath-dev" {
 			t.Errorf("publish span %+v", p)
 		}
-		if srv := spans[spans[step.ParentID].ParentID]; srv.Kind != "SPAN_KIND_SERVER" {
+		runSpan := spans[spans[step.ParentID].ParentID]
+		// Both runs are one conversation: the second continues the first's
+		// output, whose root is the first run's new session.
+		if runSpan.Attrs["rath.run.id"] != r.ID || runSpan.Attrs["gen_ai.conversation.id"] != r1.Input.String() {
+			t.Errorf("run span %+v, want rath.run.id %s and gen_ai.conversation.id %s (the session's root)", runSpan, r.ID, r1.Input)
+		}
+		if srv := spans[runSpan.ParentID]; srv.Kind != "SPAN_KIND_SERVER" {
 			t.Errorf("API span %+v, want a server span", srv)
 		}
-		agents := find(func(sp telemetrytest.Span) bool { return sp.ParentID == step.SpanID })
-		if len(agents) != 1 || agents[0].Attrs["gen_ai.operation.name"] != "invoke_agent" {
-			t.Fatalf("run %d: children of the step span %+v, want one invoke_agent", i+1, agents)
+		agents := find(func(sp telemetrytest.Span) bool {
+			return sp.ParentID == step.SpanID && sp.Attrs["gen_ai.operation.name"] == "invoke_agent"
+		})
+		if len(agents) != 1 {
+			t.Fatalf("run %d: invoke_agent children of the step span %+v, want one", i+1, agents)
 		}
 		ag := agents[0]
+		if commits := find(func(sp telemetrytest.Span) bool {
+			return sp.Name == "store commit" && sp.Attrs["rath.step.id"] == step.Attrs["rath.step.id"]
+		}); len(commits) != 1 {
+			t.Errorf("run %d: %d store commit spans for the step, want 1", i+1, len(commits))
+		}
 		out, err := session.Open(ctx, s.dev.Backend.Store, *r.Output)
 		if err != nil {
 			t.Fatal(err)
@@ -167,7 +180,7 @@ func TestTraceAcrossNATS(t *testing.T) {
 		}
 		for k, want := range map[string]string{
 			"rath.run.id": r.ID, "rath.step.id": step.Attrs["rath.step.id"], "rath.session.version": r.Output.String(),
-			"gen_ai.request.model": "scripted",
+			"gen_ai.request.model": "scripted", "gen_ai.conversation.id": r1.Input.String(),
 		} {
 			if ag.Attrs[k] != want {
 				t.Errorf("run %d: invoke_agent %s = %q, want %q", i+1, k, ag.Attrs[k], want)

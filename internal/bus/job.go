@@ -68,6 +68,10 @@ type Job struct {
 	// Budget is the run's budget and what its earlier steps used; nil
 	// means unlimited.
 	Budget *Budget `json:"budget,omitempty"`
+	// Conversation is the id of the root version the run's session
+	// descends from (gen_ai.conversation.id on the step's spans); empty
+	// when unknown (a run recorded before runs carried it).
+	Conversation string `json:"conversation,omitempty"`
 }
 
 // Budget is a run's spending limit as a step sees it. Zero limits are
@@ -155,6 +159,11 @@ func (j *Job) validate() error {
 	}
 	if _, err := session.ParseID(j.Input); err != nil {
 		return fmt.Errorf("%w: input: %w", ErrInvalidJob, err)
+	}
+	if j.Conversation != "" {
+		if _, err := session.ParseID(j.Conversation); err != nil {
+			return fmt.Errorf("%w: conversation: %w", ErrInvalidJob, err)
+		}
 	}
 	if len(j.Target) == 0 {
 		return fmt.Errorf("%w: target is empty", ErrInvalidJob)

@@ -285,7 +285,7 @@ func badRequest(format string, args ...any) error {
 func (c *Coordinator) publishStep(ctx context.Context, g store.Store, r runs.Run, st runs.Step, msgID string) error {
 	job := bus.Job{
 		V: bus.JobVersion, StepID: st.ID, RunID: r.ID, Queue: r.Queue,
-		Input: st.Input.String(), Target: r.Target, CreatedAt: time.Now().UTC(),
+		Input: st.Input.String(), Target: r.Target, CreatedAt: time.Now().UTC(), Conversation: r.Conversation,
 	}
 	if len(st.Target) > 0 {
 		job.Target = st.Target // a workflow step's own call
@@ -302,8 +302,10 @@ func (c *Coordinator) publishStep(ctx context.Context, g store.Store, r runs.Run
 		// Publish keeps a message id the caller set (republish).
 		hdr.Set(bus.HeaderMsgID, msgID)
 	}
-	ctx, span := c.publishSpan(ctx, job, hdr)
-	_, err := c.bus.Publish(ctx, job, hdr)
+	// The step's span is a child of the run's, whoever publishes it.
+	rctx := telemetry.RunContext(ctx, r.TraceContext)
+	pctx, span := c.publishSpan(rctx, job, hdr, telemetry.CallerLink(ctx, rctx))
+	_, err := c.bus.Publish(pctx, job, hdr)
 	endSpan(span, err)
 	return err
 }

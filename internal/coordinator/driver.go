@@ -9,8 +9,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/service"
+	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/flowfile"
 	"github.com/rath-run/rath/pkg/session"
@@ -181,7 +184,7 @@ func (c *Coordinator) drive(ctx context.Context, r runs.Run) {
 		end(c.runs.FailRun(ctx, r.ID, "workflow: "+err.Error()))
 		return
 	}
-	in, err := session.Open(ctx, c.graph, r.Input)
+	in, err := session.Open(ctx, c.driverGraph(c.graph, r.ID), r.Input)
 	if err != nil {
 		if ctx.Err() == nil {
 			log.WarnContext(ctx, "open workflow input", slog.Any("error", err))
@@ -193,7 +196,15 @@ func (c *Coordinator) drive(ctx context.Context, r runs.Run) {
 		return
 	}
 	log.InfoContext(ctx, "driving workflow run")
-	out, err := flow.Run(ctx, &localRuntime{c: c, run: r.ID}, wf, in)
+	// This drive (the first, or a resume after a restart or a lease
+	// takeover) is a span of the run's trace: the steps it puts and the
+	// versions it merges and forks hang below the run span.
+	rctx := telemetry.RunContext(ctx, r.TraceContext)
+	fctx, span := telemetry.Tracer(c.cfg.TracerProvider).Start(rctx, "drive workflow",
+		trace.WithAttributes(telemetry.AttrRunID.String(r.ID), telemetry.AttrGenAIConversation.String(r.Conversation)),
+		telemetry.CallerLink(ctx, rctx))
+	out, err := flow.Run(fctx, &localRuntime{c: c, run: r.ID}, wf, in)
+	endSpan(span, err)
 	if ctx.Err() != nil {
 		return // shutting down or no longer the leader: resumed later
 	}

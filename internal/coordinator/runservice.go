@@ -13,6 +13,7 @@ import (
 	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/flow"
@@ -116,11 +117,33 @@ func (svc *RunService) Fail(ctx context.Context, sc Scope, runID, reason string)
 // Submit validates a request, records the run and its first step, and
 // publishes the step's job. A publish failure leaves the step pending for the
 // reconciler; the run is durable once Submit returns.
+//
+// The submission is the run's span ("run agent", "run workflow"), a child
+// of ctx's span (the request's, continuing the caller's traceparent); the
+// run records its traceparent, and every step it publishes is its child
+// (package telemetry, "A run is one trace").
 func (svc *RunService) Submit(ctx context.Context, sc Scope, req SubmitRequest) (runs.Run, error) {
-	c := svc.c
+	kind := runs.KindAgent
 	if req.Driver != "" || req.Workflow != "" {
-		return svc.submitWorkflow(ctx, sc, req)
+		kind = runs.KindWorkflow
 	}
+	ctx, span := telemetry.StartRun(ctx, svc.c.cfg.TracerProvider, string(kind))
+	var r runs.Run
+	var err error
+	if kind == runs.KindWorkflow {
+		r, err = svc.submitWorkflow(ctx, sc, req)
+	} else {
+		r, err = svc.submitAgent(ctx, sc, req)
+	}
+	if err == nil {
+		span.SetAttributes(telemetry.AttrRunID.String(r.ID), telemetry.AttrGenAIConversation.String(r.Conversation))
+	}
+	endSpan(span, err)
+	return r, err
+}
+
+func (svc *RunService) submitAgent(ctx context.Context, sc Scope, req SubmitRequest) (runs.Run, error) {
+	c := svc.c
 	if len(req.Agent) == 0 {
 		return runs.Run{}, badRequest("agent: required")
 	}
@@ -143,7 +166,7 @@ func (svc *RunService) Submit(ctx context.Context, sc Scope, req SubmitRequest) 
 	if err := bus.ValidQueue(queue); err != nil {
 		return runs.Run{}, fmt.Errorf("%w: queue: %w", ErrBadRequest, err)
 	}
-	r := runs.Run{ID: runs.NewRunID(), Queue: queue, Target: target, Budget: req.Budget}
+	r := runs.Run{ID: runs.NewRunID(), Queue: queue, Target: target, Budget: req.Budget, TraceContext: telemetry.TraceParent(ctx)}
 	if r.Deadline, err = parseTimeout(req.Timeout); err != nil {
 		return runs.Run{}, err
 	}
@@ -176,6 +199,7 @@ func (svc *RunService) Submit(ctx context.Context, sc Scope, req SubmitRequest) 
 			return runs.Run{}, fmt.Errorf("create session: %w", err)
 		}
 		input = s.ID()
+		r.Conversation = input.String()
 	case req.Session != "":
 		id, err := session.ParseID(req.Session)
 		if err != nil {
@@ -197,6 +221,7 @@ func (svc *RunService) Submit(ctx context.Context, sc Scope, req SubmitRequest) 
 			}
 		}
 		input = id
+		r.Conversation = conversationOf(ctx, sc.Graph, id).String()
 	default:
 		return runs.Run{}, badRequest("message or session: one is required")
 	}
@@ -243,6 +268,7 @@ func (svc *RunService) createWithMessage(ctx context.Context, sc Scope, r *runs.
 			return fmt.Errorf("create session: %w", err)
 		}
 		r.Input = s.ID()
+		r.Conversation = r.Input.String()
 		if err := sc.Runs.CreateIn(ctx, ex, r, []runs.Step{{Ordinal: 0, Input: r.Input}}); err != nil {
 			return fmt.Errorf("record run: %w", err)
 		}
@@ -264,6 +290,7 @@ func (svc *RunService) createWithMessageBatch(ctx context.Context, sc Scope, g r
 		return fmt.Errorf("submit: create session: %w", err)
 	}
 	r.Input = v.ID
+	r.Conversation = r.Input.String()
 	_, ran, err := g.PutWith(ctx, v, c.runs.CreateStmts(r, []runs.Step{{Ordinal: 0, Input: r.Input}})...)
 	if err == nil && !ran {
 		// A fresh random id cannot have been committed before.
@@ -310,7 +337,7 @@ func (svc *RunService) placeInput(ctx context.Context, sc Scope, id session.ID, 
 // "client") or by this coordinator (Workflow holds the file).
 func (svc *RunService) submitWorkflow(ctx context.Context, sc Scope, req SubmitRequest) (runs.Run, error) {
 	c := svc.c
-	r := runs.Run{ID: runs.NewRunID(), Kind: runs.KindWorkflow, Budget: req.Budget}
+	r := runs.Run{ID: runs.NewRunID(), Kind: runs.KindWorkflow, Budget: req.Budget, TraceContext: telemetry.TraceParent(ctx)}
 	switch {
 	case len(req.Agent) > 0:
 		return runs.Run{}, badRequest("agent: not allowed with driver or workflow (steps carry their own calls)")
@@ -368,6 +395,7 @@ func (svc *RunService) submitWorkflow(ctx context.Context, sc Scope, req SubmitR
 			return runs.Run{}, fmt.Errorf("create session: %w", err)
 		}
 		r.Input = s.ID()
+		r.Conversation = r.Input.String()
 	case req.Session != "":
 		id, err := session.ParseID(req.Session)
 		if err != nil {
@@ -380,6 +408,7 @@ func (svc *RunService) submitWorkflow(ctx context.Context, sc Scope, req SubmitR
 			return runs.Run{}, err
 		}
 		r.Input = id
+		r.Conversation = conversationOf(ctx, graph, id).String()
 	default:
 		return runs.Run{}, badRequest("message or session: one is required")
 	}
@@ -831,4 +860,21 @@ func (svc *RunService) approvalHead(ctx context.Context, sc Scope, st runs.Step)
 		}
 		n++
 	}
+}
+
+// conversationOf returns the root id of the session id belongs to (its
+// farthest lineage ancestor, id itself for a root): the run's
+// gen_ai.conversation.id. A graph that cannot answer gives id.
+func conversationOf(ctx context.Context, g store.Store, id session.ID) session.ID {
+	anc, err := g.Ancestors(ctx, id, 0)
+	if err != nil {
+		return id
+	}
+	root, depth := id, 0
+	for _, a := range anc {
+		if a.Depth > depth {
+			root, depth = a.ID, a.Depth
+		}
+	}
+	return root
 }

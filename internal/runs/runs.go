@@ -151,9 +151,17 @@ type Run struct {
 	// ([Store.AcceptChanges]): such a step keeps its recorded result
 	// instead of failing with flow.ErrNondeterministic.
 	ChangesAcceptedAt *time.Time `json:"changes_accepted_at,omitempty"`
-	CreatedAt         time.Time  `json:"created_at"`
-	UpdatedAt         time.Time  `json:"updated_at"`
-	Steps             []Step     `json:"steps,omitempty"`
+	// TraceContext is the W3C traceparent of the run's span, recorded at
+	// submission: every step the run publishes is its child, so a run is
+	// one trace across coordinators and restarts. Empty with tracing off.
+	TraceContext string `json:"trace_context,omitempty"`
+	// Conversation is the id of the root version the run's input
+	// descends from (gen_ai.conversation.id on the run's spans); empty
+	// for runs recorded before runs carried it.
+	Conversation string    `json:"conversation,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+	Steps        []Step    `json:"steps,omitempty"`
 }
 
 // Budget limits what a run may spend (the API's type: package api). Zero

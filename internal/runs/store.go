@@ -91,10 +91,10 @@ func (s *Store) createStmts(r *Run, steps []Step) []stmt {
 	}
 	out := []stmt{{
 		what: "insert run " + r.ID,
-		SQL: `INSERT INTO runs (id, status, queue, target, input_id, error, created_at, updated_at, budget, kind, driver, workflow, deadline)
-		 VALUES ($1, $2, $3, $4, $5, '', $6, $6, $7, $8, $9, $10, $11)`,
+		SQL: `INSERT INTO runs (id, status, queue, target, input_id, error, created_at, updated_at, budget, kind, driver, workflow, deadline, trace_context, conversation_id)
+		 VALUES ($1, $2, $3, $4, $5, '', $6, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		Args: []any{r.ID, string(r.Status), r.Queue, string(r.Target), r.Input.String(), now, budgetText(r.Budget),
-			string(r.Kind), r.Driver, r.Workflow, deadline},
+			string(r.Kind), r.Driver, r.Workflow, deadline, r.TraceContext, r.Conversation},
 	}}
 	for i := range steps {
 		st := &steps[i]
@@ -455,7 +455,7 @@ func queryAll[T any](ctx context.Context, db *sql.DB, what string, scan func(sca
 	return out, rows.Err()
 }
 
-const runCols = `id, status, queue, target, input_id, output_id, error, created_at, updated_at, budget, kind, driver, workflow, deadline, changes_accepted_at`
+const runCols = `id, status, queue, target, input_id, output_id, error, created_at, updated_at, budget, kind, driver, workflow, deadline, changes_accepted_at, trace_context, conversation_id`
 
 func getRun(ctx context.Context, q queryer, id string) (Run, error) {
 	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs WHERE id = $1`, id))
@@ -471,7 +471,7 @@ func scanRun(sc scanner) (Run, error) {
 	var output sql.NullString
 	var deadline, accepted sql.NullTime
 	if err := sc.Scan(&r.ID, &r.Status, &r.Queue, &target, &input, &output, &r.Error, &r.CreatedAt, &r.UpdatedAt, &budget,
-		&kind, &r.Driver, &r.Workflow, &deadline, &accepted); err != nil {
+		&kind, &r.Driver, &r.Workflow, &deadline, &accepted, &r.TraceContext, &r.Conversation); err != nil {
 		return Run{}, err
 	}
 	if accepted.Valid {

@@ -14,7 +14,8 @@ func (r Run) API() api.Run {
 	out := api.Run{
 		ID: r.ID, Kind: r.Kind, Status: r.Status, Driver: r.Driver, Workflow: r.Workflow,
 		Deadline: r.Deadline, Queue: r.Queue, Target: r.Target, Input: r.Input, Budget: r.Budget,
-		Output: r.Output, Error: r.Error, ChangesAcceptedAt: r.ChangesAcceptedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Output: r.Output, Error: r.Error, ChangesAcceptedAt: r.ChangesAcceptedAt,
+		TraceContext: r.TraceContext, Conversation: r.Conversation, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 	if r.Steps != nil {
 		out.Steps = make([]api.Step, len(r.Steps))

@@ -27,6 +27,7 @@ const (
 	AttrGenAIToolCallID   = attribute.Key("gen_ai.tool.call.id")
 	AttrGenAIToolType     = attribute.Key("gen_ai.tool.type")
 	AttrGenAIAgentName    = attribute.Key("gen_ai.agent.name")
+	AttrGenAIConversation = attribute.Key("gen_ai.conversation.id")
 	AttrErrorType         = attribute.Key("error.type")
 
 	AttrRunID          = attribute.Key("rath.run.id")
@@ -34,6 +35,7 @@ const (
 	AttrSessionVersion = attribute.Key("rath.session.version")
 	AttrQueue          = attribute.Key("rath.queue")
 	AttrDelivery       = attribute.Key("rath.delivery")
+	AttrRunKind        = attribute.Key("rath.run.kind")
 )
 
 // GenAI operation names.

@@ -5,6 +5,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/flow"
@@ -35,12 +36,15 @@ type stepGraph struct {
 	// does more after it (an agent committing memory), so the step is not
 	// done when its version is.
 	plain bool
+	// span starts the "store commit" span of the step's version.
+	span func(context.Context, string) (context.Context, func(error))
 }
 
 // graphFor returns the graph step stepID commits through: a stepGraph
 // when the stores can record the step in the version's commit, else the
 // worker's graph.
-func (w *Worker) graphFor(stepID string) (session.Graph, *stepGraph) {
+func (w *Worker) graphFor(job bus.Job) (session.Graph, *stepGraph) {
+	stepID := job.StepID
 	putter, ok := w.graph.(runs.VersionPutter)
 	if !ok {
 		return w.graph, nil
@@ -49,7 +53,8 @@ func (w *Worker) graphFor(stepID string) (session.Graph, *stepGraph) {
 	if !ok {
 		return w.graph, nil
 	}
-	g := &stepGraph{Graph: w.graph, putter: putter, committer: committer, stepID: stepID}
+	g := &stepGraph{Graph: w.graph, putter: putter, committer: committer, stepID: stepID,
+		span: func(ctx context.Context, name string) (context.Context, func(error)) { return w.span(ctx, name, job) }}
 	return g, g
 }
 
@@ -58,7 +63,9 @@ func (g *stepGraph) Put(ctx context.Context, v *session.Version) (*session.Versi
 	if v == nil || v.Key != g.stepID || g.run != nil || g.plain || pausing(v) {
 		return g.Graph.Put(ctx, v)
 	}
+	ctx, end := g.span(ctx, "store commit")
 	got, r, err := g.committer.CommitStepVersion(ctx, g.putter, g.stepID, v)
+	end(err)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -89,19 +90,42 @@ func (w *Worker) traceTools(tools *tool.Set) (*tool.Set, error) { //nolint:unpar
 // invokeAgent starts the step's "invoke_agent {name}" span and stamps its
 // trace id on the version the step commits.
 func (w *Worker) invokeAgent(ctx context.Context, job bus.Job, spec agent.Spec, model string, meta *agent.Meta) (context.Context, trace.Span) {
-	ctx, span := telemetry.Tracer(w.cfg.TracerProvider).Start(ctx, telemetry.OpInvokeAgent+" "+spec.Name,
-		trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(
-			telemetry.AttrGenAIOperation.String(telemetry.OpInvokeAgent), telemetry.AttrGenAIAgentName.String(spec.Name),
-			telemetry.AttrGenAIRequestModel.String(telemetry.CapModel(model)),
-			telemetry.AttrRunID.String(job.RunID), telemetry.AttrStepID.String(job.StepID),
-			telemetry.AttrSessionVersion.String(job.Input),
-		))
+	ctx, span := w.invokeSpan(ctx, job, spec.Name, model)
 	meta.Producer.TraceID = telemetry.TraceID(ctx)
 	if meta.Sandbox != nil {
 		meta.Sandbox = telemetry.InstrumentSandbox(meta.Sandbox, w.cfg.Metrics)
 	}
 	return ctx, span
+}
+
+// invokeSpan starts an "invoke_agent {name}" span: an agent's step, or a
+// selector's or compressor's model call (name is then "select" or
+// "compress" when the call names no agent).
+func (w *Worker) invokeSpan(ctx context.Context, job bus.Job, name, model string) (context.Context, trace.Span) {
+	attrs := []attribute.KeyValue{
+		telemetry.AttrGenAIOperation.String(telemetry.OpInvokeAgent), telemetry.AttrGenAIAgentName.String(name),
+		telemetry.AttrGenAIRequestModel.String(telemetry.CapModel(model)),
+		telemetry.AttrRunID.String(job.RunID), telemetry.AttrStepID.String(job.StepID),
+		telemetry.AttrSessionVersion.String(job.Input),
+	}
+	if job.Conversation != "" {
+		attrs = append(attrs, telemetry.AttrGenAIConversation.String(job.Conversation))
+	}
+	return telemetry.Tracer(w.cfg.TracerProvider).Start(ctx, telemetry.OpInvokeAgent+" "+name,
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+}
+
+// span starts an internal span of the step (workspace restore and
+// snapshot, the store commit) and returns its end, which records err.
+func (w *Worker) span(ctx context.Context, name string, job bus.Job) (context.Context, func(error)) {
+	ctx, span := telemetry.Tracer(w.cfg.TracerProvider).Start(ctx, name,
+		trace.WithAttributes(telemetry.AttrRunID.String(job.RunID), telemetry.AttrStepID.String(job.StepID)))
+	return ctx, func(err error) {
+		if err != nil {
+			span.SetStatus(codes.Error, telemetry.Redact(err.Error()))
+		}
+		span.End()
+	}
 }
 
 // agentDone ends the invoke_agent span with the committed version and

@@ -348,7 +348,7 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.started",
 		Data: mustJSON(map[string]any{"worker": w.cfg.Name, "attempt": st.Attempts})})
 
-	g, sg := w.graphFor(job.StepID)
+	g, sg := w.graphFor(job)
 	out, err := w.execute(ctx, job, g)
 	if w.waitIfPaused(ctx, d, log, job, err) {
 		obs.end("waiting", nil)
@@ -366,7 +366,10 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	}
 	r, recorded := sg.committed()
 	if !recorded {
-		if r, err = w.steps.CommitStep(ctx, job.StepID, out.ID()); err != nil {
+		cctx, endCommit := w.span(ctx, "store commit", job)
+		r, err = w.steps.CommitStep(cctx, job.StepID, out.ID())
+		endCommit(err)
+		if err != nil {
 			// The version is committed; a redelivery finds it by key.
 			err = fmt.Errorf("record commit: %w", err)
 			obs.end(w.retryOrFail(ctx, d, log, err), err)
@@ -470,7 +473,15 @@ func (w *Worker) execute(ctx context.Context, job bus.Job, g session.Graph) (ses
 		if b := job.Budget; b != nil {
 			env.Budget = agent.Budget{MaxTokens: b.MaxTokens, UsedTokens: b.UsedTokens, MaxCostUSD: b.MaxCostUSD, UsedCostUSD: b.UsedCostUSD}
 		}
-		return flow.Execute(ctx, env, job.StepID, call, s)
+		name := spec.Name
+		if name == "" {
+			name = string(call.Kind)
+		}
+		ctx, span := w.invokeSpan(ctx, job, name, model)
+		env.Producer.TraceID = telemetry.TraceID(ctx)
+		out, err := flow.Execute(ctx, env, job.StepID, call, s)
+		w.agentDone(span, out, err)
+		return out, err
 	}
 	return w.step(ctx, job, spec, provider, model, s)
 }
@@ -540,14 +551,16 @@ func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provide
 		}
 		var sb sandbox.Sandbox
 		var done DoneFunc
+		rctx, endRestore := w.span(ctx, "workspace restore", job)
 		if cw, ok := w.cfg.Workspaces.(CheckpointWorkspaces); ok && j != nil {
 			// A resumed step's workspace starts where its last recorded
 			// round left it.
 			_, from := agent.LastSnapshot(j.loaded)
-			sb, done, meta.Checkpoint, err = cw.OpenFrom(ctx, in, from)
+			sb, done, meta.Checkpoint, err = cw.OpenFrom(rctx, in, from)
 		} else {
-			sb, done, err = w.cfg.Workspaces.Open(ctx, in)
+			sb, done, err = w.cfg.Workspaces.Open(rctx, in)
 		}
+		endRestore(err)
 		if err != nil {
 			return session.Session{}, fmt.Errorf("open workspace: %w", err)
 		}
@@ -563,7 +576,9 @@ func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provide
 		meta.Placement = func(ctx context.Context) (session.Placement, error) {
 			w.crash(CrashBeforeCommit, 0)
 			finished = true
-			p, err := done(ctx, true)
+			sctx, endSnapshot := w.span(ctx, "workspace snapshot", job)
+			p, err := done(sctx, true)
+			endSnapshot(err)
 			if err != nil {
 				return p, fmt.Errorf("close workspace: %w", err)
 			}

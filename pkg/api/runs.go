@@ -128,8 +128,15 @@ type Run struct {
 	// gives steps other inputs than recorded: such steps keep their
 	// recorded results instead of failing with code "nondeterministic".
 	ChangesAcceptedAt *time.Time `json:"changes_accepted_at,omitempty"`
-	CreatedAt         time.Time  `json:"created_at"`
-	UpdatedAt         time.Time  `json:"updated_at"`
+	// TraceContext is the W3C traceparent of the run's span: the run is
+	// one trace, whose id is its second field (docs/observability.md).
+	// Empty when the coordinator records no traces.
+	TraceContext string `json:"trace_context,omitempty"`
+	// Conversation is the root version the run's input descends from
+	// (gen_ai.conversation.id on the run's spans).
+	Conversation string    `json:"conversation,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
 	// Steps are the run's steps (GET /v1/runs/{id} only).
 	Steps []Step `json:"steps,omitempty"`
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/rath-run/rath/pkg/api"
 )
@@ -25,23 +26,48 @@ type Client struct {
 
 // New returns a client for the coordinator at baseURL (http://host:port).
 // token, when set, is sent as a bearer token.
+//
+// The client sends through http.DefaultTransport as it is when New is
+// called: a program that wrapped it before (rathctl wraps it with
+// otelhttp, so its requests carry the command's traceparent) gets its
+// wrapper; the standard default is replaced by a shared pool with more
+// idle connections (see pooled).
 func New(baseURL, token string) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("client: server URL %q: want http://host:port", baseURL)
 	}
-	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: &http.Client{Transport: transport}}, nil
+	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: &http.Client{Transport: transport()}}, nil
 }
 
-// transport is the clients' connection pool. http.DefaultTransport keeps
-// 2 idle connections per host: a workflow driver with 1,000 steps waiting
-// at once (each a long-poll holding a connection) would close ~998 of
-// them as they end and dial again for its next requests.
-var transport = func() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConns, t.MaxIdleConnsPerHost = 1024, 1024
-	return t
-}()
+// transport returns what a new client sends through: the pooled clone of
+// the standard default transport, or http.DefaultTransport itself when a
+// program replaced it with a wrapper of its own.
+func transport() http.RoundTripper {
+	rt := http.DefaultTransport
+	if t, ok := rt.(*http.Transport); ok {
+		return pooled(t)
+	}
+	return rt
+}
+
+// pooled returns the clients' connection pool, cloned once from the
+// standard default transport t. http.DefaultTransport keeps 2 idle
+// connections per host: a workflow driver with 1,000 steps waiting at once
+// (each a long-poll holding a connection) would close ~998 of them as they
+// end and dial again for its next requests.
+func pooled(t *http.Transport) *http.Transport {
+	pool.once.Do(func() {
+		pool.t = t.Clone()
+		pool.t.MaxIdleConns, pool.t.MaxIdleConnsPerHost = 1024, 1024
+	})
+	return pool.t
+}
+
+var pool struct {
+	once sync.Once
+	t    *http.Transport
+}
 
 // APIError is an error response from the coordinator: its HTTP status
 // and the body's code (one of api.Code…) and message.
