@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -72,4 +73,16 @@ func (s *Store) LoadJournal(ctx context.Context, stepID string) ([]JournalEntry,
 		return e, nil
 	}, `SELECT round, call_id, kind, worker, data, recorded_at FROM step_journal WHERE step_id = $1
 	    ORDER BY round, recorded_at, call_id, kind`, stepID)
+}
+
+// pruneJournal deletes the payload entries (model replies, tool call
+// starts and results) of step stepID as it commits, in the commit's
+// transaction: its version holds them, and copies kept beside the graph
+// would outlive a redaction of it. The round and resume entries stay as
+// evidence (the dossier's "resumed after round N on worker W").
+func pruneJournal(ctx context.Context, tx *sql.Tx, stepID string) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM step_journal WHERE step_id = $1 AND kind IN ('reply', 'start', 'result')`, stepID); err != nil {
+		return fmt.Errorf("commit step %s: prune its journal: %w", stepID, err)
+	}
+	return nil
 }

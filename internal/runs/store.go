@@ -243,6 +243,9 @@ func (s *Store) CommitStep(ctx context.Context, stepID string, output session.ID
 			if err := s.settleRun(ctx, tx, st.RunID, now); err != nil {
 				return err
 			}
+			if err := pruneJournal(ctx, tx, stepID); err != nil {
+				return err
+			}
 		}
 		r, err = getRun(ctx, tx, st.RunID)
 		return err

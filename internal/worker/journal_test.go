@@ -250,6 +250,21 @@ func TestJournalKillPoints(t *testing.T) {
 			if got.files["log.txt"] != ref.files["log.txt"] {
 				t.Errorf("workspace log.txt = %q, want %q", got.files["log.txt"], ref.files["log.txt"])
 			}
+			// The committed step's payload (replies, tool calls and results)
+			// lives in its version only: copies in the journal would outlive
+			// a redaction. Its rounds stay as evidence.
+			rounds := 0
+			for _, e := range got.journal {
+				switch e.Kind {
+				case agent.JournalReply, agent.JournalStart, agent.JournalResult:
+					t.Errorf("journal entry %s (round %d, call %q) kept after the commit", e.Kind, e.Round, e.CallID)
+				case agent.JournalRound:
+					rounds++
+				}
+			}
+			if rounds == 0 {
+				t.Errorf("no round entry kept after the commit")
+			}
 			rs := agent.Resumes(toAgent(got.journal))
 			if wantResumes := map[bool]int{true: 0, false: 1}[tc.point == worker.CrashAfterCommit]; len(rs) != wantResumes {
 				t.Errorf("resumes recorded: %+v, want 1", rs)

@@ -1,0 +1,76 @@
+package auth_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store/pgstore"
+)
+
+// TestStepJournalStaysWithItsStep attacks the step journal (migration
+// 00024): a tenant's connection reads no other tenant's journal, and
+// rath_worker records entries only for a step that is running. Before
+// 00024 the table had neither row-level security nor grants (a worker
+// logging in as rath_worker failed every step).
+func TestStepJournalStaysWithItsStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, dbURL := migrated(t)
+	openRuns := func(url string) *runs.Store {
+		rs, db, err := runs.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		return rs
+	}
+	owner := openRuns(dbURL)
+	step := func(tenant string, running bool) string {
+		st, err := pgstore.Open(ctx, asTenant(t, dbURL, tenant), pgstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		in, err := session.FromUserMessage(ctx, st, tenant+"'s input")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := runs.Run{ID: runs.NewRunID(), Queue: "q", Target: []byte(`{}`), Input: in.ID(), Kind: runs.KindAgent}
+		if err := openRuns(asTenant(t, dbURL, tenant)).Create(ctx, &r, []runs.Step{{Ordinal: 0, Input: in.ID()}}); err != nil {
+			t.Fatal(err)
+		}
+		if running {
+			if _, err := owner.StartStep(ctx, r.Steps[0].ID, "w"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return r.Steps[0].ID
+	}
+	acme, umbrella, pending := step("acme", true), step("umbrella", true), step("umbrella", false)
+	secret := runs.JournalEntry{Round: 1, Kind: "reply", Data: []byte(`{"content":"acme's secret reply"}`)}
+	if err := owner.AppendJournal(ctx, acme, secret); err != nil {
+		t.Fatal(err)
+	}
+
+	umbrellaConn := openRuns(asTenant(t, dbURL, "umbrella"))
+	if es, err := umbrellaConn.LoadJournal(ctx, acme); err != nil || len(es) != 0 {
+		t.Errorf("umbrella read acme's journal: %d entries, %v", len(es), err)
+	}
+	if err := umbrellaConn.AppendJournal(ctx, acme, runs.JournalEntry{Round: 1, Kind: "reply", Data: []byte(`{"content":"planted"}`)}); err == nil {
+		t.Error("umbrella wrote into acme's journal")
+	}
+	if es, err := openRuns(asTenant(t, dbURL, "acme")).LoadJournal(ctx, acme); err != nil || len(es) != 1 || !strings.Contains(string(es[0].Data), "secret") {
+		t.Errorf("acme reads its own journal: %+v, %v", es, err)
+	}
+
+	worker := openRuns(asRole(t, dbURL, "rath_worker"))
+	if err := worker.AppendJournal(ctx, umbrella, runs.JournalEntry{Round: 1, Kind: "reply", Data: []byte(`{}`)}); err != nil {
+		t.Errorf("as rath_worker: journal of a running step: %v", err)
+	}
+	if err := worker.AppendJournal(ctx, pending, runs.JournalEntry{Round: 1, Kind: "reply", Data: []byte(`{}`)}); err == nil || !strings.Contains(err.Error(), "42501") {
+		t.Errorf("as rath_worker: journal of a step that is not running: err = %v, want SQLSTATE 42501", err)
+	}
+}
