@@ -1,0 +1,156 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rath-run/rath/pkg/api"
+	"github.com/rath-run/rath/pkg/trainset"
+)
+
+func newExportCmd(env *Env) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "export",
+		Short: "export the Session Graph as training data (docs/training-data.md)",
+	}
+	c.AddCommand(newExportTrajectoriesCmd(env))
+	return c
+}
+
+type exportFlags struct {
+	lineageFlags
+	run, agent, since, until string
+	format, redacted, after  string
+	tools, out               string
+	quiet                    bool
+}
+
+func newExportTrajectoriesCmd(env *Env) *cobra.Command {
+	var f exportFlags
+	c := &cobra.Command{
+		Use:   "trajectories",
+		Short: "write one JSONL record per trajectory (OpenAI fine-tuning chat format or OpenRath's), each with its provenance",
+		Long: "export trajectories selects versions by --run, --agent and creation time (--since, --until, RFC 3339) and writes\n" +
+			"one record per trajectory end: a selected version no selected child extends. Records go to stdout (or --out FILE),\n" +
+			"progress to stderr. Redacted chunks are never exported: --redacted drop-record (default) skips the record,\n" +
+			"drop-chunk drops the chunk and the tool call it answered. Every record's provenance.cursor resumes the export\n" +
+			"after it (--after CURSOR). Memory stays flat however many versions are exported.",
+		Args: cobra.NoArgs,
+		RunE: f.with(func(ctx context.Context, t target, _ []string) error {
+			return f.export(ctx, env, t)
+		}),
+	}
+	f.register(c)
+	fl := c.Flags()
+	fl.StringVar(&f.run, "run", "", "only versions this run produced")
+	fl.StringVar(&f.agent, "agent", "", "only versions this agent produced")
+	fl.StringVar(&f.since, "since", "", "only versions created at or after this time (RFC 3339)")
+	fl.StringVar(&f.until, "until", "", "only versions created before this time (RFC 3339)")
+	fl.StringVar(&f.format, "format", "openai", "record format: openai or openrath")
+	fl.StringVar(&f.redacted, "redacted", "drop-record", "a redacted chunk drops its record (drop-record) or itself (drop-chunk)")
+	fl.StringVar(&f.after, "after", "", "resume after the record with this provenance cursor")
+	fl.StringVar(&f.tools, "tools", "", "a JSON file holding the OpenAI tool schemas to write into every record (an array)")
+	fl.StringVar(&f.out, "out", "", "write the records to this file (default stdout)")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
+	return c
+}
+
+func (f *exportFlags) request() (api.ExportTrajectoriesRequest, error) {
+	req := api.ExportTrajectoriesRequest{Run: f.run, Agent: f.agent, Format: f.format, Redacted: f.redacted, After: f.after}
+	usage := func(err error) error { return &exitError{code: 2, err: err} }
+	if _, err := trainset.ParseFormat(f.format); err != nil {
+		return req, usage(fmt.Errorf("--format: %w", err))
+	}
+	if _, err := trainset.ParseRedacted(f.redacted); err != nil {
+		return req, usage(fmt.Errorf("--redacted: %w", err))
+	}
+	if f.after != "" {
+		if _, _, err := trainset.DecodeCursor(f.after); err != nil {
+			return req, usage(fmt.Errorf("--after: %w", err))
+		}
+	}
+	for _, tf := range []struct {
+		name, v string
+		into    *time.Time
+	}{{"--since", f.since, &req.Since}, {"--until", f.until, &req.Until}} {
+		if tf.v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, tf.v)
+		if err != nil {
+			return req, usage(fmt.Errorf("%s %q: want an RFC 3339 time such as 2026-11-26T10:00:00Z", tf.name, tf.v))
+		}
+		*tf.into = t
+	}
+	if f.tools != "" {
+		raw, err := os.ReadFile(f.tools)
+		if err != nil {
+			return req, fmt.Errorf("--tools: %w", err)
+		}
+		if err := json.Unmarshal(raw, &req.Tools); err != nil {
+			return req, usage(fmt.Errorf("--tools %s: want a JSON array of tool schemas: %w", f.tools, err))
+		}
+	}
+	return req, nil
+}
+
+func (f *exportFlags) export(ctx context.Context, env *Env, t target) (err error) {
+	req, err := f.request()
+	if err != nil {
+		return err
+	}
+	var w io.Writer = env.Out
+	if f.out != "" {
+		file, ferr := os.Create(f.out)
+		if ferr != nil {
+			return fmt.Errorf("--out: %w", ferr)
+		}
+		defer func() { err = errors.Join(err, file.Close()) }()
+		w = file
+	}
+	start := time.Now()
+	var stats trainset.Stats
+	if t.cl != nil {
+		progress := func(n int) {
+			if !f.quiet {
+				fmt.Fprintf(env.Err, "\rexport: %d records", n)
+			}
+		}
+		stats, err = t.cl.ExportTrajectories(ctx, req, w, progress)
+	} else {
+		sel := trainset.Selector{Run: req.Run, Agent: req.Agent, Since: req.Since, Until: req.Until}
+		stats, err = trainset.Export(ctx, t.st, sel, trainset.Options{
+			Format: trainset.Format(req.Format), Redacted: trainset.Redacted(req.Redacted),
+			Tools: req.Tools, After: req.After,
+			Progress: func(s trainset.Stats) {
+				if !f.quiet {
+					fmt.Fprintf(env.Err, "\rexport: %d versions scanned, %d records", s.Scanned, s.Written)
+				}
+			},
+		}, w)
+	}
+	if !f.quiet {
+		fmt.Fprintln(env.Err)
+	}
+	if err != nil {
+		return err
+	}
+	if f.output == "json" {
+		b, merr := json.Marshal(stats)
+		if merr != nil {
+			return merr
+		}
+		fmt.Fprintln(env.Err, string(b))
+		return nil
+	}
+	fmt.Fprintf(env.Err, "exported %d records (%d skipped: no assistant reply last, %d dropped for a redaction) in %s\n",
+		stats.Written, stats.Skipped, stats.Redacted, time.Since(start).Round(time.Millisecond))
+	return nil
+}

@@ -1,0 +1,35 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// ExportTrajectoriesRequest is the body of POST /v1/export/trajectories:
+// which versions to export and how (docs/training-data.md). The reply is
+// application/x-ndjson, one record per line, streamed as it is made; an
+// error after the first record ends the stream and is reported in the
+// [TrailerExportError] trailer, and the [TrailerExportStats] trailer
+// carries the export's counts as JSON. A SQL filter over the lineage views
+// is offered only on a store directly (rathctl --store), never through a
+// coordinator: it would run arbitrary SQL against a shared database.
+type ExportTrajectoriesRequest struct {
+	Run   string    `json:"run,omitempty"`
+	Agent string    `json:"agent,omitempty"`
+	Since time.Time `json:"since,omitzero"`
+	Until time.Time `json:"until,omitzero"`
+	// Format is "openai" (the default) or "openrath".
+	Format string `json:"format,omitempty"`
+	// Redacted is "drop-record" (the default) or "drop-chunk".
+	Redacted string `json:"redacted,omitempty"`
+	// After is a record's provenance cursor: resume after that record.
+	After string `json:"after,omitempty"`
+	// Tools are OpenAI tool schemas written into every OpenAI record.
+	Tools []json.RawMessage `json:"tools,omitempty"`
+}
+
+// Trailers of the export streams.
+const (
+	TrailerExportError = "Rath-Export-Error"
+	TrailerExportStats = "Rath-Export-Stats"
+)
