@@ -33,6 +33,16 @@ func Messages(chunks []session.Chunk, policy Redacted) ([]Message, string) {
 	if redacted && policy != DropChunk {
 		return nil, skipRedacted
 	}
+	out := convert(chunks, dropCalls)
+	if len(out) == 0 || out[len(out)-1].Role != "assistant" {
+		return nil, skipNoReply
+	}
+	return out, ""
+}
+
+// convert maps chunks to messages, leaving out redacted and evidence
+// chunks and the tool calls (and results) in dropCalls.
+func convert(chunks []session.Chunk, dropCalls map[string]bool) []Message {
 	var out []Message
 	for _, c := range chunks {
 		if c.Redacted() || !c.ModelFacing() {
@@ -66,10 +76,7 @@ func Messages(chunks []session.Chunk, policy Redacted) ([]Message, string) {
 			out = append(out, Message{Role: "tool", Content: &r.Content, ToolCallID: r.ToolCallID, Name: r.Name})
 		}
 	}
-	if len(out) == 0 || out[len(out)-1].Role != "assistant" {
-		return nil, skipNoReply
-	}
-	return out, ""
+	return out
 }
 
 // OpenRathRecord is one trajectory in OpenRath's shape: the transcript's

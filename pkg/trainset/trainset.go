@@ -20,6 +20,8 @@ import (
 type Source interface {
 	List(ctx context.Context, p store.ListParams) (store.Page, error)
 	Children(ctx context.Context, id session.ID) ([]store.Info, error)
+	Get(ctx context.Context, id session.ID) (*session.Version, error)
+	CommonBase(ctx context.Context, a, b session.ID) (session.ID, bool, error)
 	Transcript(ctx context.Context, id session.ID) ([]session.Chunk, error)
 }
 
@@ -206,6 +208,12 @@ func Export(ctx context.Context, src Source, sel Selector, opts Options, w io.Wr
 			if !sel.Match(v) {
 				continue
 			}
+			if lbl, err := isLabelVersion(ctx, src, v.ID, v.OwnChunks); err != nil || lbl {
+				if err != nil {
+					return st, err
+				}
+				continue
+			}
 			end, err := isEnd(ctx, src, sel, v)
 			if err != nil {
 				return st, err
@@ -255,7 +263,13 @@ func isEnd(ctx context.Context, src Source, sel Selector, v store.Info) (bool, e
 	}
 	for _, k := range kids {
 		if k.Base != nil && *k.Base == v.ID && sel.Match(k) {
-			return false, nil
+			lbl, err := isLabelVersion(ctx, src, k.ID, k.OwnChunks)
+			if err != nil {
+				return false, err
+			}
+			if !lbl {
+				return false, nil
+			}
 		}
 	}
 	return true, nil
