@@ -20,8 +20,82 @@ func newExportCmd(env *Env) *cobra.Command {
 		Use:   "export",
 		Short: "export the Session Graph as training data (docs/training-data.md)",
 	}
-	c.AddCommand(newExportTrajectoriesCmd(env))
+	c.AddCommand(newExportTrajectoriesCmd(env), newExportPairsCmd(env))
 	return c
+}
+
+func newExportPairsCmd(env *Env) *cobra.Command {
+	var f exportFlags
+	c := &cobra.Command{
+		Use:   "pairs",
+		Short: "write DPO preference pairs {prompt, chosen, rejected} from labelled sibling branches, with both versions' provenance",
+		Long: "export pairs finds the trajectory ends the selection keeps (as export trajectories does) that carry a label\n" +
+			"(rathctl label VERSION --score X | --prefer), and writes one pair for every two of them that share a prompt (their\n" +
+			"nearest common base holds a user message) and are ranked apart: a preference beats none, then the higher score.\n" +
+			"Records go to stdout (or --out FILE), counts to stderr.",
+		Args: cobra.NoArgs,
+		RunE: f.with(func(ctx context.Context, t target, _ []string) error {
+			return f.pairs(ctx, env, t)
+		}),
+	}
+	f.register(c)
+	fl := c.Flags()
+	fl.StringVar(&f.run, "run", "", "only versions this run produced")
+	fl.StringVar(&f.agent, "agent", "", "only versions this agent produced")
+	fl.StringVar(&f.since, "since", "", "only versions created at or after this time (RFC 3339)")
+	fl.StringVar(&f.until, "until", "", "only versions created before this time (RFC 3339)")
+	fl.StringVar(&f.redacted, "redacted", "drop-record", "a redacted chunk drops its pair (drop-record) or itself (drop-chunk)")
+	fl.StringVar(&f.out, "out", "", "write the pairs to this file (default stdout)")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
+	return c
+}
+
+func (f *exportFlags) pairs(ctx context.Context, env *Env, t target) (err error) {
+	f.format = "openai"
+	req, err := f.request()
+	if err != nil {
+		return err
+	}
+	w, done, err := f.sink(env)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, done()) }()
+	var stats trainset.PairStats
+	if t.cl != nil {
+		stats, err = t.cl.ExportPairs(ctx, api.ExportPairsRequest{Run: req.Run, Agent: req.Agent, Since: req.Since, Until: req.Until, Redacted: req.Redacted}, w, nil)
+	} else {
+		sel := trainset.Selector{Run: req.Run, Agent: req.Agent, Since: req.Since, Until: req.Until}
+		stats, err = trainset.Pairs(ctx, t.st, sel, trainset.Redacted(req.Redacted), w)
+	}
+	if err != nil {
+		return err
+	}
+	if f.output == "json" {
+		b, merr := json.Marshal(stats)
+		if merr != nil {
+			return merr
+		}
+		fmt.Fprintln(env.Err, string(b))
+		return nil
+	}
+	if !f.quiet {
+		fmt.Fprintf(env.Err, "exported %d pairs from %d labelled trajectory ends (%d versions scanned, %d candidate pairs skipped)\n",
+			stats.Written, stats.Labelled, stats.Scanned, stats.Skipped)
+	}
+	return nil
+}
+
+// sink is where records go: --out FILE, else stdout.
+func (f *exportFlags) sink(env *Env) (io.Writer, func() error, error) {
+	if f.out == "" {
+		return env.Out, func() error { return nil }, nil
+	}
+	file, err := os.Create(f.out)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--out: %w", err)
+	}
+	return file, file.Close, nil
 }
 
 type exportFlags struct {
@@ -106,15 +180,11 @@ func (f *exportFlags) export(ctx context.Context, env *Env, t target) (err error
 	if err != nil {
 		return err
 	}
-	var w io.Writer = env.Out
-	if f.out != "" {
-		file, ferr := os.Create(f.out)
-		if ferr != nil {
-			return fmt.Errorf("--out: %w", ferr)
-		}
-		defer func() { err = errors.Join(err, file.Close()) }()
-		w = file
+	w, done, err := f.sink(env)
+	if err != nil {
+		return err
 	}
+	defer func() { err = errors.Join(err, done()) }()
 	start := time.Now()
 	var stats trainset.Stats
 	if t.cl != nil {

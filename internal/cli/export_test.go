@@ -96,6 +96,48 @@ func TestExportTrajectoriesCommand(t *testing.T) {
 	}
 	// The provenance verifies through the coordinator.
 	run(0, append([]string{"verify", recs[4].Provenance.VersionID.String()}, server...)...)
+	// Labels and pairs: two branches of one prompt, labelled through the
+	// coordinator (a read token cannot label; an admin one can).
+	out, _ = run(0, "token", "create", "--store", storeURL, "--scope", "admin", "--name", "labeller")
+	admin := []string{"--server", srv.URL, "--token", strings.TrimSpace(out)}
+	root, err := session.New(ctx, st, session.User("name a prime"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ends []session.ID
+	for _, answer := range []string{"7", "8"} {
+		f, err := root.Fork(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := f.Extend(ctx, session.Extension{Op: session.OpStep, Chunks: []session.Chunk{session.Assistant(answer)},
+			Producer: session.Producer{Run: "run-p", Agent: "a", Model: "m"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends = append(ends, e.ID())
+	}
+	_, errOut = run(1, append([]string{"label", ends[0].String(), "--score", "1"}, server...)...)
+	if !strings.Contains(errOut, "403") && !strings.Contains(errOut, "scope") {
+		t.Errorf("read token labelling: %s", errOut)
+	}
+	run(2, append([]string{"label", ends[0].String()}, admin...)...)
+	run(0, append([]string{"label", ends[0].String(), "--score", "1", "--by", "verifier"}, admin...)...)
+	run(0, "label", ends[1].String(), "--score", "0", "--store", storeURL)
+	pairsAPI, _ := run(0, append([]string{"export", "pairs", "--run", "run-p"}, server...)...)
+	pairsStore, _ := run(0, "export", "pairs", "--run", "run-p", "--store", storeURL)
+	if pairsAPI != pairsStore || strings.Count(pairsAPI, "\n") != 1 {
+		t.Fatalf("pairs through the coordinator:\n%s\nfrom the store:\n%s", pairsAPI, pairsStore)
+	}
+	var pair trainset.Pair
+	if err := json.Unmarshal([]byte(pairsAPI), &pair); err != nil || pair.Provenance.Chosen.VersionID != ends[0] || *pair.Rejected[0].Content != "8" {
+		t.Fatalf("pair %s: %v", pairsAPI, err)
+	}
+	// The labels did not become trajectories.
+	if out, _ := run(0, append([]string{"export", "trajectories", "--run", "run-p", "--quiet"}, server...)...); strings.Count(out, "\n") != 2 {
+		t.Errorf("trajectories of run-p:\n%s", out)
+	}
+
 	// Bad flags are usage errors naming the flag.
 	for _, bad := range [][]string{{"--format", "csv"}, {"--redacted", "keep"}, {"--after", "nope"}, {"--since", "yesterday"}} {
 		_, errOut := run(2, append(append([]string{"export", "trajectories"}, bad...), server...)...)

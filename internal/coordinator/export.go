@@ -56,3 +56,29 @@ func (c *Coordinator) exportTrajectories(w http.ResponseWriter, r *http.Request)
 		c.log.WarnContext(r.Context(), "trajectory export cut short", slog.Any("error", err))
 	}
 }
+
+// exportPairs streams DPO pairs (trainset.Pairs) for the request's tenant.
+func (c *Coordinator) exportPairs(w http.ResponseWriter, r *http.Request) {
+	var req api.ExportPairsRequest
+	if !c.decode(w, r, &req) {
+		return
+	}
+	red, err := trainset.ParseRedacted(req.Redacted)
+	if err != nil {
+		c.fail(w, r, badRequest("%v", err))
+		return
+	}
+	holdConn(w, transferWindow)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Trailer", api.TrailerExportError+", "+api.TrailerExportStats)
+	w.WriteHeader(http.StatusOK)
+	sel := trainset.Selector{Run: req.Run, Agent: req.Agent, Since: req.Since, Until: req.Until}
+	stats, err := trainset.Pairs(r.Context(), c.graph, sel, red, w)
+	if b, merr := json.Marshal(stats); merr == nil {
+		w.Header().Set(api.TrailerExportStats, string(b))
+	}
+	if err != nil {
+		w.Header().Set(api.TrailerExportError, err.Error())
+		c.log.WarnContext(r.Context(), "pairs export cut short", slog.Any("error", err))
+	}
+}

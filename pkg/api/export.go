@@ -33,3 +33,16 @@ const (
 	TrailerExportError = "Rath-Export-Error"
 	TrailerExportStats = "Rath-Export-Stats"
 )
+
+// ExportPairsRequest is the body of POST /v1/export/pairs: DPO preference
+// pairs from labelled sibling branches (docs/training-data.md), streamed
+// as application/x-ndjson with the same trailers as the trajectories
+// export (the stats are a trainset.PairStats).
+type ExportPairsRequest struct {
+	Run   string    `json:"run,omitempty"`
+	Agent string    `json:"agent,omitempty"`
+	Since time.Time `json:"since,omitzero"`
+	Until time.Time `json:"until,omitzero"`
+	// Redacted is "drop-record" (the default) or "drop-chunk".
+	Redacted string `json:"redacted,omitempty"`
+}

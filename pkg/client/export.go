@@ -22,31 +22,44 @@ import (
 // (req.After).
 func (c *Client) ExportTrajectories(ctx context.Context, req api.ExportTrajectoriesRequest, w io.Writer, progress func(records int)) (trainset.Stats, error) {
 	var st trainset.Stats
-	const path = "/v1/export/trajectories"
+	err := c.exportStream(ctx, "/v1/export/trajectories", req, w, progress, &st)
+	return st, err
+}
+
+// ExportPairs streams DPO preference pairs (POST /v1/export/pairs,
+// docs/training-data.md) to w and returns the coordinator's counts, as
+// [Client.ExportTrajectories] does.
+func (c *Client) ExportPairs(ctx context.Context, req api.ExportPairsRequest, w io.Writer, progress func(records int)) (trainset.PairStats, error) {
+	var st trainset.PairStats
+	err := c.exportStream(ctx, "/v1/export/pairs", req, w, progress, &st)
+	return st, err
+}
+
+func (c *Client) exportStream(ctx context.Context, path string, req any, w io.Writer, progress func(int), st any) error {
 	body, err := json.Marshal(req)
 	if err != nil {
-		return st, fmt.Errorf("export trajectories: encode request: %w", err)
+		return fmt.Errorf("POST %s: encode request: %w", path, err)
 	}
 	resp, err := c.sendRaw(ctx, http.MethodPost, path, bytes.NewReader(body), "application/json")
 	if err != nil {
-		return st, translate(err)
+		return translate(err)
 	}
 	defer resp.Body.Close()
 	n, err := copyLines(resp.Body, w, progress)
 	if err != nil {
-		return st, fmt.Errorf("POST %s: read reply after %d records: %w", path, n, err)
+		return fmt.Errorf("POST %s: read reply after %d records: %w", path, n, err)
 	}
 	if msg := resp.Trailer.Get(api.TrailerExportError); msg != "" {
-		return st, fmt.Errorf("POST %s: the coordinator cut the export short after %d records: %s", path, n, msg)
+		return fmt.Errorf("POST %s: the coordinator cut the export short after %d records: %s", path, n, msg)
 	}
 	raw := resp.Trailer.Get(api.TrailerExportStats)
 	if raw == "" {
-		return st, fmt.Errorf("POST %s: the stream ended without its %s trailer after %d records (connection cut?)", path, api.TrailerExportStats, n)
+		return fmt.Errorf("POST %s: the stream ended without its %s trailer after %d records (connection cut?)", path, api.TrailerExportStats, n)
 	}
-	if err := json.Unmarshal([]byte(raw), &st); err != nil {
-		return st, fmt.Errorf("POST %s: %s trailer: %w", path, api.TrailerExportStats, err)
+	if err := json.Unmarshal([]byte(raw), st); err != nil {
+		return fmt.Errorf("POST %s: %s trailer: %w", path, api.TrailerExportStats, err)
 	}
-	return st, nil
+	return nil
 }
 
 // copyLines copies r to w, counting newline-ended lines for progress.
