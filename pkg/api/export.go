@@ -10,9 +10,9 @@ import (
 // application/x-ndjson, one record per line, streamed as it is made; an
 // error after the first record ends the stream and is reported in the
 // [TrailerExportError] trailer, and the [TrailerExportStats] trailer
-// carries the export's counts as JSON. A SQL filter over the lineage views
-// is offered only on a store directly (rathctl --store), never through a
-// coordinator: it would run arbitrary SQL against a shared database.
+// carries the export's counts as JSON. There is no SQL filter over the
+// lineage views here, by design: it would run a caller's SQL against a
+// shared database (it is not built for stores either yet).
 type ExportTrajectoriesRequest struct {
 	Run   string    `json:"run,omitempty"`
 	Agent string    `json:"agent,omitempty"`
