@@ -28,7 +28,7 @@ func newExportPairsCmd(env *Env) *cobra.Command {
 	var f exportFlags
 	c := &cobra.Command{
 		Use:   "pairs",
-		Short: "write DPO preference pairs {prompt, chosen, rejected} from labelled sibling branches, with both versions' provenance",
+		Short: "write DPO preference pairs {prompt, chosen, rejected} from labeled sibling branches, with both versions' provenance",
 		Long: "export pairs finds the trajectory ends the selection keeps (as export trajectories does) that carry a label\n" +
 			"(rathctl label VERSION --score X | --prefer), and writes one pair for every two of them that share a prompt (their\n" +
 			"nearest common base holds a user message) and are ranked apart: a preference beats none, then the higher score.\n" +
@@ -80,8 +80,8 @@ func (f *exportFlags) pairs(ctx context.Context, env *Env, t target) (err error)
 		return nil
 	}
 	if !f.quiet {
-		fmt.Fprintf(env.Err, "exported %d pairs from %d labelled trajectory ends (%d versions scanned, %d candidate pairs skipped)\n",
-			stats.Written, stats.Labelled, stats.Scanned, stats.Skipped)
+		fmt.Fprintf(env.Err, "exported %d pairs from %d labeled trajectory ends (%d versions scanned, %d candidate pairs skipped)\n",
+			stats.Written, stats.Labeled, stats.Scanned, stats.Skipped)
 	}
 	return nil
 }

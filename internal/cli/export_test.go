@@ -96,9 +96,9 @@ func TestExportTrajectoriesCommand(t *testing.T) {
 	}
 	// The provenance verifies through the coordinator.
 	run(0, append([]string{"verify", recs[4].Provenance.VersionID.String()}, server...)...)
-	// Labels and pairs: two branches of one prompt, labelled through the
+	// Labels and pairs: two branches of one prompt, labeled through the
 	// coordinator (a read token cannot label; an admin one can).
-	out, _ = run(0, "token", "create", "--store", storeURL, "--scope", "admin", "--name", "labeller")
+	out, _ = run(0, "token", "create", "--store", storeURL, "--scope", "admin", "--name", "labeler")
 	admin := []string{"--server", srv.URL, "--token", strings.TrimSpace(out)}
 	root, err := session.New(ctx, st, session.User("name a prime"))
 	if err != nil {
@@ -119,7 +119,7 @@ func TestExportTrajectoriesCommand(t *testing.T) {
 	}
 	_, errOut = run(1, append([]string{"label", ends[0].String(), "--score", "1"}, server...)...)
 	if !strings.Contains(errOut, "403") && !strings.Contains(errOut, "scope") {
-		t.Errorf("read token labelling: %s", errOut)
+		t.Errorf("read token labeling: %s", errOut)
 	}
 	run(2, append([]string{"label", ends[0].String()}, admin...)...)
 	run(0, append([]string{"label", ends[0].String(), "--score", "1", "--by", "verifier"}, admin...)...)

@@ -47,7 +47,7 @@ func newLabelCmd(env *Env) *cobra.Command {
 	f.register(c)
 	c.Flags().Float64Var(&score, "score", 0, "the trajectory's score (higher is better)")
 	c.Flags().BoolVar(&prefer, "prefer", false, "prefer this trajectory over its unpreferred siblings")
-	c.Flags().StringVar(&by, "by", "", "who or what labelled")
+	c.Flags().StringVar(&by, "by", "", "who or what labeled")
 	c.Flags().StringVar(&note, "note", "", "a free-form note kept with the label")
 	return c
 }
@@ -65,6 +65,6 @@ func labelOn(ctx context.Context, env *Env, f *sessionFlags, id session.ID, chun
 	if f.output == "json" {
 		return (&printer{env: env}).json(v)
 	}
-	fmt.Fprintf(env.Out, "labelled %s: %s\n", id, v.ID)
+	fmt.Fprintf(env.Out, "labeled %s: %s\n", id, v.ID)
 	return nil
 }

@@ -35,7 +35,7 @@ const (
 )
 
 // ExportPairsRequest is the body of POST /v1/export/pairs: DPO preference
-// pairs from labelled sibling branches (docs/training-data.md), streamed
+// pairs from labeled sibling branches (docs/training-data.md), streamed
 // as application/x-ndjson with the same trailers as the trajectories
 // export (the stats are a trainset.PairStats).
 type ExportPairsRequest struct {

@@ -13,13 +13,13 @@ import (
 
 // Label is a judgement recorded on a trajectory's end: a score, a
 // preference, or both. It is stored as a note chunk {"rath_label": Label}
-// appended to the labelled version ([LabelChunk]), so a label is part of
+// appended to the labeled version ([LabelChunk]), so a label is part of
 // the hash chain, scoped to the version's tenant, exported and imported
 // with its session, and needs no table of its own.
 type Label struct {
 	Score  *float64 `json:"score,omitempty"`
 	Prefer bool     `json:"prefer,omitempty"`
-	// By names who or what labelled (a person, a verifier command).
+	// By names who or what labeled (a person, a verifier command).
 	By   string `json:"by,omitempty"`
 	Note string `json:"note,omitempty"`
 }

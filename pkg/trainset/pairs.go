@@ -34,13 +34,13 @@ type PairProvenance struct {
 
 // PairStats counts a pairs export.
 type PairStats struct {
-	Scanned  int `json:"scanned"`  // version headers read
-	Labelled int `json:"labelled"` // labelled trajectory ends found
-	Written  int `json:"written"`  // pairs written
-	Skipped  int `json:"skipped"`  // candidate pairs that made no record
+	Scanned int `json:"scanned"` // version headers read
+	Labeled int `json:"labeled"` // labeled trajectory ends found
+	Written int `json:"written"` // pairs written
+	Skipped int `json:"skipped"` // candidate pairs that made no record
 }
 
-type labelled struct {
+type labeled struct {
 	info  store.Info
 	label Label
 }
@@ -57,12 +57,12 @@ func better(a, b Label) (aWins, ranked bool) {
 	return false, false
 }
 
-// Pairs writes a DPO pair for every two labelled trajectory ends that
+// Pairs writes a DPO pair for every two labeled trajectory ends that
 // share a prompt and are ranked apart (see [Label]). A trajectory end is
 // what [Export] would export; its label is the last label version
 // appended to it. Two ends pair when their nearest common base (through
 // merges too: [session.Graph.CommonBase]) holds a user message and each
-// continuation after it ends with an assistant reply. Only the labelled
+// continuation after it ends with an assistant reply. Only the labeled
 // ends are held in memory (a few hundred bytes each), never transcripts
 // beyond the two of the pair being written. Ends of different sessions
 // share no base and never pair.
@@ -74,7 +74,7 @@ func Pairs(ctx context.Context, src Source, sel Selector, policy Redacted, w io.
 	if _, err := ParseRedacted(string(policy)); err != nil {
 		return st, err
 	}
-	var ends []labelled
+	var ends []labeled
 	after := ""
 	for {
 		page, err := src.List(ctx, store.ListParams{Limit: 500, After: after, Run: sel.Run})
@@ -104,7 +104,7 @@ func Pairs(ctx context.Context, src Source, sel Selector, policy Redacted, w io.
 				return st, err
 			}
 			if ok {
-				ends = append(ends, labelled{info: v, label: l})
+				ends = append(ends, labeled{info: v, label: l})
 			}
 		}
 		if page.Next == "" {
@@ -112,7 +112,7 @@ func Pairs(ctx context.Context, src Source, sel Selector, policy Redacted, w io.
 		}
 		after = page.Next
 	}
-	st.Labelled = len(ends)
+	st.Labeled = len(ends)
 	bw := bufio.NewWriterSize(w, 64<<10)
 	for i := range ends {
 		for j := i + 1; j < len(ends); j++ {
@@ -176,7 +176,7 @@ func labelOn(ctx context.Context, src Source, id session.ID) (Label, bool, error
 	return last, found, nil
 }
 
-func pairOf(ctx context.Context, src Source, chosen, rejected labelled, policy Redacted) (Pair, bool, error) {
+func pairOf(ctx context.Context, src Source, chosen, rejected labeled, policy Redacted) (Pair, bool, error) {
 	base, ok, err := src.CommonBase(ctx, chosen.info.ID, rejected.info.ID)
 	if err != nil {
 		return Pair{}, false, fmt.Errorf("pairs: common base of %s and %s: %w", chosen.info.ID, rejected.info.ID, err)

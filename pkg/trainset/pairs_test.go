@@ -19,9 +19,9 @@ func label(t *testing.T, s session.Session, l trainset.Label) {
 
 func score(x float64) *float64 { return &x }
 
-// TestPairsFromBranches: one prompt forked into branches, labelled by
+// TestPairsFromBranches: one prompt forked into branches, labeled by
 // score and by preference, one branch merged with another before its
-// reply, and an unrelated labelled session: the pairs rank by the labels,
+// reply, and an unrelated labeled session: the pairs rank by the labels,
 // share the fork point's prompt, never cross sessions, and carry
 // provenance that verifies. Labels do not turn into trajectories.
 func TestPairsFromBranches(t *testing.T) {
@@ -59,8 +59,8 @@ func TestPairsFromBranches(t *testing.T) {
 		}
 		pairs = append(pairs, p)
 	}
-	if stats.Labelled != 4 || len(pairs) != 3 {
-		t.Fatalf("stats %+v, %d pairs, want 4 labelled ends and 3 pairs", stats, len(pairs))
+	if stats.Labeled != 4 || len(pairs) != 3 {
+		t.Fatalf("stats %+v, %d pairs, want 4 labeled ends and 3 pairs", stats, len(pairs))
 	}
 	type key struct{ c, r session.ID }
 	got := map[key]trainset.Pair{}
@@ -95,7 +95,7 @@ func TestPairsFromBranches(t *testing.T) {
 	recs, _ := export(t, st, trainset.Selector{}, trainset.Options{})
 	for _, r := range recs {
 		if r.Provenance.Run != "rollout" {
-			t.Errorf("a label (or unlabelled root) exported as a trajectory: %+v", r.Provenance)
+			t.Errorf("a label (or unlabeled root) exported as a trajectory: %+v", r.Provenance)
 		}
 	}
 	if len(recs) != 4 {

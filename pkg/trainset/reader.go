@@ -25,10 +25,10 @@ func ReadOpenAI(r io.Reader, fn func(OpenAIRecord) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	for n := 1; ; n++ {
 		line, err := readLine(br)
-		if err == io.EOF && len(line) == 0 {
+		if errors.Is(err, io.EOF) && len(line) == 0 {
 			return nil
 		}
-		if err != nil && err != io.EOF {
+		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("line %d: %w", n, err)
 		}
 		var rec OpenAIRecord
@@ -46,7 +46,7 @@ func ReadOpenAI(r io.Reader, fn func(OpenAIRecord) error) error {
 		if ferr := fn(rec); ferr != nil {
 			return ferr
 		}
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 	}
