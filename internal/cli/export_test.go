@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/coordinator"
+	"github.com/rath-run/rath/pkg/api"
+	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/trainset"
 )
@@ -136,6 +139,26 @@ func TestExportTrajectoriesCommand(t *testing.T) {
 	// The labels did not become trajectories.
 	if out, _ := run(0, append([]string{"export", "trajectories", "--run", "run-p", "--quiet"}, server...)...); strings.Count(out, "\n") != 2 {
 		t.Errorf("trajectories of run-p:\n%s", out)
+	}
+
+	// The coordinator refuses a bad request before streaming anything,
+	// naming the field.
+	cl, err := client.New(srv.URL, read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for field, req := range map[string]api.ExportTrajectoriesRequest{
+		"format": {Format: "csv"}, "redacted": {Redacted: "keep"}, "after": {After: "nope"},
+	} {
+		var sink strings.Builder
+		_, err := cl.ExportTrajectories(ctx, req, &sink, nil)
+		var apiErr *client.APIError
+		if !errors.As(err, &apiErr) || apiErr.Status != 400 || !strings.Contains(apiErr.Message, field) || sink.Len() != 0 {
+			t.Errorf("%s: %v (wrote %q)", field, err, sink.String())
+		}
+	}
+	if _, err := cl.ExportPairs(ctx, api.ExportPairsRequest{Redacted: "keep"}, &strings.Builder{}, nil); err == nil || !strings.Contains(err.Error(), "redacted") {
+		t.Errorf("pairs with a bad redacted: %v", err)
 	}
 
 	// Bad flags are usage errors naming the flag.
