@@ -52,6 +52,9 @@ func (w *countWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); retur
 // docs/training-data.md).
 func TestExportHeapIsFlat(t *testing.T) {
 	n := 5_000
+	if testing.Short() {
+		n = 1_000
+	}
 	if s := os.Getenv("RATH_TRAINSET_N"); s != "" {
 		var err error
 		if n, err = strconv.Atoi(s); err != nil {
