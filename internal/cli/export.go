@@ -11,7 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/api"
+	"github.com/rath-run/rath/pkg/lineage"
 	"github.com/rath-run/rath/pkg/trainset"
 )
 
@@ -102,7 +104,7 @@ type exportFlags struct {
 	lineageFlags
 	run, agent, since, until string
 	format, redacted, after  string
-	tools, out               string
+	tools, out, where        string
 	quiet                    bool
 }
 
@@ -130,6 +132,7 @@ func newExportTrajectoriesCmd(env *Env) *cobra.Command {
 	fl.StringVar(&f.format, "format", "openai", "record format: openai or openrath")
 	fl.StringVar(&f.redacted, "redacted", "drop-record", "a redacted chunk drops its record (drop-record) or itself (drop-chunk)")
 	fl.StringVar(&f.after, "after", "", "resume after the record with this provenance cursor")
+	fl.StringVar(&f.where, "where", "", "store only: a SQL boolean expression over versions v and the lineage views that every exported end must satisfy")
 	fl.StringVar(&f.tools, "tools", "", "a JSON file holding the OpenAI tool schemas to write into every record (an array)")
 	fl.StringVar(&f.out, "out", "", "write the records to this file (default stdout)")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
@@ -187,6 +190,9 @@ func (f *exportFlags) export(ctx context.Context, env *Env, t target) (err error
 	defer func() { err = errors.Join(err, done()) }()
 	start := time.Now()
 	var stats trainset.Stats
+	if t.cl != nil && f.where != "" {
+		return &exitError{code: 2, err: errors.New("--where runs SQL on a store opened directly (--store): a coordinator takes no SQL")}
+	}
 	if t.cl != nil {
 		progress := func(n int) {
 			if !f.quiet {
@@ -195,10 +201,18 @@ func (f *exportFlags) export(ctx context.Context, env *Env, t target) (err error
 		}
 		stats, err = t.cl.ExportTrajectories(ctx, req, w, progress)
 	} else {
+		var filter trainset.Filter
+		if f.where != "" {
+			var closeFilter func() error
+			if filter, closeFilter, err = f.sqlFilter(ctx, t.storeURL); err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, closeFilter()) }()
+		}
 		sel := trainset.Selector{Run: req.Run, Agent: req.Agent, Since: req.Since, Until: req.Until}
 		stats, err = trainset.Export(ctx, t.st, sel, trainset.Options{
 			Format: trainset.Format(req.Format), Redacted: trainset.Redacted(req.Redacted),
-			Tools: req.Tools, After: req.After,
+			Tools: req.Tools, After: req.After, Filter: filter,
 			Progress: func(s trainset.Stats) {
 				if !f.quiet {
 					fmt.Fprintf(env.Err, "\rexport: %d versions scanned, %d records", s.Scanned, s.Written)
@@ -223,4 +237,22 @@ func (f *exportFlags) export(ctx context.Context, env *Env, t target) (err error
 	fmt.Fprintf(env.Err, "exported %d records (%d skipped: no assistant reply last, %d dropped for a redaction) in %s\n",
 		stats.Written, stats.Skipped, stats.Redacted, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// sqlFilter opens the store's database for a --where filter.
+func (f *exportFlags) sqlFilter(ctx context.Context, storeURL string) (trainset.Filter, func() error, error) {
+	dialect, err := lineage.DialectOf(storeURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, db, err := runs.Open(ctx, storeURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	filter, done, err := trainset.SQLFilter(ctx, db, dialect == lineage.Postgres, f.where)
+	if err != nil {
+		_ = db.Close()
+		return nil, nil, &exitError{code: 2, err: fmt.Errorf("--where: %w", err)}
+	}
+	return filter, func() error { return errors.Join(done(), db.Close()) }, nil
 }

@@ -161,6 +161,13 @@ func TestExportTrajectoriesCommand(t *testing.T) {
 		t.Errorf("pairs with a bad redacted: %v", err)
 	}
 
+	// --where: store only.
+	if out, _ := run(0, "export", "trajectories", "--store", storeURL, "--quiet", "--where", "v.run = 'run-p'"); strings.Count(out, "\n") != 2 {
+		t.Errorf("--where v.run = 'run-p':\n%s", out)
+	}
+	run(2, append([]string{"export", "trajectories", "--where", "1=1"}, server...)...)
+	run(2, "export", "trajectories", "--store", storeURL, "--where", "1=1; DELETE FROM versions")
+
 	// Bad flags are usage errors naming the flag.
 	for _, bad := range [][]string{{"--format", "csv"}, {"--redacted", "keep"}, {"--after", "nope"}, {"--since", "yesterday"}} {
 		_, errOut := run(2, append(append([]string{"export", "trajectories"}, bad...), server...)...)

@@ -12,7 +12,7 @@ import (
 // [TrailerExportError] trailer, and the [TrailerExportStats] trailer
 // carries the export's counts as JSON. There is no SQL filter over the
 // lineage views here, by design: it would run a caller's SQL against a
-// shared database (it is not built for stores either yet).
+// shared database (rathctl --store offers --where on a store directly).
 type ExportTrajectoriesRequest struct {
 	Run   string    `json:"run,omitempty"`
 	Agent string    `json:"agent,omitempty"`

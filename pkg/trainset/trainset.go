@@ -103,6 +103,8 @@ type Options struct {
 	Tools []json.RawMessage
 	// After is a record's cursor: the export resumes after that record.
 	After string
+	// Filter, when set, further tests every trajectory end ([SQLFilter]).
+	Filter Filter
 	// PageSize is how many version headers are read at a time (0: 500).
 	PageSize int
 	// Progress, when set, is called after every page.
@@ -220,6 +222,15 @@ func Export(ctx context.Context, src Source, sel Selector, opts Options, w io.Wr
 			}
 			if !end {
 				continue
+			}
+			if opts.Filter != nil {
+				keep, err := opts.Filter(ctx, v)
+				if err != nil {
+					return st, err
+				}
+				if !keep {
+					continue
+				}
 			}
 			cur := encodeCursor(after, v.ID)
 			line, why, err := record(ctx, src, v, cur, opts)

@@ -205,3 +205,49 @@ func TestExportResume(t *testing.T) {
 		t.Errorf("bogus cursor: %v", err)
 	}
 }
+
+// TestExportWhere: a SQL filter over the versions table and the lineage
+// views keeps only the matching ends, and cannot write.
+func TestExportWhere(t *testing.T) {
+	ctx := context.Background()
+	st, url := openStore(t)
+	for _, q := range []string{"2+2?", "capital of France?"} {
+		root := must[session.Session](t)(session.New(ctx, st, session.User(q)))
+		step(t, root, "run-w", "a", session.Assistant("answer to "+q))
+	}
+	_, db, err := runs.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	filter, done, err := trainset.SQLFilter(ctx, db, false,
+		`EXISTS (SELECT 1 FROM rath_transcript t WHERE t.version_id = v.id AND t.kind = 'user' AND json_extract(t.payload, '$.content') LIKE '%France%')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := export(t, st, trainset.Selector{Run: "run-w"}, trainset.Options{Filter: filter})
+	if err := done(); err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || !strings.Contains(*recs[0].Messages[0].Content, "France") {
+		t.Fatalf("where: %d records %+v", len(recs), recs)
+	}
+	// A filter cannot write, and a bad one names itself.
+	if _, done, err := trainset.SQLFilter(ctx, db, false, "1=1; DELETE FROM versions"); err == nil {
+		t.Error("a statement smuggled into --where was accepted")
+		_ = done()
+	}
+	filter, done, err = trainset.SQLFilter(ctx, db, false, "(SELECT count(*) FROM (SELECT 1)) > 0 AND v.agent = 'a'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs, _ := export(t, st, trainset.Selector{Run: "run-w"}, trainset.Options{Filter: filter}); len(recs) != 2 {
+		t.Errorf("where v.agent = 'a': %d records", len(recs))
+	}
+	if err := done(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := trainset.SQLFilter(ctx, db, false, "no_such_column = 1"); err == nil || !strings.Contains(err.Error(), "no_such_column") {
+		t.Errorf("bad where: %v", err)
+	}
+}
