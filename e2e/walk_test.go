@@ -315,6 +315,19 @@ func walkSteps(dev bool) []walkStep {
 		walkStep{name: "check", as: "admin", args: []string{"check"}, want: []string{"checked", "ok"}, notWant: []string{"checked 0 versions"}},
 	)
 
+	// Training data (docs/training-data.md).
+	add(
+		walkStep{name: "export trajectories", as: "read", args: []string{"export", "trajectories", "--run", "{run3}", "--quiet"},
+			want: []string{`"messages":[`, `"provenance":{`, `"version_id":"{out3}"`, `"run":"{run3}"`}, wantErr: []string{"exported 1 records"}},
+		walkStep{name: "label", as: "submit", args: []string{"label", "{out3}", "--score", "1", "--by", "walk"}, want: []string{"labeled {out3}"}},
+		walkStep{name: "export pairs -o json", as: "read", args: []string{"export", "pairs", "--run", "{run3}", "-o", "json"},
+			wantErr: []string{`"labeled":1`, `"written":0`}},
+	)
+	if !dev {
+		add(walkStep{name: "a read token cannot label", as: "read", args: []string{"label", "{out3}", "--score", "0"}, code: 1,
+			wantErr: []string{"403"}})
+	}
+
 	// Memory.
 	add(
 		walkStep{name: "memory remember", as: "submit",

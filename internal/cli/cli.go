@@ -97,6 +97,7 @@ func newRoot(env *Env) *cobra.Command {
 	root.AddCommand(lineageCmds(env)...)
 	root.AddCommand(newRerunCmd(env))
 	root.AddCommand(newRedactCmds(env)...)
+	root.AddCommand(newExportCmd(env), newLabelCmd(env))
 	usageArgs(root)
 	return root
 }

@@ -49,6 +49,8 @@ func (c *Coordinator) Handler() http.Handler {
 	api.HandleFunc("POST /v1/sessions/{id}/place", c.placeSession)
 	api.HandleFunc("GET /v1/sessions/{id}/export", c.exportSession)
 	api.HandleFunc("POST /v1/sessions/import", c.importSession)
+	api.HandleFunc("POST /v1/export/trajectories", c.exportTrajectories)
+	api.HandleFunc("POST /v1/export/pairs", c.exportPairs)
 	api.HandleFunc("GET /v1/sessions/{id}/files", c.sessionFiles)
 	api.HandleFunc("GET /v1/sessions/{id}/files/{path...}", c.sessionFile)
 	api.HandleFunc("GET /v1/sessions/{id}/diff", c.sessionDiff)

@@ -44,6 +44,8 @@ var RouteScopes = map[string]auth.Scope{
 	"POST /v1/sessions/{id}/merge":      auth.ScopeSubmit,
 	"POST /v1/sessions/{id}/place":      auth.ScopeSubmit,
 	"GET /v1/sessions/{id}/export":      auth.ScopeRead,
+	"POST /v1/export/trajectories":      auth.ScopeRead,
+	"POST /v1/export/pairs":             auth.ScopeRead,
 	"POST /v1/sessions/import":          auth.ScopeSubmit,
 	"GET /v1/sessions/{id}/files":       auth.ScopeRead,
 	"GET /v1/sessions/{id}/diff":        auth.ScopeRead,
