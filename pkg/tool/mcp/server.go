@@ -249,7 +249,7 @@ func (s *server) watch(c *conn) {
 	_ = c.cs.Close()
 	killProcessGroup(c.cmd)
 	c.ended = fmt.Errorf("%w: the server stopped (%w)%s", ErrServer, waitErr, c.describeExit())
-	// The connection is forgotten before its end is signalled: a caller
+	// The connection is forgotten before its end is signaled: a caller
 	// woken by c.done (callError) that calls again must find no current
 	// connection and start a new one, never get the dead one back.
 	s.mu.Lock()
