@@ -326,6 +326,17 @@ func printRun(w io.Writer, output string, r api.Run) error {
 	if r.ChangesAcceptedAt != nil {
 		fmt.Fprintf(w, "changes accepted  %s\n", r.ChangesAcceptedAt.Local().Format(time.DateTime))
 	}
+	if len(r.Reviews) > 0 {
+		fmt.Fprintln(w, "needs review (rathctl review RUN --retry | --skip --result JSON | --fail --reason TEXT):")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  CALL\tTOOL\tROUND\tSTARTED ON\tSTEP\tARGUMENTS")
+		for _, c := range r.Reviews {
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\n", c.CallID, c.Tool, c.Round, c.Worker, c.StepID, c.Arguments)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	if len(r.Steps) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "STEP\tSTATUS\tATTEMPTS\tWORKER\tOUTPUT\tERROR")

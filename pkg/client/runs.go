@@ -258,3 +258,13 @@ func runPath(runID string) string { return "/v1/runs/" + url.PathEscape(runID) }
 func stepPath(runID, key string) string {
 	return runPath(runID) + "/steps/" + url.PathEscape(key)
 }
+
+// Review decides an ambiguous tool call a run in needs_review stopped on
+// (req.CallID, or the only one): retry runs it again, skip uses
+// req.Result as its result without running it, fail fails the step with
+// req.Reason. The step resumes at once (POST /v1/runs/{id}/review).
+func (c *Client) Review(ctx context.Context, runID string, req api.ReviewRequest) (api.ReviewResponse, error) {
+	var res api.ReviewResponse
+	err := c.Do(ctx, http.MethodPost, runPath(runID)+"/review", req, &res)
+	return res, err
+}
