@@ -9,6 +9,7 @@ import (
 
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/testdb"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/api"
 )
@@ -21,7 +22,12 @@ import (
 // pending again, once.
 func TestReviewAPI(t *testing.T) {
 	t.Parallel()
-	s := startDev(t, "", app.DevConfig{Workers: -1})
+	t.Run("sqlite", func(t *testing.T) { t.Parallel(); testReviewAPI(t, "") })
+	t.Run("postgres", func(t *testing.T) { t.Parallel(); testReviewAPI(t, testdb.Postgres(t)) })
+}
+
+func testReviewAPI(t *testing.T, storeURL string) {
+	s := startDev(t, storeURL, app.DevConfig{Workers: -1})
 	ctx := context.Background()
 	r := s.submit(t, `{"name": "payer", "model": "scripted", "script": [{"content": "hi"}]}`, "Pay.")
 	rs := s.dev.Backend.Runs
