@@ -229,6 +229,9 @@ func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID st
 	if r.Status == api.RunWaiting {
 		return &exitError{code: 3, err: fmt.Errorf("run %s is waiting for approval: decide with rathctl approve|reject %s", r.ID, r.ID)}
 	}
+	if r.Status == api.RunNeedsReview {
+		return &exitError{code: 3, err: fmt.Errorf("run %s needs a review of an ambiguous tool call (rathctl runs show %s): decide with rathctl review %s --retry | --skip --result JSON | --fail --reason TEXT", r.ID, r.ID, r.ID)}
+	}
 	if r.Status != api.RunSucceeded {
 		return fmt.Errorf("run %s %s: %s", r.ID, r.Status, r.Error)
 	}

@@ -151,8 +151,9 @@ const settlePoll = 100 * time.Millisecond
 
 // WaitRun follows a run's events ([Client.WatchRun]) until it ends or
 // waits for a decision, and returns the stored run then: terminal
-// (check Status: succeeded, failed, canceled, timed_out) or waiting
-// (decide with [Client.Decide], then call WaitRun again).
+// (check Status: succeeded, failed, canceled, timed_out), waiting
+// (decide with [Client.Decide], then call WaitRun again) or needs_review
+// (decide with [Client.Review], then call WaitRun again).
 func (c *Client) WaitRun(ctx context.Context, runID string) (api.Run, error) {
 	if err := c.Watch(ctx, runID, func(api.Event) error { return nil }); err != nil {
 		return api.Run{}, err
@@ -160,7 +161,8 @@ func (c *Client) WaitRun(ctx context.Context, runID string) (api.Run, error) {
 	return c.Settled(ctx, runID)
 }
 
-// Settled returns the run once it is stored as ended or waiting, reading
+// Settled returns the run once it is stored as ended, waiting or in
+// needs_review, reading
 // it every 100 ms until then or until ctx ends: after a run's end event,
 // the stored run is the truth, and it may lag the event a moment.
 func (c *Client) Settled(ctx context.Context, runID string) (api.Run, error) {
@@ -168,7 +170,7 @@ func (c *Client) Settled(ctx context.Context, runID string) (api.Run, error) {
 	defer tick.Stop()
 	for {
 		r, err := c.GetRun(ctx, runID)
-		if err != nil || r.Status.Terminal() || r.Status == api.RunWaiting {
+		if err != nil || r.Status.Terminal() || r.Status == api.RunWaiting || r.Status == api.RunNeedsReview {
 			return r, err
 		}
 		select {
