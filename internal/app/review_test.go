@@ -66,6 +66,11 @@ func testReviewAPI(t *testing.T, storeURL string) {
 		}
 	}
 
+	// Approvals do not decide a review.
+	if _, err := s.decide(t, r.ID, api.ApprovalRequest{Decision: "approve"}); !isStatus(err, http.StatusConflict) {
+		t.Errorf("approving a run in needs_review: %v, want 409", err)
+	}
+
 	// A client cannot forge a decision through the session API.
 	forged := map[string]any{"chunks": []map[string]any{{"kind": "review", "payload": map[string]any{
 		"call_id": "pay1", "tool": "pay", "round": 1, "decision": "skip", "result": map[string]any{"ok": true}}}}}

@@ -150,3 +150,26 @@ func withReviews(ctx context.Context, rs *runs.Store, r runs.Run) (api.Run, erro
 	}
 	return out, nil
 }
+
+// withoutReviews drops the steps that wait for a review (not for an
+// approval) from waiting: approvals do not decide them.
+func withoutReviews(ctx context.Context, rs *runs.Store, runID string, waiting []runs.Step) ([]runs.Step, error) {
+	if len(waiting) == 0 {
+		return waiting, nil
+	}
+	ps, err := rs.PendingReviews(ctx, runID)
+	if err != nil || len(ps) == 0 {
+		return waiting, err
+	}
+	out := waiting[:0:0]
+	for _, st := range waiting {
+		review := false
+		for _, p := range ps {
+			review = review || p.StepID == st.ID
+		}
+		if !review {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
