@@ -223,6 +223,12 @@ func walkSteps(dev bool) []walkStep {
 			want: []string{"approval.decided", "step.tool_result write_workspace_file ok", "answer: saved the notes"}},
 		walkStep{name: "runs show (the approved run)", as: "read", args: []string{"runs", "show", "{run3}", "-o", "json"},
 			json: map[string]string{"status": "succeeded"}, capture: map[string]string{"in3": "input", "out3": "output"}},
+		// review decides an ambiguous call (a worker died inside it): the
+		// walk cannot kill a worker, so it checks the command reaches the
+		// endpoint with auth on and is refused on a run with none
+		// (internal/worker and internal/app test the decisions).
+		walkStep{name: "review (nothing to review)", as: "submit", args: []string{"review", "{run3}", "--retry"}, code: 1,
+			wantErr: []string{"409", "no tool call waits for a review"}},
 		walkStep{name: "run --watch (to reject)", as: "submit",
 			args: []string{"run", "--agent", "{scribe.yaml}", "--message", "take other notes", "--watch"}, code: 3,
 			capture: map[string]string{"run4": `re:^run (run_\S+)`}},

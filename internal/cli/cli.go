@@ -94,6 +94,7 @@ func newRoot(env *Env) *cobra.Command {
 	root.AddCommand(newCheckCmd(env))
 	root.AddCommand(newBenchCmd(env))
 	root.AddCommand(newApprovalCmds(env)...)
+	root.AddCommand(newReviewCmd(env))
 	root.AddCommand(lineageCmds(env)...)
 	root.AddCommand(newRerunCmd(env))
 	root.AddCommand(newRedactCmds(env)...)

@@ -229,6 +229,9 @@ func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID st
 	if r.Status == api.RunWaiting {
 		return &exitError{code: 3, err: fmt.Errorf("run %s is waiting for approval: decide with rathctl approve|reject %s", r.ID, r.ID)}
 	}
+	if r.Status == api.RunNeedsReview {
+		return &exitError{code: 3, err: fmt.Errorf("run %s needs a review of an ambiguous tool call (rathctl runs show %s): decide with rathctl review %s --retry | --skip --result JSON | --fail --reason TEXT", r.ID, r.ID, r.ID)}
+	}
 	if r.Status != api.RunSucceeded {
 		return fmt.Errorf("run %s %s: %s", r.ID, r.Status, r.Error)
 	}
@@ -325,6 +328,17 @@ func printRun(w io.Writer, output string, r api.Run) error {
 	}
 	if r.ChangesAcceptedAt != nil {
 		fmt.Fprintf(w, "changes accepted  %s\n", r.ChangesAcceptedAt.Local().Format(time.DateTime))
+	}
+	if len(r.Reviews) > 0 {
+		fmt.Fprintln(w, "needs review (rathctl review RUN --retry | --skip --result JSON | --fail --reason TEXT):")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  CALL\tTOOL\tROUND\tSTARTED ON\tSTEP\tARGUMENTS")
+		for _, c := range r.Reviews {
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\n", c.CallID, c.Tool, c.Round, c.Worker, c.StepID, c.Arguments)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
 	if len(r.Steps) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -35,6 +35,7 @@ func (c *Coordinator) Handler() http.Handler {
 	api.HandleFunc("GET /v1/runs/{id}/events", c.runEvents)
 	c.workflowRoutes(api)
 	c.approvalRoutes(api)
+	c.reviewRoutes(api)
 
 	api.HandleFunc("POST /v1/sessions", c.createSession)
 	api.HandleFunc("GET /v1/sessions", c.listSessions)
@@ -121,12 +122,18 @@ func (c *Coordinator) listRuns(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Coordinator) getRun(w http.ResponseWriter, r *http.Request) {
-	run, err := c.runsOf(r.Context()).Get(r.Context(), r.PathValue("id"))
+	rs := c.runsOf(r.Context())
+	run, err := rs.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, run.API())
+	out, err := withReviews(r.Context(), rs, run)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (c *Coordinator) cancelRun(w http.ResponseWriter, r *http.Request) {
@@ -155,6 +162,11 @@ func requestChunks(b api.SessionRequest) ([]session.Chunk, error) {
 		if c.Kind() == session.KindApproval {
 			// Only POST /v1/runs/{id}/approvals records decisions.
 			return nil, badRequest("chunks[%d].kind: approval chunks are written only by POST /v1/runs/{id}/approvals", i)
+		}
+		if c.Kind() == session.KindReview {
+			// Only a worker resuming a step a review decided (POST
+			// /v1/runs/{id}/review) writes them.
+			return nil, badRequest("chunks[%d].kind: review chunks are written only by a step resumed after POST /v1/runs/{id}/review", i)
 		}
 	}
 	cs = append(cs, b.Chunks...)

@@ -99,11 +99,11 @@ func stepOutcome(ctx context.Context, rs *runs.Store, st runs.Step) (runs.Step, 
 	return st, nil
 }
 
-// resumedSince reports whether e is a run.waiting event of a run that no
-// longer waits (it was decided since): a stream of its events goes on past
-// it instead of ending there.
+// resumedSince reports whether e is a run.waiting or run.needs_review
+// event of a run that no longer waits (it was decided since): a stream of
+// its events goes on past it instead of ending there.
 func (c *Coordinator) resumedSince(ctx context.Context, e bus.Event) bool {
-	if e.Type != "run.waiting" {
+	if e.Type != "run.waiting" && e.Type != api.EventRunNeedsReview {
 		return false
 	}
 	r, err := c.runsOf(ctx).Get(ctx, e.RunID)

@@ -23,6 +23,7 @@ var RouteScopes = map[string]auth.Scope{
 	"GET /v1/runs/{id}":                 auth.ScopeRead,
 	"POST /v1/runs/{id}/cancel":         auth.ScopeSubmit,
 	"POST /v1/runs/{id}/approvals":      auth.ScopeSubmit,
+	"POST /v1/runs/{id}/review":         auth.ScopeSubmit,
 	"GET /v1/runs/{id}/events":          auth.ScopeRead,
 	"PUT /v1/runs/{id}/steps/{key}":     auth.ScopeSubmit,
 	"GET /v1/runs/{id}/steps/{key}":     auth.ScopeRead,

@@ -127,7 +127,7 @@ func (c *Coordinator) runEvents(w http.ResponseWriter, r *http.Request) {
 			if !s.send(e) {
 				return
 			}
-			if endsRun(e.Type) || e.Type == "run.waiting" && !c.resumedSince(ctx, e.Event) {
+			if endsRun(e.Type) || (e.Type == "run.waiting" || e.Type == api.EventRunNeedsReview) && !c.resumedSince(ctx, e.Event) {
 				return
 			}
 		case <-tick.C:

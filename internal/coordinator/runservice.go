@@ -684,12 +684,15 @@ func (svc *RunService) decideOnce(ctx context.Context, sc Scope, runID string, r
 	if err != nil {
 		return api.ApprovalResponse{}, false, err
 	}
+	if waiting, err = withoutReviews(ctx, rs, runID, waiting); err != nil {
+		return api.ApprovalResponse{}, false, err
+	}
 	if len(waiting) == 0 {
 		r, err := rs.Get(ctx, runID)
 		if err != nil {
 			return api.ApprovalResponse{}, false, err
 		}
-		return api.ApprovalResponse{}, false, fmt.Errorf("run %s is %s: %w", runID, r.Status, runs.ErrNotWaiting)
+		return api.ApprovalResponse{}, false, fmt.Errorf("run %s is %s and no step waits for an approval: %w", runID, r.Status, runs.ErrNotWaiting)
 	}
 	st := waiting[0]
 	if req.CallID != "" {

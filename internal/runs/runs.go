@@ -162,6 +162,10 @@ type Run struct {
 	CreatedAt    time.Time `json:"created_at"`
 	UpdatedAt    time.Time `json:"updated_at"`
 	Steps        []Step    `json:"steps,omitempty"`
+	// Reviews are the ambiguous calls a waiting run's steps wait on; the
+	// store does not fill it (PendingReviews does; the API shows the run
+	// as needs_review when it holds any).
+	Reviews []api.AmbiguousCall `json:"reviews,omitempty"`
 }
 
 // Budget limits what a run may spend (the API's type: package api). Zero

@@ -439,9 +439,14 @@ type queryer interface {
 
 type scanner interface{ Scan(dest ...any) error }
 
+// rowsQueryer is a *sql.DB or a *sql.Tx.
+type rowsQueryer interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
 // queryAll runs a query and scans every row with scan; what names the query
 // in errors.
-func queryAll[T any](ctx context.Context, db *sql.DB, what string, scan func(scanner) (T, error), q string, args ...any) ([]T, error) {
+func queryAll[T any](ctx context.Context, db rowsQueryer, what string, scan func(scanner) (T, error), q string, args ...any) ([]T, error) {
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)

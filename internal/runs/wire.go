@@ -16,6 +16,7 @@ func (r Run) API() api.Run {
 		Deadline: r.Deadline, Queue: r.Queue, Target: r.Target, Input: r.Input, Budget: r.Budget,
 		Output: r.Output, Error: r.Error, ChangesAcceptedAt: r.ChangesAcceptedAt,
 		TraceContext: r.TraceContext, Conversation: r.Conversation, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Reviews: r.Reviews,
 	}
 	if r.Steps != nil {
 		out.Steps = make([]api.Step, len(r.Steps))

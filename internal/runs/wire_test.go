@@ -23,7 +23,8 @@ func TestAPIKeepsTheJSON(t *testing.T) {
 	r := runs.Run{ID: "run_x", Kind: runs.KindWorkflow, Status: runs.RunFailed, Driver: runs.DriverClient, Workflow: "steps: []",
 		Deadline: &now, Queue: "q", Target: json.RawMessage(`{"name":"a"}`), Input: in, Budget: runs.Budget{MaxTokens: 5, MaxCostUSD: 1.5},
 		Output: &out, Error: "boom", ChangesAcceptedAt: &now,
-		TraceContext: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Conversation: in.String(), CreatedAt: now, UpdatedAt: now, Steps: []runs.Step{st}}
+		TraceContext: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Conversation: in.String(), CreatedAt: now, UpdatedAt: now, Steps: []runs.Step{st},
+		Reviews: []api.AmbiguousCall{{StepID: st.ID, Round: 1, CallID: "c1", Tool: "pay", Arguments: "{}", Worker: "w0"}}}
 
 	for name, pair := range map[string][2]any{"run": {r, r.API()}, "step": {st, st.API()}, "zero run": {runs.Run{}, runs.Run{}.API()}} {
 		want, err := json.Marshal(pair[0])

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/bus/bustest"
@@ -104,6 +107,7 @@ type journalOutcome struct {
 	counts   int64
 	journal  []runs.JournalEntry
 	commits  int // 1 when the output carries the step's key
+	out      session.Session
 }
 
 // runJournaled runs the 5-round step on a fresh worker that "dies" (its
@@ -121,6 +125,14 @@ func runJournaled(t *testing.T, crash string, round int) journalOutcome {
 // runScript runs script's step as runJournaled does and returns the run
 // as it ended (the outcome is filled only when it succeeded).
 func runScript(t *testing.T, crash string, round int, script []llm.ScriptReply) (journalOutcome, runs.Run) {
+	t.Helper()
+	return runReviewed(t, crash, round, script, nil)
+}
+
+// runReviewed is runScript with review called (once) when the run waits:
+// it decides, and republishes the step's job.
+func runReviewed(t *testing.T, crash string, round int, script []llm.ScriptReply,
+	review func(ctx context.Context, rs *runs.Store, b *bus.Bus, job bus.Job)) (journalOutcome, runs.Run) {
 	t.Helper()
 	ctx := context.Background()
 	b, _, _ := bustest.NewWith(t, bustest.Options{InProcess: true, Config: bus.Config{AckWait: 2 * time.Second}})
@@ -164,12 +176,18 @@ func runScript(t *testing.T, crash string, round int, script []llm.ScriptReply) 
 		t.Fatal(err)
 	}
 	stepID := run.Steps[0].ID
-	if _, err := b.Publish(ctx, bus.Job{StepID: stepID, RunID: run.ID, Queue: run.Queue, Input: in.ID().String(), Target: target}, nil); err != nil {
+	job := bus.Job{StepID: stepID, RunID: run.ID, Queue: run.Queue, Input: in.ID().String(), Target: target}
+	if _, err := b.Publish(ctx, job, nil); err != nil {
 		t.Fatal(err)
 	}
+	reviewed := false
 	testenv.Eventually(t, 60*time.Second, "run "+run.ID+" to end", func() bool {
 		if run, err = rs.Get(ctx, run.ID); err != nil {
 			t.Fatal(err)
+		}
+		if run.Status == runs.RunWaiting && review != nil && !reviewed {
+			reviewed = true
+			review(ctx, rs, b, job)
 		}
 		return run.Status.Terminal()
 	})
@@ -183,7 +201,7 @@ func runScript(t *testing.T, crash string, round int, script []llm.ScriptReply) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := journalOutcome{snapshot: out.Placement().Snapshot, usage: out.Usage(), model: model.calls,
+	o := journalOutcome{out: out, snapshot: out.Placement().Snapshot, usage: out.Usage(), model: model.calls,
 		appends: appends.Load(), counts: counts.Load()}
 	for _, c := range out.Version().Chunks {
 		o.chunks = append(o.chunks, c.Hash())
@@ -281,24 +299,152 @@ func toAgent(es []runs.JournalEntry) []agent.JournalEntry {
 	return out
 }
 
-// TestJournalAmbiguousCallFailsTheStep: a worker dies between the start of
-// a non-idempotent call and its result; the redelivery does not run it
-// again, and the step fails naming the call, its arguments and the worker.
-func TestJournalAmbiguousCallFailsTheStep(t *testing.T) {
-	script := []llm.ScriptReply{
+// ambiguousScript: one round calling the non-idempotent count tool, then
+// an answer.
+func ambiguousScript() []llm.ScriptReply {
+	return []llm.ScriptReply{
 		{ToolCalls: []session.ToolCall{{ID: "c1", Type: "function", Function: session.FunctionCall{Name: "count", Arguments: `{"x":"once"}`}}}},
 		{Content: "done"},
 	}
-	o, run := runScript(t, worker.CrashToolStarted, 1, script)
-	if run.Status != runs.RunFailed {
-		t.Fatalf("run %s: %s, want failed", run.ID, run.Status)
-	}
-	for _, want := range []string{"c1", "count", `{"x":"once"}`, "worker w", "needs a review"} {
-		if !strings.Contains(run.Error, want) {
-			t.Errorf("run error %q does not name %q", run.Error, want)
+}
+
+// reviewWith returns a review hook that checks the run waits on call c1,
+// records decision and publishes the step again.
+func reviewWith(t *testing.T, decision agent.Review, seen *[]runs.PendingReview) func(context.Context, *runs.Store, *bus.Bus, bus.Job) {
+	return func(ctx context.Context, rs *runs.Store, b *bus.Bus, job bus.Job) {
+		ps, err := rs.PendingReviews(ctx, job.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*seen = ps
+		if len(ps) != 1 {
+			t.Fatalf("pending reviews: %+v, want one", ps)
+		}
+		decision.CallID, decision.Round, decision.Tool = ps[0].CallID, ps[0].Round, "count"
+		data, err := json.Marshal(decision)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := rs.Review(ctx, ps[0].StepID, ps[0].Round, ps[0].CallID, "tester", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Status != runs.StepPending {
+			t.Fatalf("reviewed step is %s, want pending", st.Status)
+		}
+		if _, err := rs.Review(ctx, ps[0].StepID, ps[0].Round, ps[0].CallID, "tester", data); !errors.Is(err, runs.ErrNoReview) {
+			t.Fatalf("a second review: %v, want ErrNoReview", err)
+		}
+		hdr := nats.Header{}
+		hdr.Set(bus.HeaderMsgID, runs.ReviewMsgID(ps[0].StepID, ps[0].Round, ps[0].CallID))
+		if _, err := b.Publish(ctx, job, hdr); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if o.counts != 0 {
-		t.Fatalf("count ran %d times, want 0 (the ambiguous call is not run again)", o.counts)
+}
+
+// checkAmbiguous checks the pending review names the call, its arguments
+// and the worker that started it.
+func checkAmbiguous(t *testing.T, ps []runs.PendingReview) {
+	t.Helper()
+	if len(ps) != 1 {
+		t.Fatalf("pending reviews: %+v, want one", ps)
 	}
+	var amb agent.AmbiguousError
+	if err := json.Unmarshal(ps[0].Data, &amb); err != nil {
+		t.Fatal(err)
+	}
+	if amb.CallID != "c1" || amb.Tool != "count" || amb.Arguments != `{"x":"once"}` || amb.Worker != "w" || amb.Round != 1 {
+		t.Fatalf("ambiguous call %+v, want c1 count {\"x\":\"once\"} on w in round 1", amb)
+	}
+}
+
+// TestJournalAmbiguousCallNeedsReview: a worker dies between the start of
+// a non-idempotent call and its result; the redelivery does not run it
+// again but stops the run in needs_review (the store's waiting, with the
+// call pending a review), and nothing runs until a review decides:
+// retry runs the call once more, skip uses the given result without
+// running it, fail fails the step with the reason.
+func TestJournalAmbiguousCallNeedsReview(t *testing.T) {
+	t.Run("retry", func(t *testing.T) {
+		var seen []runs.PendingReview
+		o, run := runReviewed(t, worker.CrashToolStarted, 1, ambiguousScript(),
+			reviewWith(t, agent.Review{Decision: agent.ReviewRetry}, &seen))
+		checkAmbiguous(t, seen)
+		if run.Status != runs.RunSucceeded {
+			t.Fatalf("run %s: %s (%s), want succeeded", run.ID, run.Status, run.Error)
+		}
+		// The first delivery started it (the crash came after the start was
+		// recorded, before the call); the retry ran it once.
+		if o.counts != 1 {
+			t.Fatalf("count ran %d times, want 1 (the retry)", o.counts)
+		}
+		checkReviewChunk(t, o, agent.ReviewRetry)
+	})
+	t.Run("skip", func(t *testing.T) {
+		var seen []runs.PendingReview
+		o, run := runReviewed(t, worker.CrashToolStarted, 1, ambiguousScript(),
+			reviewWith(t, agent.Review{Decision: agent.ReviewSkip, Result: json.RawMessage(`{"ok":"it had run"}`)}, &seen))
+		checkAmbiguous(t, seen)
+		if run.Status != runs.RunSucceeded {
+			t.Fatalf("run %s: %s (%s), want succeeded", run.ID, run.Status, run.Error)
+		}
+		if o.counts != 0 {
+			t.Fatalf("count ran %d times, want 0 (skipped)", o.counts)
+		}
+		out := checkReviewChunk(t, o, agent.ReviewSkip)
+		var found bool
+		for _, c := range out.Version().Chunks {
+			if c.Kind() == session.KindToolResult && strings.Contains(string(c.Payload()), `it had run`) {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatal("the skip's result is not the call's tool result")
+		}
+	})
+	t.Run("fail", func(t *testing.T) {
+		var seen []runs.PendingReview
+		o, run := runReviewed(t, worker.CrashToolStarted, 1, ambiguousScript(),
+			reviewWith(t, agent.Review{Decision: agent.ReviewFail, Reason: "the payment went through twice before"}, &seen))
+		checkAmbiguous(t, seen)
+		if run.Status != runs.RunFailed {
+			t.Fatalf("run %s: %s, want failed", run.ID, run.Status)
+		}
+		for _, want := range []string{"c1", "count", "the payment went through twice before"} {
+			if !strings.Contains(run.Error, want) {
+				t.Errorf("run error %q does not name %q", run.Error, want)
+			}
+		}
+		if o.counts != 0 {
+			t.Fatalf("count ran %d times, want 0 (failed)", o.counts)
+		}
+	})
+}
+
+// checkReviewChunk checks the run's output holds one review chunk with
+// the decision, before the call's tool result, and returns the output.
+func checkReviewChunk(t *testing.T, o journalOutcome, decision string) session.Session {
+	t.Helper()
+	out := o.out
+	var n, at, result int
+	for i, c := range out.Version().Chunks {
+		switch c.Kind() {
+		case session.KindReview:
+			r, err := agent.ParseReview(c.Payload())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Decision != decision || r.CallID != "c1" || r.By != "" && r.By != "tester" {
+				t.Fatalf("review chunk %+v, want %s of c1", r, decision)
+			}
+			n, at = n+1, i
+		case session.KindToolResult:
+			result = i
+		}
+	}
+	if n != 1 || at > result {
+		t.Fatalf("%d review chunks (the last at %d, the tool result at %d), want one before the result", n, at, result)
+	}
+	return out
 }

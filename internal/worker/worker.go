@@ -354,13 +354,11 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		obs.end("waiting", nil)
 		return
 	}
+	if w.reviewIfAmbiguous(ctx, d, log, job, err) {
+		obs.end("needs_review", nil)
+		return
+	}
 	if err != nil {
-		var amb *agent.AmbiguousError
-		if errors.As(err, &amb) {
-			// The call, its arguments and the worker that started it, for
-			// whoever decides (the step fails: it is not run again).
-			w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.ambiguous_call", Data: mustJSON(amb)})
-		}
 		obs.end(w.retryOrFail(ctx, d, log, err), err)
 		return
 	}
@@ -735,7 +733,7 @@ func isPermanent(err error) bool {
 		errors.Is(err, agent.ErrToolsUnavailable), errors.Is(err, agent.ErrInvalidSpec),
 		errors.Is(err, session.ErrInvalidChunk), errors.Is(err, session.ErrTooLarge),
 		errors.Is(err, flow.ErrInvalidCall), errors.Is(err, flow.ErrBadReply), errors.Is(err, flow.ErrBudgetExceeded),
-		errors.Is(err, agent.ErrAmbiguous):
+		errors.Is(err, agent.ErrAmbiguous), errors.Is(err, agent.ErrReviewFailed):
 		return true
 	}
 	return false

@@ -309,6 +309,7 @@ func (a *Agent) settle(ctx context.Context, round int, calls []session.ToolCall,
 		if err != nil {
 			return false, err
 		}
+		res.Chunks = append(res.Chunks, m.rp.takeChunks()...)
 		for j, r := range rs {
 			bodies[at[j]] = r.Content
 		}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/rath-run/rath/pkg/llm"
+	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/tool"
 )
 
@@ -60,7 +61,8 @@ type JournalEntry struct {
 // idempotent but not read-only (they change the workspace) are not reused
 // — the workspace is the last recorded round's, so the call runs again.
 // A call that started and has no result is ambiguous: an idempotent tool
-// runs again; any other stops the step with an [*AmbiguousError].
+// runs again; any other stops the step with an [*AmbiguousError] unless a
+// review decided it (see JournalReview).
 //
 // A round's end is recorded with the next write (the next reply, or a
 // call's start), not on its own: losing it in a crash only means the
@@ -119,6 +121,8 @@ type replay struct {
 	mu         sync.Mutex         // guards err and pending
 	err        error
 	pending    []JournalEntry // recorded with the next write
+	reviews    map[callKey]Review
+	chunks     []session.Chunk // review chunks for the round's transcript
 }
 
 type startData struct {
@@ -145,7 +149,8 @@ func loadJournal(ctx context.Context, m Meta) (*replay, error) {
 		return nil, fmt.Errorf("journal: load: %w", err)
 	}
 	rp := &replay{j: m.Journal, worker: m.Producer.Worker, checkpoint: m.Checkpoint,
-		replies: map[int]llm.Response{}, results: map[callKey]string{}, started: map[callKey]string{}}
+		replies: map[int]llm.Response{}, results: map[callKey]string{}, started: map[callKey]string{},
+		reviews: map[callKey]Review{}}
 	after, from, resumes := 0, "", 0
 	for _, e := range es {
 		k := callKey{e.Round, e.CallID}
@@ -171,6 +176,12 @@ func loadJournal(ctx context.Context, m Meta) (*replay, error) {
 			rp.lastRound = max(rp.lastRound, e.Round)
 		case JournalResume:
 			resumes++
+		case JournalReview:
+			r, err := ParseReview(e.Data)
+			if err != nil {
+				return nil, fmt.Errorf("journal: round %d call %s: %w", e.Round, e.CallID, err)
+			}
+			rp.reviews[k] = r
 		}
 	}
 	if len(rp.replies) > 0 {
@@ -234,6 +245,11 @@ func (rp *replay) recorded(round int, id string, t tool.Tool) (string, bool) {
 		// (without checkpoints) not restored at all: it runs again, in
 		// order, to make the workspace the transcript describes.
 		return "", false
+	}
+	if r, ok := rp.reviews[callKey{round, id}]; ok && r.Decision != ReviewFail {
+		if c, err := ReviewChunk(r); err == nil {
+			rp.addChunk(c) // the decision stays in the transcript on a resume
+		}
 	}
 	return body, true
 }

@@ -84,7 +84,17 @@ func (a *Agent) runTools(ctx context.Context, round int, calls []session.ToolCal
 			continue
 		}
 		if err := m.rp.ambiguous(round, c.ID, t, c.Function.Arguments); err != nil {
-			return nil, err
+			body, again, ok, rerr := m.rp.reviewed(round, c.ID, t)
+			switch {
+			case !ok:
+				return nil, err
+			case rerr != nil:
+				return nil, rerr
+			case !again:
+				bodies[i] = body
+				m.rp.end(ctx, round, c.ID, body)
+				continue
+			}
 		}
 		raw := json.RawMessage(c.Function.Arguments)
 		key, err := resourceKey(t, raw)

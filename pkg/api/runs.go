@@ -22,10 +22,15 @@ const (
 	RunRunning RunStatus = "running"
 	// RunWaiting: a step of the run waits for a decision (an approval);
 	// nothing of the run executes until it is made.
-	RunWaiting   RunStatus = "waiting"
-	RunSucceeded RunStatus = "succeeded"
-	RunFailed    RunStatus = "failed"
-	RunCanceled  RunStatus = "canceled"
+	RunWaiting RunStatus = "waiting"
+	// RunNeedsReview: a step of the run stopped on an ambiguous tool call
+	// (started by a worker that died, outcome unknown, not idempotent);
+	// nothing of the run executes until a review (POST
+	// /v1/runs/{id}/review) decides. Run.Reviews lists the calls.
+	RunNeedsReview RunStatus = "needs_review"
+	RunSucceeded   RunStatus = "succeeded"
+	RunFailed      RunStatus = "failed"
+	RunCanceled    RunStatus = "canceled"
 	// RunTimedOut: the run's deadline passed before it ended.
 	RunTimedOut RunStatus = "timed_out"
 )
@@ -46,10 +51,13 @@ const (
 	StepRunning StepStatus = "running"
 	// StepWaiting: the step paused for a decision (an approval) and
 	// resumes, or ends, once it is made.
-	StepWaiting   StepStatus = "waiting"
-	StepCommitted StepStatus = "committed"
-	StepFailed    StepStatus = "failed"
-	StepCanceled  StepStatus = "canceled"
+	StepWaiting StepStatus = "waiting"
+	// StepNeedsReview: the step stopped on an ambiguous tool call and
+	// resumes, or fails, once a review decides.
+	StepNeedsReview StepStatus = "needs_review"
+	StepCommitted   StepStatus = "committed"
+	StepFailed      StepStatus = "failed"
+	StepCanceled    StepStatus = "canceled"
 )
 
 // Terminal reports whether the step has ended.
@@ -139,6 +147,51 @@ type Run struct {
 	UpdatedAt    time.Time `json:"updated_at"`
 	// Steps are the run's steps (GET /v1/runs/{id} only).
 	Steps []Step `json:"steps,omitempty"`
+	// Reviews are the ambiguous tool calls the run waits on (status
+	// needs_review; GET /v1/runs/{id} only).
+	Reviews []AmbiguousCall `json:"reviews,omitempty"`
+}
+
+// AmbiguousCall is a tool call a worker started and recorded no result
+// for before it died, to a tool not declared idempotent: whether its
+// effect happened is unknown. Its step waits in needs_review.
+type AmbiguousCall struct {
+	StepID string `json:"step_id"`
+	Round  int    `json:"round"`
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// Arguments are the model's raw arguments, cut at 4 KiB.
+	Arguments string `json:"arguments"`
+	// Worker is the worker that started the call.
+	Worker string `json:"worker"`
+}
+
+// Review decisions ([ReviewRequest.Decision]).
+const (
+	ReviewRetry = "retry"
+	ReviewSkip  = "skip"
+	ReviewFail  = "fail"
+)
+
+// ReviewRequest is the body of POST /v1/runs/{id}/review: the decision on
+// an ambiguous call. CallID may be empty when the run waits on one call.
+type ReviewRequest struct {
+	CallID string `json:"call_id,omitempty"`
+	// Decision: "retry" runs the call again; "skip" uses Result as the
+	// call's result without running it; "fail" fails the step with Reason.
+	Decision string `json:"decision"`
+	// Result is the JSON the tool would have returned (skip only).
+	Result json.RawMessage `json:"result,omitempty"`
+	// Reason says why (required to fail).
+	Reason string `json:"reason,omitempty"`
+}
+
+// ReviewResponse is the reply of POST /v1/runs/{id}/review: the call
+// decided, the decision and the step, published again to resume.
+type ReviewResponse struct {
+	Call     AmbiguousCall `json:"call"`
+	Decision string        `json:"decision"`
+	Step     Step          `json:"step"`
 }
 
 // AcceptChangesReply is the reply of POST /v1/runs/{id}/accept-changes:
@@ -298,8 +351,14 @@ type ApprovalResponse struct {
 // Event types of a run's event stream (GET /v1/runs/{id}/events; docs/api.md
 // lists what each carries). The list is open: a stream may carry others.
 const (
-	EventRunSubmitted    = "run.submitted"
-	EventRunWaiting      = "run.waiting"
+	EventRunSubmitted = "run.submitted"
+	EventRunWaiting   = "run.waiting"
+	// EventRunNeedsReview carries the ambiguous call (AmbiguousCall's
+	// fields but step_id) a step of the run stopped on; the run waits for
+	// a review. EventStepNeedsReview is the step's.
+	EventRunNeedsReview  = "run.needs_review"
+	EventStepNeedsReview = "step.needs_review"
+	EventReviewDecided   = "review.decided"
 	EventRunCompleted    = "run.completed"
 	EventRunFailed       = "run.failed"
 	EventRunCanceled     = "run.canceled"
@@ -336,7 +395,8 @@ type Event struct {
 // run.completed, run.failed, run.canceled or run.timed_out. A stream ends
 // after it.
 func EndsRun(typ string) bool {
-	return strings.HasPrefix(typ, "run.") && typ != EventRunSubmitted && typ != EventRunWaiting
+	return strings.HasPrefix(typ, "run.") && typ != EventRunSubmitted && typ != EventRunWaiting &&
+		typ != EventRunNeedsReview
 }
 
 // EndsRun reports whether e is a run's end (see [EndsRun]).

@@ -151,8 +151,9 @@ const settlePoll = 100 * time.Millisecond
 
 // WaitRun follows a run's events ([Client.WatchRun]) until it ends or
 // waits for a decision, and returns the stored run then: terminal
-// (check Status: succeeded, failed, canceled, timed_out) or waiting
-// (decide with [Client.Decide], then call WaitRun again).
+// (check Status: succeeded, failed, canceled, timed_out), waiting
+// (decide with [Client.Decide], then call WaitRun again) or needs_review
+// (decide with [Client.Review], then call WaitRun again).
 func (c *Client) WaitRun(ctx context.Context, runID string) (api.Run, error) {
 	if err := c.Watch(ctx, runID, func(api.Event) error { return nil }); err != nil {
 		return api.Run{}, err
@@ -160,7 +161,8 @@ func (c *Client) WaitRun(ctx context.Context, runID string) (api.Run, error) {
 	return c.Settled(ctx, runID)
 }
 
-// Settled returns the run once it is stored as ended or waiting, reading
+// Settled returns the run once it is stored as ended, waiting or in
+// needs_review, reading
 // it every 100 ms until then or until ctx ends: after a run's end event,
 // the stored run is the truth, and it may lag the event a moment.
 func (c *Client) Settled(ctx context.Context, runID string) (api.Run, error) {
@@ -168,7 +170,7 @@ func (c *Client) Settled(ctx context.Context, runID string) (api.Run, error) {
 	defer tick.Stop()
 	for {
 		r, err := c.GetRun(ctx, runID)
-		if err != nil || r.Status.Terminal() || r.Status == api.RunWaiting {
+		if err != nil || r.Status.Terminal() || r.Status == api.RunWaiting || r.Status == api.RunNeedsReview {
 			return r, err
 		}
 		select {
@@ -257,4 +259,14 @@ func runPath(runID string) string { return "/v1/runs/" + url.PathEscape(runID) }
 
 func stepPath(runID, key string) string {
 	return runPath(runID) + "/steps/" + url.PathEscape(key)
+}
+
+// Review decides an ambiguous tool call a run in needs_review stopped on
+// (req.CallID, or the only one): retry runs it again, skip uses
+// req.Result as its result without running it, fail fails the step with
+// req.Reason. The step resumes at once (POST /v1/runs/{id}/review).
+func (c *Client) Review(ctx context.Context, runID string, req api.ReviewRequest) (api.ReviewResponse, error) {
+	var res api.ReviewResponse
+	err := c.Do(ctx, http.MethodPost, runPath(runID)+"/review", req, &res)
+	return res, err
 }

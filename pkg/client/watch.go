@@ -163,6 +163,7 @@ func (c *Client) watchOnce(ctx context.Context, runID string, after uint64, fn f
 	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
 		return after, false, fmt.Errorf("watch %s: %w", runID, err)
 	}
-	// The server ends a waiting run's stream after run.waiting.
-	return after, lastType == api.EventRunWaiting, nil
+	// The server ends a waiting run's stream after run.waiting (or
+	// run.needs_review).
+	return after, lastType == api.EventRunWaiting || lastType == api.EventRunNeedsReview, nil
 }

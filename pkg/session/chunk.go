@@ -26,6 +26,9 @@ const (
 	KindSelectorDecision Kind = "selector_decision"
 	// KindApproval records a human decision on a tool call that needed one.
 	KindApproval Kind = "approval"
+	// KindReview records a human decision on an ambiguous tool call (one
+	// that started and whose outcome is unknown): retry, skip or fail.
+	KindReview Kind = "review"
 	// KindNote is free-form evidence attached by code, never sent to a model.
 	KindNote Kind = "note"
 	// KindSummary is the single chunk a compressor writes.
@@ -36,7 +39,7 @@ const (
 func Kinds() []Kind {
 	return []Kind{
 		KindSystem, KindUser, KindAssistant, KindToolResult,
-		KindMemoryRecall, KindSelectorDecision, KindApproval, KindNote, KindSummary,
+		KindMemoryRecall, KindSelectorDecision, KindApproval, KindNote, KindSummary, KindReview,
 	}
 }
 
