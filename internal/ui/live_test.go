@@ -185,14 +185,14 @@ func TestBrowserFanout100(t *testing.T) {
 	viewShot(bctx, t, "ui-fanout-100")
 
 	// Fit shows the whole graph (smaller), 100% brings it back.
-	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`.graph-tools button[data-zoom="fit"]`))); err != nil {
+	if err := clickNow(bctx, `.graph-tools button[data-zoom="fit"]`); err != nil {
 		t.Fatal(err)
 	}
 	fit, err := chromedp.Run(bctx, chromedp.Evaluate[sizes](labelSizes))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`.graph-tools button[data-zoom="100"]`))); err != nil {
+	if err := clickNow(bctx, `.graph-tools button[data-zoom="100"]`); err != nil {
 		t.Fatal(err)
 	}
 	full, err := chromedp.Run(bctx, chromedp.Evaluate[sizes](labelSizes))
@@ -493,4 +493,20 @@ func TestBrowserLiveStep(t *testing.T) {
 	); err != nil {
 		t.Fatalf("after approval: %v", err)
 	}
+}
+
+// clickNow clicks the element selector finds, found and clicked in one
+// step in the page: the live page redraws its toolbar as events arrive,
+// so a node found by one DevTools call can be gone by the next (chromedp's
+// Click failed with "Could not find node with given id" in CI).
+func clickNow(ctx context.Context, selector string) error {
+	ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(
+		`(() => { const b = document.querySelector(%q); if (!b) return false; b.click(); return true; })()`, selector)))
+	if err != nil {
+		return fmt.Errorf("click %s: %w", selector, err)
+	}
+	if !ok {
+		return fmt.Errorf("click %s: no such element", selector)
+	}
+	return nil
 }
