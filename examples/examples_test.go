@@ -251,9 +251,6 @@ var want = map[string][]string{
 var needsDocker = map[string]bool{"03_sandboxes": true}
 
 func TestExamples(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the examples start whole dev stacks and clusters (make examples runs them)")
-	}
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
