@@ -41,14 +41,7 @@ func newExportPairsCmd(env *Env) *cobra.Command {
 		}),
 	}
 	f.register(c)
-	fl := c.Flags()
-	fl.StringVar(&f.run, "run", "", "only versions this run produced")
-	fl.StringVar(&f.agent, "agent", "", "only versions this agent produced")
-	fl.StringVar(&f.since, "since", "", "only versions created at or after this time (RFC 3339)")
-	fl.StringVar(&f.until, "until", "", "only versions created before this time (RFC 3339)")
-	fl.StringVar(&f.redacted, "redacted", "drop-record", "a redacted chunk drops its pair (drop-record) or itself (drop-chunk)")
-	fl.StringVar(&f.out, "out", "", "write the pairs to this file (default stdout)")
-	fl.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
+	f.selection(c, "pair")
 	return c
 }
 
@@ -124,19 +117,26 @@ func newExportTrajectoriesCmd(env *Env) *cobra.Command {
 		}),
 	}
 	f.register(c)
+	f.selection(c, "record")
+	fl := c.Flags()
+	fl.StringVar(&f.format, "format", "openai", "record format: openai or openrath")
+	fl.StringVar(&f.after, "after", "", "resume after the record with this provenance cursor")
+	fl.StringVar(&f.where, "where", "", "store only: a SQL boolean expression over versions v and the lineage views that every exported end must satisfy")
+	fl.StringVar(&f.tools, "tools", "", "a JSON file holding the OpenAI tool schemas to write into every record (an array)")
+	return c
+}
+
+// selection registers the flags both exports share: which versions, what
+// a redacted chunk drops (its item: a record or a pair), where items go.
+func (f *exportFlags) selection(c *cobra.Command, item string) {
 	fl := c.Flags()
 	fl.StringVar(&f.run, "run", "", "only versions this run produced")
 	fl.StringVar(&f.agent, "agent", "", "only versions this agent produced")
 	fl.StringVar(&f.since, "since", "", "only versions created at or after this time (RFC 3339)")
 	fl.StringVar(&f.until, "until", "", "only versions created before this time (RFC 3339)")
-	fl.StringVar(&f.format, "format", "openai", "record format: openai or openrath")
-	fl.StringVar(&f.redacted, "redacted", "drop-record", "a redacted chunk drops its record (drop-record) or itself (drop-chunk)")
-	fl.StringVar(&f.after, "after", "", "resume after the record with this provenance cursor")
-	fl.StringVar(&f.where, "where", "", "store only: a SQL boolean expression over versions v and the lineage views that every exported end must satisfy")
-	fl.StringVar(&f.tools, "tools", "", "a JSON file holding the OpenAI tool schemas to write into every record (an array)")
-	fl.StringVar(&f.out, "out", "", "write the records to this file (default stdout)")
+	fl.StringVar(&f.redacted, "redacted", "drop-record", "a redacted chunk drops its "+item+" (drop-record) or itself (drop-chunk)")
+	fl.StringVar(&f.out, "out", "", "write the "+item+"s to this file (default stdout)")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
-	return c
 }
 
 func (f *exportFlags) request() (api.ExportTrajectoriesRequest, error) {
