@@ -1,6 +1,7 @@
 // Command mcpserver is a small stdio MCP server for the tests of package
 // tool/mcp. Its tools echo, fail with isError, crash the process, sleep and
-// report the process's pid and environment. Flags make it misbehave at
+// report the process's pid and environment; tally counts its executions
+// in a file (MCPSERVER_TALLY) for the e2e fault tests. Flags make it misbehave at
 // start: -garbage prints a non-JSON line on stdout first, -hang never
 // answers initialize, -exit exits at once with a message on stderr.
 package main
@@ -145,6 +146,35 @@ func main() {
 			srv.AddTool(&sdk.Tool{Name: "grown", Description: "Added at run time.", InputSchema: obj("")},
 				func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return text("grown"), nil })
 			return text("grew"), nil
+		})
+
+	srv.AddTool(&sdk.Tool{Name: "tally", Description: "Counts an execution: appends key to $MCPSERVER_TALLY, then holds hold_ms.",
+		InputSchema: obj(`"key":{"type":"string"},"hold_ms":{"type":"number"}`, "key")},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			a := args(req)
+			key := fmt.Sprint(a["key"])
+			f, err := os.OpenFile(os.Getenv("MCPSERVER_TALLY"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+			if err != nil {
+				return nil, err
+			}
+			// One short write with O_APPEND: lines from concurrent servers
+			// do not interleave.
+			_, err = f.WriteString(key + "\n")
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return nil, err
+			}
+			ms, _ := a["hold_ms"].(float64)
+			t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return text("tallied " + key), nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 		})
 
 	if err := srv.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
