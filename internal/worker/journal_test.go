@@ -409,6 +409,21 @@ func TestJournalAmbiguousCallNeedsReview(t *testing.T) {
 		if !found {
 			t.Fatal("the skip's result is not the call's tool result")
 		}
+		// The ambiguous and review entries stay as evidence, without the
+		// text the version holds (a redaction of the version reaches
+		// every copy).
+		kinds := map[string]bool{}
+		for _, e := range o.journal {
+			kinds[e.Kind] = true
+			for _, text := range []string{"it had run", `"once"`} {
+				if strings.Contains(string(e.Data), text) {
+					t.Errorf("journal entry %s (round %d, call %q) keeps %s after the commit: %s", e.Kind, e.Round, e.CallID, text, e.Data)
+				}
+			}
+		}
+		if !kinds[agent.JournalAmbiguous] || !kinds[agent.JournalReview] {
+			t.Errorf("journal kinds after the commit: %v, want the ambiguous and review entries kept", kinds)
+		}
 	})
 	t.Run("fail", func(t *testing.T) {
 		var seen []runs.PendingReview
