@@ -49,8 +49,9 @@ func newTallyRig(t *testing.T, idempotent bool) *tallyRig {
 }
 
 // tallyModel is the fake OpenAI server for a tallyRig: in round i ≤
-// toolRounds it calls cnt__tally with the key "<user message>#<i>" (held
-// holdMS), after that it answers "ok". Every reply comes after latency.
+// toolRounds it calls cnt__tally with the key "<user message>#<i>" (its
+// first execution held holdMS), after that it answers "ok". Every reply
+// comes after latency.
 func tallyModel(t *testing.T, toolRounds, holdMS int, latency time.Duration) (*llmtest.Server, []string) {
 	t.Helper()
 	srv := llmtest.NewServer(t)
@@ -68,7 +69,7 @@ func tallyModel(t *testing.T, toolRounds, holdMS int, latency time.Duration) (*l
 		if n >= toolRounds {
 			return llmtest.Reply{Content: "ok", Usage: usage, Delay: latency}
 		}
-		args, _ := json.Marshal(map[string]any{"key": fmt.Sprintf("%s#%d", msg, n+1), "hold_ms": holdMS})
+		args, _ := json.Marshal(map[string]any{"key": fmt.Sprintf("%s#%d", msg, n+1), "hold_first_ms": holdMS})
 		return llmtest.Reply{Usage: usage, Delay: latency, ToolCalls: []session.ToolCall{{
 			ID: fmt.Sprintf("t%d", n+1), Type: "function",
 			Function: session.FunctionCall{Name: "cnt__tally", Arguments: string(args)},

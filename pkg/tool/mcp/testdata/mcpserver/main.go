@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -148,12 +149,18 @@ func main() {
 			return text("grew"), nil
 		})
 
-	srv.AddTool(&sdk.Tool{Name: "tally", Description: "Counts an execution: appends key to $MCPSERVER_TALLY, then holds hold_ms.",
-		InputSchema: obj(`"key":{"type":"string"},"hold_ms":{"type":"number"}`, "key")},
+	srv.AddTool(&sdk.Tool{Name: "tally", Description: "Counts an execution: appends key to $MCPSERVER_TALLY; the key's first execution then holds hold_first_ms.",
+		InputSchema: obj(`"key":{"type":"string"},"hold_first_ms":{"type":"number"}`, "key")},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			a := args(req)
 			key := fmt.Sprint(a["key"])
-			f, err := os.OpenFile(os.Getenv("MCPSERVER_TALLY"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+			file := os.Getenv("MCPSERVER_TALLY")
+			before, err := os.ReadFile(file)
+			if err != nil && !os.IsNotExist(err) {
+				return nil, err
+			}
+			first := !slices.Contains(strings.Split(string(before), "\n"), key)
+			f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 			if err != nil {
 				return nil, err
 			}
@@ -166,15 +173,16 @@ func main() {
 			if err != nil {
 				return nil, err
 			}
-			ms, _ := a["hold_ms"].(float64)
-			t := time.NewTimer(time.Duration(ms) * time.Millisecond)
-			defer t.Stop()
-			select {
-			case <-t.C:
-				return text("tallied " + key), nil
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			if ms, _ := a["hold_first_ms"].(float64); first && ms > 0 {
+				t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+				defer t.Stop()
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
 			}
+			return text("tallied " + key), nil
 		})
 
 	if err := srv.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
