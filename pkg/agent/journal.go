@@ -62,7 +62,12 @@ type JournalEntry struct {
 // — the workspace is the last recorded round's, so the call runs again.
 // A call that started and has no result is ambiguous: an idempotent tool
 // runs again; any other stops the step with an [*AmbiguousError] unless a
-// review decided it (see JournalReview).
+// review decided it (see JournalReview). A tool that declares
+// tool.Def.Network (it runs commands) is idempotent only when
+// Meta.Network is false; in a sandbox with network its call is ambiguous
+// also when its result was recorded in a round whose end was not (the
+// workspace it changed is lost: AmbiguousError.WorkspaceLost). MCP tools
+// never change the workspace: their recorded results are always reused.
 //
 // A round's end is recorded with the next write (the next reply, or a
 // call's start), not on its own: losing it in a crash only means the
