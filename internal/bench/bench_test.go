@@ -2,8 +2,8 @@ package bench_test
 
 import (
 	"bytes"
-	"database/sql"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
