@@ -50,20 +50,6 @@ func fakeModel(t *testing.T, latency time.Duration) (*llmtest.Server, []string) 
 // faultSpec is the agent every fault-test run forwards its input through.
 var faultSpec = json.RawMessage(`{"name":"fault","model":"fake"}`)
 
-// requestsPerMessage counts the model requests made for each run, by the
-// run's unique user message.
-func requestsPerMessage(srv *llmtest.Server) map[string]int {
-	n := map[string]int{}
-	for _, r := range srv.Requests() {
-		for _, m := range r.Messages {
-			if m.Role == "user" && m.Content != nil {
-				n[*m.Content]++
-			}
-		}
-	}
-	return n
-}
-
 func (c *cluster) client() *client.Client {
 	c.t.Helper()
 	cl, err := client.New(c.server, "")
@@ -75,8 +61,13 @@ func (c *cluster) client() *client.Client {
 
 // submitRun submits one run of faultSpec through the HTTP API.
 func submitRun(ctx context.Context, cl *client.Client, message string) (runs.Run, error) {
+	return submitRunOf(ctx, cl, faultSpec, message)
+}
+
+// submitRunOf submits one run of spec through the HTTP API.
+func submitRunOf(ctx context.Context, cl *client.Client, spec json.RawMessage, message string) (runs.Run, error) {
 	var r runs.Run
-	err := cl.Do(ctx, "POST", "/v1/runs", map[string]any{"agent": faultSpec, "message": message}, &r)
+	err := cl.Do(ctx, "POST", "/v1/runs", map[string]any{"agent": spec, "message": message}, &r)
 	return r, err
 }
 
@@ -203,19 +194,26 @@ type killRecord struct {
 	step   string
 }
 
-// TestWorkerKillsAtScale runs 200×RATH_FAULT_SCALE single-step runs on four
-// worker processes (two slots each; the fake model answers after 40 ms)
-// while SIGKILLing, 10×RATH_FAULT_SCALE times, a worker that has a step in
-// flight (read from the steps table) and restarting it at once. Nothing may
-// be lost or committed twice (every run succeeds; the invariant checker);
-// duplicate executions (model requests per run beyond one) and recovery
-// times (kill → the killed step's commit) are reported.
+// TestWorkerKillsAtScale runs 200×RATH_FAULT_SCALE runs of a 4-round tool
+// step (rounds 1–3 call the test MCP server's tally tool, declared
+// idempotent, which counts its executions in a file; round 4 answers) on
+// four worker processes (two slots each; the fake model answers after
+// 40 ms) while SIGKILLing, 10×RATH_FAULT_SCALE times, a worker that has a
+// step in flight (read from the steps table) and restarting it at once.
+// Nothing may be lost or committed twice (every run succeeds; the invariant
+// checker). The step journal resumes a redelivered step: a model request
+// or a tally execution is repeated only when it was in flight at a kill
+// (its reply or result not recorded), so each kill repeats at most one
+// request and one call per slot; the repeats and recovery times (kill → the
+// killed step's commit) are reported.
 func TestWorkerKillsAtScale(t *testing.T) {
 	t.Parallel()
 	scale := faultScale(t)
 	nSteps, nKills := 200*scale, 10*scale
-	model, env := fakeModel(t, 40*time.Millisecond)
-	c := newCluster(t, clusterConfig{workers: 4, env: env, workerArgs: []string{"--slots", "2"}})
+	const toolRounds, slots = 3, 2
+	rig := newTallyRig(t, true)
+	model, env := tallyModel(t, toolRounds, 0, 40*time.Millisecond)
+	c := newCluster(t, clusterConfig{workers: 4, env: append(env, rig.env...), workerArgs: []string{"--slots", strconv.Itoa(slots)}})
 	db := c.sqlDB()
 	cl := c.client()
 	ctx := context.Background()
@@ -230,7 +228,7 @@ func TestWorkerKillsAtScale(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := g; i < nSteps; i += 8 {
-				if _, err := submitRun(ctx, cl, fmt.Sprintf("kill-test step %d", i)); err != nil {
+				if _, err := submitRunOf(ctx, cl, rig.spec, fmt.Sprintf("kill-test step %d", i)); err != nil {
 					errs <- err
 					return
 				}
@@ -265,7 +263,7 @@ func TestWorkerKillsAtScale(t *testing.T) {
 	for err := range errs {
 		t.Fatalf("submit: %v", err)
 	}
-	waitAllEnded(t, db, 10*time.Minute)
+	waitAllEnded(t, db, 15*time.Minute)
 	elapsed := time.Since(start)
 	assertAllSucceeded(t, db, nSteps)
 	c.checkInvariants()
@@ -273,18 +271,34 @@ func TestWorkerKillsAtScale(t *testing.T) {
 		t.Fatalf("%d step versions for %d steps", n, nSteps)
 	}
 
-	// Duplicate executions: model requests beyond one per run.
-	perMsg := requestsPerMessage(model)
-	dupSteps, dupRequests := 0, 0
+	// Repeats: model requests per round and tally executions per call
+	// beyond one. Only what was in flight at a kill may repeat: at most
+	// one request and one call per slot of the killed worker.
+	tallies := rig.counts(t)
+	extraRequests, extraCalls, requests, calls := 0, 0, 0, 0
 	for i := range nSteps {
-		n := perMsg[fmt.Sprintf("kill-test step %d", i)]
-		if n == 0 {
-			t.Fatalf("step %d committed without a model request", i)
+		msg := fmt.Sprintf("kill-test step %d", i)
+		rounds := requestsPerRound(model, msg)
+		for r := 1; r <= toolRounds+1; r++ {
+			n := rounds[r]
+			if n == 0 {
+				t.Fatalf("step %d committed without a model request for round %d (%v)", i, r, rounds)
+			}
+			requests += n
+			extraRequests += n - 1
 		}
-		if n > 1 {
-			dupSteps++
-			dupRequests += n - 1
+		for r := 1; r <= toolRounds; r++ {
+			n := tallies[fmt.Sprintf("%s#%d", msg, r)]
+			if n == 0 {
+				t.Fatalf("step %d committed without running its round-%d tool call", i, r)
+			}
+			calls += n
+			extraCalls += n - 1
 		}
+	}
+	if extraRequests > slots*len(kills) || extraCalls > slots*len(kills) {
+		t.Errorf("%d repeated model requests and %d repeated tool executions for %d kills of %d-slot workers: a recorded round or call was repeated",
+			extraRequests, extraCalls, len(kills), slots)
 	}
 	// Recovery: kill → the killed step's commit.
 	var recoveries []time.Duration
@@ -301,10 +315,10 @@ func TestWorkerKillsAtScale(t *testing.T) {
 		recoveries = append(recoveries, max(0, finished.Sub(k.at)))
 	}
 	slices.Sort(recoveries)
-	t.Logf("worker kills: %d steps on 4 workers × 2 slots, %d SIGKILLs (%d landed mid-step: the step was redelivered), %s in all",
-		nSteps, len(kills), midStep, elapsed.Round(100*time.Millisecond))
-	t.Logf("lost steps: 0; duplicate commits: 0 (checker); duplicate executions: %d step(s) ran twice or more, %d extra model request(s) of %d",
-		dupSteps, dupRequests, len(model.Requests()))
+	t.Logf("worker kills: %d steps of %d rounds (%d tool calls) on 4 workers × %d slots, %d SIGKILLs (%d landed mid-step: the step was redelivered), %s in all",
+		nSteps, toolRounds+1, toolRounds, slots, len(kills), midStep, elapsed.Round(100*time.Millisecond))
+	t.Logf("lost steps: 0; duplicate commits: 0 (checker); repeated model requests: %d of %d; repeated tool executions: %d of %d (only calls in flight at a kill)",
+		extraRequests, requests, extraCalls, calls)
 	t.Logf("recovery (kill → the killed step's commit): median %s, p90 %s, max %s",
 		recoveries[len(recoveries)/2].Round(time.Millisecond), recoveries[len(recoveries)*9/10].Round(time.Millisecond),
 		recoveries[len(recoveries)-1].Round(time.Millisecond))

@@ -34,8 +34,8 @@ var (
 	buildErr  error
 )
 
-// bin returns the path of a built binary: coordinator, worker, rathctl or
-// natsd. The first call builds them all (without -race: the processes are
+// bin returns the path of a built binary: coordinator, worker, rathctl,
+// natsd or mcpserver (the MCP server of package tool/mcp's tests). The first call builds them all (without -race: the processes are
 // the system under test, the race detector runs on the in-process tests).
 func bin(t *testing.T, name string) string {
 	t.Helper()
@@ -45,7 +45,8 @@ func bin(t *testing.T, name string) string {
 			return
 		}
 		cmd := exec.Command("go", "build", "-o", binDir+"/",
-			"./cmd/coordinator", "./cmd/worker", "./cmd/rathctl", "./e2e/natsd")
+			"./cmd/coordinator", "./cmd/worker", "./cmd/rathctl", "./e2e/natsd",
+			"./pkg/tool/mcp/testdata/mcpserver")
 		cmd.Dir = ".."
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out

@@ -73,4 +73,64 @@ func TestStepJournalStaysWithItsStep(t *testing.T) {
 	if err := worker.AppendJournal(ctx, pending, runs.JournalEntry{Round: 1, Kind: "reply", Data: []byte(`{}`)}); err == nil || !strings.Contains(err.Error(), "42501") {
 		t.Errorf("as rath_worker: journal of a step that is not running: err = %v, want SQLSTATE 42501", err)
 	}
+
+	// As rath_worker, the step's commit on the fast path (the version and
+	// the step's record in one transaction) prunes its journal: the
+	// payload entries go, the review entries stay without their text.
+	for _, e := range []runs.JournalEntry{
+		{Round: 1, CallID: "c1", Kind: "result", Data: []byte(`{"content":"secret result"}`)},
+		{Round: 1, CallID: "c1", Kind: runs.JournalReview, Data: []byte(`{"call_id":"c1","tool":"t","round":1,"decision":"skip","result":{"secret":1},"by":"ann"}`)},
+	} {
+		if err := worker.AppendJournal(ctx, umbrella, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg, err := pgstore.Open(ctx, asRole(t, dbURL, "rath_worker"), pgstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = wg.Close() })
+	st, err := owner.GetStep(ctx, umbrella)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := session.Open(ctx, wg, st.Input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v *session.Version
+	capture := captureGraph{Graph: in.Graph(), put: func(x *session.Version) { v = x }}
+	if _, err := session.Wrap(capture, in.Version()).Extend(ctx, session.Extension{Op: session.OpStep, Key: umbrella,
+		Chunks: []session.Chunk{session.Assistant("done")}, Producer: session.Producer{Run: st.RunID, Step: umbrella, Worker: "w"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := worker.CommitStepVersion(ctx, wg, umbrella, v); err != nil {
+		t.Fatalf("as rath_worker: commit: %v", err)
+	}
+	es, err := owner.LoadJournal(ctx, umbrella)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range es {
+		kinds = append(kinds, e.Kind)
+		if strings.Contains(string(e.Data), "secret") {
+			t.Errorf("as rath_worker: journal entry %s keeps text after the commit: %s", e.Kind, e.Data)
+		}
+	}
+	if strings.Join(kinds, ",") != runs.JournalReview {
+		t.Errorf("as rath_worker: journal after the commit: %v, want the review entry only", kinds)
+	}
+}
+
+// captureGraph records the version put into it instead of committing it:
+// the step's commit path commits it.
+type captureGraph struct {
+	session.Graph
+	put func(*session.Version)
+}
+
+func (g captureGraph) Put(_ context.Context, v *session.Version) (*session.Version, error) {
+	g.put(v)
+	return v, nil
 }

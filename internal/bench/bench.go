@@ -88,6 +88,10 @@ type Config struct {
 	Concurrency int
 	// ModelLatency is the scripted model's simulated latency per reply.
 	ModelLatency time.Duration
+	// ToolRounds makes the bench agent a tool agent: each step calls
+	// write_workspace_file in this many rounds before it answers (each
+	// round journaled, its workspace checkpointed). 0: one model reply.
+	ToolRounds int
 	// ForkLengths are the session lengths (chunks) fork and load costs are
 	// measured at.
 	ForkLengths []int

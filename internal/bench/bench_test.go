@@ -3,6 +3,7 @@ package bench_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
@@ -278,5 +279,36 @@ func TestStepsThroughTheEventStreamWithoutNATS(t *testing.T) {
 	}
 	if !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "JetStream limit is not measured") }) {
 		t.Errorf("notes = %q", r.Notes)
+	}
+}
+
+// TestStepsWithToolRounds: with ToolRounds the steps scenario's agent
+// calls write_workspace_file in that many rounds per step: every step
+// version holds that many tool results.
+func TestStepsWithToolRounds(t *testing.T) {
+	tg := devTarget(t, "", 1)
+	cfg := shortConfig(t, "steps")
+	cfg.ToolRounds = 2
+	rep, err := bench.Run(t.Context(), tg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := decode(t, rep)
+	checkFigures(t, r, "steps")
+	db, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(tg.StoreURL, "sqlite:")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var steps, results int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM versions WHERE op = 'step'`).Scan(&steps); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT COUNT(*) FROM chunks WHERE kind = 'tool_result' AND payload LIKE '%bytes_written%'`).Scan(&results); err != nil {
+		t.Fatal(err)
+	}
+
+	if steps == 0 || results != 2*steps {
+		t.Fatalf("%d step versions hold %d successful tool results, want 2 each", steps, results)
 	}
 }

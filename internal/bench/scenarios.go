@@ -33,12 +33,30 @@ type runner struct {
 }
 
 func (b *runner) spec() json.RawMessage {
-	reply := map[string]any{"content": "ok"}
-	if b.cfg.ModelLatency > 0 {
-		reply["delay_ms"] = b.cfg.ModelLatency.Milliseconds()
+	delay := func(reply map[string]any) map[string]any {
+		if b.cfg.ModelLatency > 0 {
+			reply["delay_ms"] = b.cfg.ModelLatency.Milliseconds()
+		}
+		return reply
 	}
-	spec, _ := json.Marshal(map[string]any{"name": "bench", "model": "scripted", "script": []any{reply}})
-	return spec
+	// With ToolRounds, rounds 1..n each write bench.txt (a new content
+	// each round: the workspace changes, so each round's checkpoint
+	// snapshots it) before the answer.
+	var script []any
+	for i := 1; i <= b.cfg.ToolRounds; i++ {
+		args, _ := json.Marshal(map[string]string{"path": "bench.txt", "content": fmt.Sprintf("round %d\n", i)})
+		script = append(script, delay(map[string]any{"tool_calls": []any{map[string]any{
+			"id": fmt.Sprintf("w%d", i), "type": "function",
+			"function": map[string]any{"name": "write_workspace_file", "arguments": string(args)},
+		}}}))
+	}
+	script = append(script, delay(map[string]any{"content": "ok"}))
+	spec := map[string]any{"name": "bench", "model": "scripted", "script": script}
+	if b.cfg.ToolRounds > 0 {
+		spec["tools"] = []string{"write_workspace_file"}
+	}
+	out, _ := json.Marshal(spec)
+	return out
 }
 
 // committer waits for steps' commits: through step.committed events on

@@ -23,12 +23,18 @@ import (
 	"github.com/rath-run/rath/pkg/memory/sqlitemem"
 )
 
+// maxBenchToolRounds is the most --tool-rounds takes: the agent's rounds
+// (tool rounds and the answer) stay within limits.max_tool_rounds' default
+// of 64.
+const maxBenchToolRounds = 63
+
 type benchFlags struct {
 	server, token, store, natsURL string
 	dev                           bool
 	scenarios                     string
 	duration, latency             time.Duration
 	concurrency, workers          int
+	toolRounds                    int
 	slots, fanout, depth, appends int
 	forkLengths, recallSizes      string
 	workerSweep                   string
@@ -68,6 +74,7 @@ cluster, and with --store and --nats also its limits and memory recall.`,
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measuring time per scenario")
 	fl.DurationVar(&f.latency, "model-latency", 0, "the scripted model's latency per reply (0: instant)")
 	fl.IntVar(&f.concurrency, "concurrency", 16, "submissions in flight in loaded phases")
+	fl.IntVar(&f.toolRounds, "tool-rounds", 0, "the bench agent's tool rounds per step (write_workspace_file; 0: one model reply)")
 	fl.IntVar(&f.workers, "workers", 2, "with --dev: in-process workers")
 	fl.IntVar(&f.slots, "slots", 8, "with --dev: concurrent steps per worker")
 	fl.StringVar(&f.workerSweep, "worker-sweep", "1,2,4", "with --dev: worker counts for the steps/s vs workers plot (empty: none)")
@@ -110,8 +117,11 @@ func runBench(ctx context.Context, env *Env, f *benchFlags, devSet bool) error {
 	if f.duration <= 0 {
 		return &exitError{code: 2, err: fmt.Errorf("--duration must be positive, not %s", f.duration)}
 	}
+	if f.toolRounds < 0 || f.toolRounds > maxBenchToolRounds {
+		return &exitError{code: 2, err: fmt.Errorf("--tool-rounds: %d is not between 0 and %d", f.toolRounds, maxBenchToolRounds)}
+	}
 	cfg := bench.Config{
-		Scenarios: scen, Duration: f.duration, Concurrency: f.concurrency, ModelLatency: f.latency,
+		Scenarios: scen, Duration: f.duration, Concurrency: f.concurrency, ModelLatency: f.latency, ToolRounds: f.toolRounds,
 		Fanout: f.fanout, Depth: f.depth, Appends: f.appends, Getenv: os.Getenv, Progress: env.Err, TTY: isTerminal(env.Err),
 	}
 	for _, l := range []struct {

@@ -44,6 +44,21 @@ run AS (
 )
 SELECT ` + stepCols + ` FROM st`
 
+// pruneJournalSQL is pruneJournal as one statement, for the version's
+// commit: it deletes the payload entries of step $1's journal and strips
+// the text (arguments, a skip's result, a review's reason) from its
+// ambiguous and review entries, when the step is about to commit (it runs
+// before commitStepSQL: a worker role may rewrite the journal of a
+// running step only, migration 00024).
+const pruneJournalSQL = `WITH live AS (
+	SELECT 1 FROM steps WHERE id = $1 AND status IN ('pending','running','waiting')
+),
+gone AS (
+	DELETE FROM step_journal WHERE step_id = $1 AND kind IN ('reply', 'start', 'result') AND EXISTS (SELECT 1 FROM live)
+)
+UPDATE step_journal SET data = (data::jsonb - 'arguments' - 'result' - 'reason')::text
+WHERE step_id = $1 AND kind IN ('ambiguous', 'review') AND EXISTS (SELECT 1 FROM live)`
+
 // startStepFast is StartStep's one-statement path; ok is false when the
 // step is not plainly startable and the general path must decide.
 func (s *Store) startStepFast(ctx context.Context, stepID, worker string) (st Step, ok bool, err error) {
@@ -90,7 +105,8 @@ type VersionPutter interface {
 }
 
 // CommitStepVersion commits v, the version step stepID made (keyed by the
-// step id), and records the step committed in the same transaction of g,
+// step id), and records the step committed (its journal pruned, as
+// CommitStep prunes it) in the same transaction of g,
 // which must be on this store's database: one fsync'd commit and one round
 // trip where a Put and then [Store.CommitStep] take two commits and ~ten
 // round trips. It returns the committed version and the run as CommitStep
@@ -111,7 +127,8 @@ func (s *Store) CommitStepVersion(ctx context.Context, g VersionPutter, stepID s
 		found = true
 		return nil
 	}
-	got, ran, err := g.PutWith(ctx, v, pgstore.Stmt{SQL: commitStepSQL, Args: []any{stepID, v.ID.String(), s.ts()}, Scan: scan})
+	got, ran, err := g.PutWith(ctx, v, pgstore.Stmt{SQL: pruneJournalSQL, Args: []any{stepID}},
+		pgstore.Stmt{SQL: commitStepSQL, Args: []any{stepID, v.ID.String(), s.ts()}, Scan: scan})
 	if err != nil {
 		return nil, Run{}, err
 	}

@@ -3,6 +3,8 @@ package runs_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +36,20 @@ func TestCommitStepVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The journal: the payload entries go with the commit; the ambiguous
+	// and review entries stay, without their text.
+	for _, e := range []runs.JournalEntry{
+		{Round: 1, Kind: "reply", Data: []byte(`{"Content":"secret reply"}`)},
+		{Round: 1, CallID: "c1", Kind: "start", Data: []byte(`{"tool":"t","arguments":"secret args"}`)},
+		{Round: 1, CallID: "c1", Kind: "result", Data: []byte(`{"content":"secret result"}`)},
+		{Round: 1, CallID: "c1", Kind: runs.JournalAmbiguous, Data: []byte(`{"round":1,"call_id":"c1","tool":"t","arguments":"secret args","worker":"w1"}`)},
+		{Round: 1, CallID: "c1", Kind: runs.JournalReview, Data: []byte(`{"call_id":"c1","tool":"t","round":1,"decision":"skip","result":{"secret":1},"reason":"secret reason","by":"ann"}`)},
+		{Round: 1, Kind: "round", Data: []byte(`{"snapshot":""}`)},
+	} {
+		if err := rs.AppendJournal(ctx, stepID, e); err != nil {
+			t.Fatal(err)
+		}
+	}
 	v := storetest.Prepare(t, in, stepID, session.Assistant("done"))
 	got, run, err := rs.CommitStepVersion(ctx, pg, stepID, v)
 	if err != nil || got.ID != v.ID || run.ID != r.ID || run.Status != runs.RunSucceeded || run.Output == nil || *run.Output != v.ID {
@@ -46,6 +62,21 @@ func TestCommitStepVersion(t *testing.T) {
 	}
 	if byKey, err := pg.GetByKey(ctx, stepID); err != nil || byKey.ID != v.ID {
 		t.Fatalf("version by key = %v, %v; want %s", byKey, err, v.ID)
+	}
+	es, err := rs.LoadJournal(ctx, stepID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range es {
+		kinds = append(kinds, e.Kind)
+		if strings.Contains(string(e.Data), "secret") {
+			t.Errorf("journal entry %s keeps text after the commit: %s", e.Kind, e.Data)
+		}
+	}
+	slices.Sort(kinds)
+	if got := strings.Join(kinds, ","); got != "ambiguous,review,round" {
+		t.Errorf("journal kinds after the commit: %s, want ambiguous,review,round", got)
 	}
 
 	// The redelivered step's commit: the first version, the run as it was.

@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -79,10 +80,59 @@ func (s *Store) LoadJournal(ctx context.Context, stepID string) ([]JournalEntry,
 // starts and results) of step stepID as it commits, in the commit's
 // transaction: its version holds them, and copies kept beside the graph
 // would outlive a redaction of it. The round and resume entries stay as
-// evidence (the dossier's "resumed after round N on worker W").
+// evidence (the dossier's "resumed after round N on worker W"), and so do
+// the ambiguous and review entries, without their text: the call's
+// arguments, a skip's result and a review's reason are in the version (the
+// assistant chunk, the review chunk and the tool result), where a
+// redaction reaches them. What stays (call id, tool, round, worker,
+// decision, who decided) is evidence only: a committed step never runs
+// its loop again.
 func pruneJournal(ctx context.Context, tx *sql.Tx, stepID string) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM step_journal WHERE step_id = $1 AND kind IN ('reply', 'start', 'result')`, stepID); err != nil {
 		return fmt.Errorf("commit step %s: prune its journal: %w", stepID, err)
 	}
+	type entry struct {
+		round        int
+		callID, kind string
+		data         string
+	}
+	es, err := queryAll(ctx, tx, "the review entries of step "+stepID, func(sc scanner) (entry, error) {
+		var e entry
+		err := sc.Scan(&e.round, &e.callID, &e.kind, &e.data)
+		return e, err
+	}, `SELECT round, call_id, kind, data FROM step_journal WHERE step_id = $1 AND kind IN ('ambiguous', 'review')`, stepID)
+	if err != nil {
+		return fmt.Errorf("commit step %s: %w", stepID, err)
+	}
+	for _, e := range es {
+		d, err := stripText(e.data)
+		if err != nil {
+			return fmt.Errorf("commit step %s: journal entry %s (round %d, call %q): %w", stepID, e.kind, e.round, e.callID, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE step_journal SET data = $5 WHERE step_id = $1 AND round = $2 AND call_id = $3 AND kind = $4`,
+			stepID, e.round, e.callID, e.kind, d); err != nil {
+			return fmt.Errorf("commit step %s: prune journal entry %s (round %d, call %q): %w", stepID, e.kind, e.round, e.callID, err)
+		}
+	}
 	return nil
+}
+
+// strippedKeys are the fields of ambiguous and review entries
+// (agent.AmbiguousError, agent.Review) that copy transcript text.
+var strippedKeys = []string{"arguments", "result", "reason"}
+
+// stripText returns data, a JSON object, without strippedKeys.
+func stripText(data string) (string, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(data), &m); err != nil {
+		return "", fmt.Errorf("data: %w", err)
+	}
+	for _, k := range strippedKeys {
+		delete(m, k)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
 }

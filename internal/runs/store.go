@@ -234,6 +234,11 @@ func (s *Store) CommitStep(ctx context.Context, stepID string, output session.ID
 			return err
 		}
 		if !st.Status.Terminal() {
+			// Pruned first: a worker role may rewrite the journal of a
+			// running step only (migration 00024).
+			if err := pruneJournal(ctx, tx, stepID); err != nil {
+				return err
+			}
 			now := s.ts()
 			if _, err := tx.ExecContext(ctx,
 				`UPDATE steps SET status = 'committed', output_id = $2, error = '', finished_at = $3, updated_at = $3 WHERE id = $1`,
@@ -241,9 +246,6 @@ func (s *Store) CommitStep(ctx context.Context, stepID string, output session.ID
 				return fmt.Errorf("commit step %s: %w", stepID, err)
 			}
 			if err := s.settleRun(ctx, tx, st.RunID, now); err != nil {
-				return err
-			}
-			if err := pruneJournal(ctx, tx, stepID); err != nil {
 				return err
 			}
 		}

@@ -1,11 +1,13 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/sandbox"
+	"github.com/rath-run/rath/pkg/sandbox/local"
 	"github.com/rath-run/rath/pkg/session"
 )
 
@@ -103,4 +105,12 @@ type CheckpointWorkspaces interface {
 	// input's. checkpoint snapshots the workspace as it is and returns the
 	// id. done's placement is the input's with the final snapshot.
 	OpenFrom(ctx context.Context, in *session.Version, from string) (sb sandbox.Sandbox, done DoneFunc, checkpoint func(context.Context) (string, error), err error)
+}
+
+// sandboxNetwork reports whether a sandbox placed at p can reach a
+// network: its spec asks for egress, or its backend is local (commands run
+// on the worker host, with the host's network). The command built-ins are
+// idempotent only without one (tool.Def.Network).
+func sandboxNetwork(p session.Placement) bool {
+	return cmp.Or(p.Backend, DefaultBackend) == local.Name || p.Spec.Network != "" && p.Spec.Network != "none"
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -170,7 +172,7 @@ func runReviewed(t *testing.T, crash string, round int, script []llm.ScriptReply
 	if err != nil {
 		t.Fatal(err)
 	}
-	target, _ := json.Marshal(agent.Spec{Name: "appender", Model: "scripted", Tools: []string{"append", "count"}, Script: script})
+	target, _ := json.Marshal(agent.Spec{Name: "appender", Model: "scripted", Tools: []string{"append", "count", builtin.RunShellCommand}, Script: script})
 	run := runs.Run{ID: runs.NewRunID(), Queue: "journal", Target: target, Input: in.ID()}
 	if err := rs.Create(ctx, &run, []runs.Step{{Input: in.ID()}}); err != nil {
 		t.Fatal(err)
@@ -311,6 +313,11 @@ func ambiguousScript() []llm.ScriptReply {
 // reviewWith returns a review hook that checks the run waits on call c1,
 // records decision and publishes the step again.
 func reviewWith(t *testing.T, decision agent.Review, seen *[]runs.PendingReview) func(context.Context, *runs.Store, *bus.Bus, bus.Job) {
+	return reviewToolWith(t, "count", decision, seen)
+}
+
+// reviewToolWith is reviewWith for a call of the named tool.
+func reviewToolWith(t *testing.T, name string, decision agent.Review, seen *[]runs.PendingReview) func(context.Context, *runs.Store, *bus.Bus, bus.Job) {
 	return func(ctx context.Context, rs *runs.Store, b *bus.Bus, job bus.Job) {
 		ps, err := rs.PendingReviews(ctx, job.RunID)
 		if err != nil {
@@ -320,7 +327,7 @@ func reviewWith(t *testing.T, decision agent.Review, seen *[]runs.PendingReview)
 		if len(ps) != 1 {
 			t.Fatalf("pending reviews: %+v, want one", ps)
 		}
-		decision.CallID, decision.Round, decision.Tool = ps[0].CallID, ps[0].Round, "count"
+		decision.CallID, decision.Round, decision.Tool = ps[0].CallID, ps[0].Round, name
 		data, err := json.Marshal(decision)
 		if err != nil {
 			t.Fatal(err)
@@ -402,6 +409,21 @@ func TestJournalAmbiguousCallNeedsReview(t *testing.T) {
 		if !found {
 			t.Fatal("the skip's result is not the call's tool result")
 		}
+		// The ambiguous and review entries stay as evidence, without the
+		// text the version holds (a redaction of the version reaches
+		// every copy).
+		kinds := map[string]bool{}
+		for _, e := range o.journal {
+			kinds[e.Kind] = true
+			for _, text := range []string{"it had run", `"once"`} {
+				if strings.Contains(string(e.Data), text) {
+					t.Errorf("journal entry %s (round %d, call %q) keeps %s after the commit: %s", e.Kind, e.Round, e.CallID, text, e.Data)
+				}
+			}
+		}
+		if !kinds[agent.JournalAmbiguous] || !kinds[agent.JournalReview] {
+			t.Errorf("journal kinds after the commit: %v, want the ambiguous and review entries kept", kinds)
+		}
 	})
 	t.Run("fail", func(t *testing.T) {
 		var seen []runs.PendingReview
@@ -447,4 +469,53 @@ func checkReviewChunk(t *testing.T, o journalOutcome, decision string) session.S
 		t.Fatalf("%d review chunks (the last at %d, the tool result at %d), want one before the result", n, at, result)
 	}
 	return out
+}
+
+// TestJournalShellWithNetworkNeedsReview: run_shell_command is idempotent
+// only in a sandbox without network, and the local backend runs commands
+// on the host, with its network. A worker that dies between the start of
+// a shell call and its result leaves it ambiguous: the redelivery does not
+// run it again but waits for a review; retry runs it once.
+func TestJournalShellWithNetworkNeedsReview(t *testing.T) {
+	// The sandbox's commands run as another user: the count file is
+	// theirs to append to.
+	ran := filepath.Join(t.TempDir(), "ran.txt")
+	if err := os.WriteFile(ran, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(ran, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	args, _ := json.Marshal(map[string]string{"cmd": "echo x >> " + ran})
+	script := []llm.ScriptReply{
+		{ToolCalls: []session.ToolCall{{ID: "c1", Type: "function", Function: session.FunctionCall{Name: builtin.RunShellCommand, Arguments: string(args)}}}},
+		{Content: "done"},
+	}
+	var seen []runs.PendingReview
+	o, run := runReviewed(t, worker.CrashToolStarted, 1, script,
+		reviewToolWith(t, builtin.RunShellCommand, agent.Review{Decision: agent.ReviewRetry}, &seen))
+	if len(seen) != 1 {
+		t.Fatalf("pending reviews: %+v, want one (the shell call)", seen)
+	}
+	var amb agent.AmbiguousError
+	if err := json.Unmarshal(seen[0].Data, &amb); err != nil {
+		t.Fatal(err)
+	}
+	if amb.CallID != "c1" || amb.Tool != builtin.RunShellCommand || amb.Arguments != string(args) || amb.Worker != "w" {
+		t.Fatalf("ambiguous call %+v, want c1 %s %s on w", amb, builtin.RunShellCommand, args)
+	}
+	if run.Status != runs.RunSucceeded {
+		t.Fatalf("run %s: %s (%s), want succeeded", run.ID, run.Status, run.Error)
+	}
+	b, err := os.ReadFile(ran)
+	if err != nil {
+		for _, c := range o.out.Version().Chunks {
+			t.Logf("%s: %s", c.Kind(), c.Payload())
+		}
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n != 1 {
+		t.Fatalf("the command ran %d times, want 1 (the retry)", n)
+	}
+	checkReviewChunk(t, o, agent.ReviewRetry)
 }

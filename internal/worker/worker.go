@@ -571,6 +571,7 @@ func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provide
 			}
 		}()
 		meta.Sandbox = sb
+		meta.Network = sandboxNetwork(in.Placement)
 		meta.Placement = func(ctx context.Context) (session.Placement, error) {
 			w.crash(CrashBeforeCommit, 0)
 			finished = true

@@ -59,6 +59,10 @@ type Meta struct {
 	OnEvent func(Event)
 	// Sandbox is where the tools run; nil when the step has none.
 	Sandbox sandbox.Sandbox
+	// Network says the sandbox can reach a network (its placement asks
+	// for egress, or its backend runs commands on the host): tools that
+	// declare tool.Def.Network are then not idempotent.
+	Network bool
 	// Run is what is left of the run's budget.
 	Run Budget
 	// Placement, when set, is called once after the loop and before the

@@ -212,6 +212,18 @@ func (a *Agent) idempotent(t tool.Tool) bool {
 	return false
 }
 
+// isMCP reports whether t belongs to one of the spec's MCP servers: it
+// runs on the worker host and never touches the step's workspace.
+func (a *Agent) isMCP(t tool.Tool) bool {
+	name := t.Def().Name
+	for _, srv := range a.Spec.MCP {
+		if strings.HasPrefix(name, srv.Name+"__") {
+			return true
+		}
+	}
+	return false
+}
+
 // needsApproval reports whether a call to the named tool must wait for a
 // decision: the tool declares it, the spec lists it (or "*"), or it belongs
 // to an MCP server marked approve. A name the agent does not offer needs

@@ -62,7 +62,12 @@ type JournalEntry struct {
 // — the workspace is the last recorded round's, so the call runs again.
 // A call that started and has no result is ambiguous: an idempotent tool
 // runs again; any other stops the step with an [*AmbiguousError] unless a
-// review decided it (see JournalReview).
+// review decided it (see JournalReview). A tool that declares
+// tool.Def.Network (it runs commands) is idempotent only when
+// Meta.Network is false; in a sandbox with network its call is ambiguous
+// also when its result was recorded in a round whose end was not (the
+// workspace it changed is lost: AmbiguousError.WorkspaceLost). MCP tools
+// never change the workspace: their recorded results are always reused.
 //
 // A round's end is recorded with the next write (the next reply, or a
 // call's start), not on its own: losing it in a crash only means the
@@ -90,9 +95,18 @@ type AmbiguousError struct {
 	Arguments string `json:"arguments"`
 	// Worker is the worker that started the call.
 	Worker string `json:"worker"`
+	// WorkspaceLost says the call's result was recorded but the
+	// workspace it changed was not (a command in a sandbox with network,
+	// in a round whose end was not recorded): running it again may reach
+	// the network twice, keeping its result loses its workspace changes.
+	WorkspaceLost bool `json:"workspace_lost,omitempty"`
 }
 
 func (e *AmbiguousError) Error() string {
+	if e.WorkspaceLost {
+		return fmt.Sprintf("tool call %s (%s, round %d, arguments %s) ran on worker %s, but the workspace it changed was lost; %s runs in a sandbox with network, so it is not idempotent and needs a review",
+			e.CallID, e.Tool, e.Round, cutString(e.Arguments, 256), e.Worker, e.Tool)
+	}
 	return fmt.Sprintf("tool call %s (%s, round %d, arguments %s) was started on worker %s and has no recorded result; %s is not idempotent, so it needs a review",
 		e.CallID, e.Tool, e.Round, cutString(e.Arguments, 256), e.Worker, e.Tool)
 }
@@ -112,7 +126,9 @@ type replay struct {
 	j          Journal
 	worker     string
 	checkpoint func(ctx context.Context) (string, error)
-	idem       func(tool.Tool) bool // Agent.idempotent
+	idem       func(tool.Tool) bool // Agent.idempotent, false for networked
+	networked  func(tool.Tool) bool // declared idempotent, but runs commands in a sandbox with network
+	workspace  func(tool.Tool) bool // may change the workspace: not read-only, not MCP
 	sandboxed  bool                 // the step has a workspace (Meta.Sandbox)
 	replies    map[int]llm.Response
 	results    map[callKey]string
@@ -240,10 +256,13 @@ func (rp *replay) recorded(round int, id string, t tool.Tool) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if rp.sandboxed && rp.idem(t) && !t.Def().ReadOnly && (rp.checkpoint == nil || round > rp.lastRound) {
+	if rp.lostWorkspace(round, t) && (rp.idem(t) || rp.networked(t)) {
 		// It changed a workspace that is restored to an earlier round, or
-		// (without checkpoints) not restored at all: it runs again, in
-		// order, to make the workspace the transcript describes.
+		// (without checkpoints) not restored at all: an idempotent call
+		// runs again, in order, to make the workspace the transcript
+		// describes; a command in a sandbox with network is ambiguous
+		// (its result is known, its workspace changes are lost, and
+		// running it again may reach the network twice).
 		return "", false
 	}
 	if r, ok := rp.reviews[callKey{round, id}]; ok && r.Decision != ReviewFail {
@@ -262,10 +281,20 @@ func (rp *replay) ambiguous(round int, id string, t tool.Tool, args string) erro
 	}
 	k := callKey{round, id}
 	w, started := rp.started[k]
-	if _, done := rp.results[k]; !started || done || rp.idem(t) {
+	_, done := rp.results[k]
+	lost := done && rp.networked(t) && rp.lostWorkspace(round, t)
+	if !started || done && !lost || rp.idem(t) {
 		return nil
 	}
-	return &AmbiguousError{Round: round, CallID: id, Tool: t.Def().Name, Arguments: cutString(args, maxEventArgs), Worker: w}
+	return &AmbiguousError{Round: round, CallID: id, Tool: t.Def().Name, Arguments: cutString(args, maxEventArgs), Worker: w,
+		WorkspaceLost: lost}
+}
+
+// lostWorkspace reports whether a call of t in round changed a workspace
+// this delivery does not have: the round's end was not recorded (the
+// workspace is the last recorded round's), or there are no checkpoints.
+func (rp *replay) lostWorkspace(round int, t tool.Tool) bool {
+	return rp.sandboxed && rp.workspace(t) && (rp.checkpoint == nil || round > rp.lastRound)
 }
 
 // begin and end record a call's start and result; a failure is kept for

@@ -124,7 +124,12 @@ func (a *Agent) Run(ctx context.Context, s session.Session, m Meta) (Result, err
 		return Result{}, err
 	}
 	if m.rp != nil {
-		m.rp.idem, m.rp.sandboxed = a.idempotent, m.Sandbox != nil
+		network := m.Network
+		// A tool that runs commands is idempotent only without network.
+		m.rp.networked = func(t tool.Tool) bool { return network && t.Def().Network && a.idempotent(t) }
+		m.rp.idem = func(t tool.Tool) bool { return a.idempotent(t) && !m.rp.networked(t) }
+		m.rp.workspace = func(t tool.Tool) bool { return !t.Def().ReadOnly && !a.isMCP(t) }
+		m.rp.sandboxed = m.Sandbox != nil
 	}
 	// Memory recalled with the last user message: recorded as a
 	// memory_recall chunk, shown to the model as a system message.

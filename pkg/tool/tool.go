@@ -40,6 +40,13 @@ type Def struct {
 	// the call is ambiguous and the step waits for a review. Default false:
 	// MCP and custom tools say so in their definition.
 	Idempotent bool `json:"idempotent,omitempty"`
+	// Network says a call can reach a network when its sandbox has one
+	// (it runs commands: run_shell_command, run_code). Such a tool is
+	// idempotent only in a sandbox without network: in a sandbox with
+	// network (a placement asking for egress, or the local backend, whose
+	// commands run on the host) its calls are treated as not idempotent,
+	// whatever Idempotent says.
+	Network bool `json:"network,omitempty"`
 }
 
 // Env is what a tool call may use.

@@ -29,8 +29,11 @@
 // change only the workspace, so they are declared idempotent: a step
 // resumed after a crash restores the workspace of its last recorded round
 // first (package worker), and a sandbox without network reaches nothing
-// else. A sandbox with network breaks that assumption; see
-// docs/RELIABILITY.md.
+// else. run_shell_command and run_code also declare tool.Def.Network: in a
+// sandbox with network (egress, or the local backend) a command may reach
+// the world, so there they are not idempotent and a call a crash left
+// ambiguous waits for a review (package agent); see docs/RELIABILITY.md.
+// write_workspace_file writes one file whatever the network.
 package builtin
 
 import (
@@ -169,6 +172,7 @@ func (shellTool) Def() tool.Def {
 	return tool.Def{
 		Name:        RunShellCommand,
 		Idempotent:  true, // once the workspace is restored (package doc)
+		Network:     true, // and only in a sandbox without network
 		Description: "Run a one-line shell command (/bin/sh -c) in the workspace and return its exit code, stdout and stderr.",
 		Parameters:  json.RawMessage(`{"type":"object","properties":{"cmd":{"type":"string","description":"The command line; no newlines, at most 2048 characters."}},"required":["cmd"],"additionalProperties":false}`),
 	}
@@ -449,6 +453,7 @@ func (codeTool) Def() tool.Def {
 	return tool.Def{
 		Name:        RunCode,
 		Idempotent:  true, // once the workspace is restored (package doc)
+		Network:     true, // and only in a sandbox without network
 		Description: "Run a program in the workspace and return its stdout and stderr. Languages: python (default), bash, sh, javascript.",
 		Parameters:  json.RawMessage(`{"type":"object","properties":{"code":{"type":"string","description":"The program's source."},"language":{"type":"string","description":"python (default), bash, sh or javascript."},"timeout":{"type":["number","null"],"description":"Seconds before the program is killed."}},"required":["code"],"additionalProperties":false}`),
 	}

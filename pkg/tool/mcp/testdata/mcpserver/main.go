@@ -1,6 +1,7 @@
 // Command mcpserver is a small stdio MCP server for the tests of package
 // tool/mcp. Its tools echo, fail with isError, crash the process, sleep and
-// report the process's pid and environment. Flags make it misbehave at
+// report the process's pid and environment; tally counts its executions
+// in a file (MCPSERVER_TALLY) for the e2e fault tests. Flags make it misbehave at
 // start: -garbage prints a non-JSON line on stdout first, -hang never
 // answers initialize, -exit exits at once with a message on stderr.
 package main
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -145,6 +147,42 @@ func main() {
 			srv.AddTool(&sdk.Tool{Name: "grown", Description: "Added at run time.", InputSchema: obj("")},
 				func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return text("grown"), nil })
 			return text("grew"), nil
+		})
+
+	srv.AddTool(&sdk.Tool{Name: "tally", Description: "Counts an execution: appends key to $MCPSERVER_TALLY; the key's first execution then holds hold_first_ms.",
+		InputSchema: obj(`"key":{"type":"string"},"hold_first_ms":{"type":"number"}`, "key")},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			a := args(req)
+			key := fmt.Sprint(a["key"])
+			file := os.Getenv("MCPSERVER_TALLY")
+			before, err := os.ReadFile(file)
+			if err != nil && !os.IsNotExist(err) {
+				return nil, err
+			}
+			first := !slices.Contains(strings.Split(string(before), "\n"), key)
+			f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+			if err != nil {
+				return nil, err
+			}
+			// One short write with O_APPEND: lines from concurrent servers
+			// do not interleave.
+			_, err = f.WriteString(key + "\n")
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return nil, err
+			}
+			if ms, _ := a["hold_first_ms"].(float64); first && ms > 0 {
+				t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+				defer t.Stop()
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return text("tallied " + key), nil
 		})
 
 	if err := srv.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
