@@ -479,7 +479,7 @@ func toolEventText(data json.RawMessage) string {
 func locateRefusal(file string, ae *client.APIError) error {
 	msg := strings.TrimPrefix(ae.Message, "bad request: ")
 	rest, ok := strings.CutPrefix(msg, "agent.")
-	if !ok || !(strings.HasPrefix(rest, "tools[") || strings.HasPrefix(rest, "mcp[")) {
+	if !ok || (!strings.HasPrefix(rest, "tools[") && !strings.HasPrefix(rest, "mcp[")) {
 		return fmt.Errorf("%s: %w", file, ae)
 	}
 	raw, err := os.ReadFile(file)
