@@ -82,6 +82,8 @@ var want = map[string][]string{
 	"05_custom_tool": {
 		`built customworker from examples/05_custom_tool \(example\.com/customworker\)`,
 		`# worker custom started`,
+		`typo\.yaml:7:9: tools\[0\]: unknown tool "season_fro" \(the workers offer: .*season_for`,
+		`exit 2`,
 		`step\.started +\{"attempt":1,"worker":"custom"\}`,
 		`step\.tool_call +season_for \{"month":4\}`,
 		`step\.tool_result season_for ok`,
