@@ -1,0 +1,359 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rath-run/rath/internal/testenv"
+)
+
+// literalTest is the test that runs doc blocks as they are written: a
+// block whose annotation names it (<!-- docs-test: run by
+// TestDocBlocksRunLiterally, … -->) is executed by it, line for line.
+const literalTest = "TestDocBlocksRunLiterally"
+
+// docBlock is one command block of the docs.
+type docBlock struct {
+	where string // file:line of the fence
+	body  []string
+}
+
+// literalBlocks returns the blocks of README.md and docs/*.md whose
+// annotation names literalTest.
+func literalBlocks(t *testing.T, root string) []docBlock {
+	t.Helper()
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []docBlock
+	for _, f := range append([]string{filepath.Join(root, "README.md")}, docs...) {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(raw), "\n")
+		for i := 1; i < len(lines); i++ {
+			if !docFence.MatchString(lines[i]) {
+				continue
+			}
+			a := docAnnotation.FindStringSubmatch(strings.TrimSpace(lines[i-1]))
+			if a == nil || a[2] == "" || !namesTest(a[2], literalTest) {
+				continue
+			}
+			b := docBlock{where: filepath.Base(f) + ":" + fmt.Sprint(i+1)}
+			for j := i + 1; j < len(lines) && !strings.HasPrefix(lines[j], "```"); j++ {
+				b.body = append(b.body, lines[j])
+			}
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func namesTest(list, name string) bool {
+	for n := range strings.SplitSeq(list, ",") {
+		if strings.TrimSpace(n) == name {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	heredocRE = regexp.MustCompile(`<<-?\s*'?([A-Za-z_]+)'?`)
+	exitsRE   = regexp.MustCompile(`#.*\bexits (\d+)`)
+	// placeholders are the docs' stand-ins for values of the reader's
+	// own runs; a whole word equal to one becomes the shell variable of
+	// that name, which the test sets from its fixture run and updates
+	// from the block's own output (RUN from "run run_…").
+	placeholders = map[string]string{
+		"RUN": "RUN", "RUN_ID": "RUN", "VERSION": "VERSION", "A": "A", "B": "B",
+		"STEP": "STEP", "M": "M", "<version-id>": "VERSION", "0193…": "VERSION",
+	}
+	// docServers are the addresses the docs give the coordinator; a
+	// block's is the test's rathctl dev.
+	docServers = []string{"http://127.0.0.1:7420", "http://localhost:7420"}
+)
+
+// codePart splits a doc line into its command and its trailing comment
+// (the docs write comments after two or more spaces: "cmd   # why").
+func codePart(line string) (code, comment string) {
+	if strings.HasPrefix(strings.TrimSpace(line), "#") {
+		return "", line
+	}
+	if i := strings.Index(line, "  #"); i >= 0 {
+		return line[:i], line[i:]
+	}
+	return line, ""
+}
+
+// substitute replaces the placeholders and the docs' server address in a
+// line's command part.
+func substitute(line, server string) string {
+	code, comment := codePart(line)
+	for _, s := range docServers {
+		code = strings.ReplaceAll(code, s, server)
+	}
+	words := strings.Split(code, " ")
+	for i, w := range words {
+		if v, ok := placeholders[w]; ok {
+			words[i] = `"$` + v + `"`
+		}
+	}
+	return strings.Join(words, " ") + comment
+}
+
+// blockScript turns a doc block into a bash script that runs each of its
+// commands as written (after substitute), checks each one's exit status
+// (0, or the N of a "# exits N" comment), prints its output, and takes RUN
+// from it. The command that starts the server (`rathctl dev`, `go run
+// ./cmd/rathctl dev`) is the test's own rathctl dev and is not run again.
+func blockScript(b docBlock, server string) (script string, skipped []string) {
+	var s strings.Builder
+	s.WriteString("set -u\n")
+	lines := b.body
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		code, _ := codePart(line)
+		if strings.TrimSpace(code) == "" {
+			continue
+		}
+		cmd := []string{substitute(line, server)}
+		for strings.HasSuffix(strings.TrimRight(code, " "), "\\") && i+1 < len(lines) {
+			i++
+			code, _ = codePart(lines[i])
+			cmd = append(cmd, substitute(lines[i], server))
+		}
+		if m := heredocRE.FindStringSubmatch(code); m != nil {
+			for i+1 < len(lines) {
+				i++
+				cmd = append(cmd, lines[i])
+				if strings.TrimSpace(lines[i]) == m[1] {
+					break
+				}
+			}
+		}
+		first, _ := codePart(cmd[0])
+		switch f := strings.Fields(first); {
+		case strings.Join(f, " ") == "go run ./cmd/rathctl dev" || strings.Join(f, " ") == "rathctl dev":
+			skipped = append(skipped, strings.TrimSpace(first))
+			continue
+		case len(f) > 0 && f[0] == "export":
+			// The environment of the commands after it.
+			fmt.Fprintf(&s, "%s\n", strings.Join(cmd, "\n"))
+			continue
+		}
+		want := "0"
+		if m := exitsRE.FindStringSubmatch(strings.Join(cmd, "\n")); m != nil {
+			want = "0|" + m[1]
+		}
+		quoted, _ := json.Marshal(strings.Join(cmd, "\n"))
+		fmt.Fprintf(&s, "__out=$(\n%s\n)\n__rc=$?\nprintf '%%s\\n' \"$__out\"\n", strings.Join(cmd, "\n"))
+		fmt.Fprintf(&s, "case $__rc in %s) ;; *) printf 'docs-block: exit %%s: %%s\\n' \"$__rc\" %s >&2; exit 1;; esac\n", want, shellQuote(string(quoted)))
+		s.WriteString("__r=$(printf '%s\\n' \"$__out\" | sed -n 's/^run \\(run_[^ ]*\\).*/\\1/p' | head -n1)\n")
+		s.WriteString("if [ -n \"$__r\" ]; then RUN=$__r; fi\n")
+	}
+	return s.String(), skipped
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// literalFixture is the history the blocks' placeholders point at: a
+// workflow run of two agents with the built-in tools. The first writes
+// notes/todo.txt and kyoto/plan.md; the second changes the todo list.
+const literalFixture = `version: 1
+name: docs-fixture
+agents:
+  scribe:
+    model: scripted
+    tools: [builtin]
+    script:
+      - content: "Writing the plan."
+        tool_calls:
+          - function: {name: write_workspace_file, arguments: {path: kyoto/plan.md, content: "Day 1: Fushimi Inari.\n"}}
+          - function: {name: write_workspace_file, arguments: {path: notes/todo.txt, content: "book the ryokan\n"}}
+      - "The plan and the todo list are saved."
+  checker:
+    model: scripted
+    tools: [builtin]
+    script:
+      - unused
+      - unused
+      - content: "Ticking it off."
+        tool_calls:
+          - function: {name: write_workspace_file, arguments: {path: notes/todo.txt, content: "book the ryokan (done)\n"}}
+      - "Done."
+steps:
+  - agent: scribe
+  - agent: checker
+`
+
+// TestDocBlocksRunLiterally runs every doc block annotated with its name
+// as written, against a `rathctl dev` it starts: bash runs each command of
+// the block with rathctl (and `go run ./cmd/rathctl`, the same program
+// prebuilt) on PATH, RATH_SERVER set, a HOME of its own (with OpenRath's
+// transcripts in ~/.openrath/sessions), in a directory where examples/ is
+// the repository's. The docs' placeholders (RUN, VERSION, A, B, STEP, M)
+// are the values of a fixture workflow run, RUN then the run a command of
+// the block printed; the docs' server address is the test's. Every
+// command must exit 0, or with the code its comment says ("# exits 3").
+func TestDocBlocksRunLiterally(t *testing.T) {
+	t.Parallel()
+	root := repoPath(t, ".")
+	blocks := literalBlocks(t, root)
+	if len(blocks) < 5 {
+		t.Fatalf("only %d blocks name %s: is the annotation parsed?", len(blocks), literalTest)
+	}
+	dir := t.TempDir()
+	p := &proc{name: "rathctl", args: []string{"dev", "--addr", "127.0.0.1:0", "--dir", filepath.Join(dir, "state")},
+		env: []string{"RATH_SERVER=", "RATH_STORE=", "RATH_TOKEN="}, log: filepath.Join(dir, "dev.log")}
+	p.start(t)
+	t.Cleanup(func() {
+		p.stop(t)
+		if t.Failed() {
+			t.Logf("--- rathctl dev output:\n%s", tail(p.output(), 4000))
+		}
+	})
+	addr := regexp.MustCompile(`coordinator API on (http://\S+)`)
+	var server string
+	testenv.Eventually(t, 60*time.Second, "rathctl dev prints its address", func() bool {
+		if m := addr.FindStringSubmatch(p.output()); m != nil {
+			server = m[1]
+			return true
+		}
+		return !p.running()
+	})
+	if server == "" {
+		t.Fatalf("rathctl dev exited: %s", p.output())
+	}
+
+	// PATH: rathctl, and a go that runs it for `go run ./cmd/rathctl`.
+	binPath := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(binPath, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(bin(t, "rathctl"), filepath.Join(binPath, "rathctl")); err != nil {
+		t.Fatal(err)
+	}
+	realGo, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goShim := "#!/bin/sh\nif [ \"$1\" = run ] && [ \"$2\" = ./cmd/rathctl ]; then shift 2; exec rathctl \"$@\"; fi\nexec " + realGo + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(binPath, "go"), []byte(goShim), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(dir, "home")
+	if err := os.MkdirAll(filepath.Join(home, ".openrath"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(testenv.OpenRathFixtures(t), "sessions"), filepath.Join(home, ".openrath", "sessions")); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=" + binPath + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + home,
+		"RATH_SERVER=" + server, "KEY=sk-docs-test", "GOFLAGS=" + os.Getenv("GOFLAGS"), "GOCACHE=" + goEnv(t, "GOCACHE"),
+		"GOMODCACHE=" + goEnv(t, "GOMODCACHE")}
+
+	// The fixture run the placeholders name.
+	fixture := filepath.Join(dir, "fixture.yaml")
+	if err := os.WriteFile(fixture, []byte(literalFixture), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := runSh(t, dir, env, "rathctl run "+fixture+" --message 'Plan Kyoto' -o json")
+	var submitted fixtureRun
+	if err := json.Unmarshal([]byte(out), &submitted); err != nil || submitted.ID == "" {
+		t.Fatalf("rathctl run: %v %q", err, out)
+	}
+	run := waitRunJSON(t, dir, env, submitted.ID)
+	vars := map[string]string{"RUN": run.ID, "VERSION": run.Output, "A": run.Steps[0].Output, "B": run.Output, "STEP": "2", "M": "scripted"}
+	t.Logf("fixture: %v", vars)
+
+	for _, b := range blocks {
+		work := filepath.Join(dir, "work-"+strings.NewReplacer(":", "-", ".", "-").Replace(b.where))
+		if err := os.MkdirAll(work, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(root, "examples"), filepath.Join(work, "examples")); err != nil {
+			t.Fatal(err)
+		}
+		script, skipped := blockScript(b, server)
+		benv := env
+		for k, v := range vars {
+			benv = append(benv, k+"="+v)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		cmd := exec.CommandContext(ctx, "bash", "-c", script)
+		cmd.Dir, cmd.Env = work, benv
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		cancel()
+		if err != nil {
+			t.Errorf("%s, run as written: %v\n--- script:\n%s\n--- stdout:\n%s\n--- stderr:\n%s", b.where, err, script, tail(stdout.String(), 3000), tail(stderr.String(), 3000))
+			continue
+		}
+		if len(skipped) > 0 {
+			t.Logf("%s: ran; %q is this test's rathctl dev", b.where, skipped)
+		} else {
+			t.Logf("%s: ran", b.where)
+		}
+	}
+	t.Logf("%d doc blocks run literally", len(blocks))
+}
+
+// fixtureRun is what the test reads of the fixture run.
+type fixtureRun struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Output string `json:"output"`
+	Steps  []struct {
+		Output string `json:"output"`
+	} `json:"steps"`
+}
+
+func waitRunJSON(t *testing.T, dir string, env []string, id string) fixtureRun {
+	t.Helper()
+	var r fixtureRun
+	testenv.Eventually(t, 60*time.Second, "the fixture run ends", func() bool {
+		out := runSh(t, dir, env, "rathctl runs show "+id+" -o json")
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("runs show: %v %q", err, out)
+		}
+		return r.Status == "succeeded" || r.Status == "failed"
+	})
+	if r.Status != "succeeded" || len(r.Steps) != 2 || r.Output == "" {
+		t.Fatalf("fixture run %+v", r)
+	}
+	return r
+}
+
+func runSh(t *testing.T, dir string, env []string, script string) string {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Dir, cmd.Env = dir, env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v\n%s%s", script, err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+func goEnv(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", name).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
