@@ -16,26 +16,41 @@ import (
 	"github.com/rath-run/rath/internal/testenv"
 )
 
-// literalTest is the test that runs doc blocks as they are written: a
-// block whose annotation names it (<!-- docs-test: run by
-// TestDocBlocksRunLiterally, … -->) is executed by it, line for line.
-const literalTest = "TestDocBlocksRunLiterally"
+// notLiteral lists the blocks annotated "run by" that
+// TestDocBlocksRunLiterally does not run as written, keyed by file and the
+// block's first line, each with the reason; the tests the annotation names
+// run an equivalent. Every other "run by" block is run as written.
+var notLiteral = map[string]string{
+	"README.md: coordinator --store postgres://… --nats nats://…:4222 --addr :7420":                                                        "starts the servers, with elided URLs",
+	"README.md: rathctl token create --store \"$RATH_STORE\" --scope admin --name ops > ops.token   # the first token":                     "needs a server with authentication on at the reader's URL (rath.example.com)",
+	"README.md: rathctl run --agent coder.yaml --message \"fix it\" --sandbox docker        # or local, or docker:IMAGE":                   "coder.yaml is the reader's own spec",
+	"README.md: scripts/sandbox-image.sh      # rath-sandbox:busybox (installs busybox-static if missing)":                                 "builds a Docker image and may install a package on the host",
+	"README.md: rathctl memory remember memory://user/memories/preferences/theme \"Prefers a dark theme at night.\"":                       "memory commit --extract calls a live model (gpt-4o-mini)",
+	"BENCHMARKS.md: eval \"$(scripts/testpg.sh start)\"          # or any Postgres: an empty database":                                     "starts a Postgres and benchmarks for minutes",
+	"memory.md: rathctl memory remember memory://user/memories/preferences/dark_mode \"Prefers a dark theme at night.\" --meta source=cli": "memory commit --extract calls a live model (gpt-4o-mini)",
+	"sandboxes.md: coordinator --sandbox-policy /etc/rath/sandbox-policy.yaml   # or RATH_SANDBOX_POLICY":                                  "starts the servers with the operator's policy file",
+	"sandboxes.md: scripts/sandbox-image.sh           # builds rath-sandbox:busybox once":                                                  "builds a Docker image and starts a second rathctl dev",
+	"security.md: # the operator, with database access: the first admin token":                                                             "needs a server with authentication on at the reader's URL (rath.example.com)",
+	"tools.md: coordinator --tools season_for          # or RATH_TOOLS=season_for,lookup":                                                  "starts a coordinator",
+	"tools.md: rathctl approve RUN [--call ID] [--reason TEXT]":                                                                            "a synopsis: [--call ID] is optional syntax, not a command",
+	"tools.md: go build -o bin/mcpserver ./pkg/tool/mcp/testdata/mcpserver":                                                                "starts a second rathctl dev in the background on :7420, whose MCP command path is relative to its directory",
+}
 
 // docBlock is one command block of the docs.
 type docBlock struct {
 	where string // file:line of the fence
+	key   string // file and first line, the key of notLiteral
 	body  []string
 }
 
-// literalBlocks returns the blocks of README.md and docs/*.md whose
-// annotation names literalTest.
-func literalBlocks(t *testing.T, root string) []docBlock {
+// runByBlocks returns the blocks of README.md and docs/*.md annotated
+// "run by": those to run as written, and those notLiteral lists.
+func runByBlocks(t *testing.T, root string) (literal, equivalent []docBlock) {
 	t.Helper()
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []docBlock
 	for _, f := range append([]string{filepath.Join(root, "README.md")}, docs...) {
 		raw, err := os.ReadFile(f)
 		if err != nil {
@@ -47,26 +62,24 @@ func literalBlocks(t *testing.T, root string) []docBlock {
 				continue
 			}
 			a := docAnnotation.FindStringSubmatch(strings.TrimSpace(lines[i-1]))
-			if a == nil || a[2] == "" || !namesTest(a[2], literalTest) {
+			if a == nil || a[2] == "" {
 				continue
 			}
 			b := docBlock{where: filepath.Base(f) + ":" + fmt.Sprint(i+1)}
 			for j := i + 1; j < len(lines) && !strings.HasPrefix(lines[j], "```"); j++ {
 				b.body = append(b.body, lines[j])
 			}
-			out = append(out, b)
+			if len(b.body) > 0 {
+				b.key = filepath.Base(f) + ": " + b.body[0]
+			}
+			if _, ok := notLiteral[b.key]; ok {
+				equivalent = append(equivalent, b)
+			} else {
+				literal = append(literal, b)
+			}
 		}
 	}
-	return out
-}
-
-func namesTest(list, name string) bool {
-	for n := range strings.SplitSeq(list, ",") {
-		if strings.TrimSpace(n) == name {
-			return true
-		}
-	}
-	return false
+	return literal, equivalent
 }
 
 var (
@@ -210,9 +223,18 @@ steps:
 func TestDocBlocksRunLiterally(t *testing.T) {
 	t.Parallel()
 	root := repoPath(t, ".")
-	blocks := literalBlocks(t, root)
+	blocks, equivalent := runByBlocks(t, root)
 	if len(blocks) < 5 {
-		t.Fatalf("only %d blocks name %s: is the annotation parsed?", len(blocks), literalTest)
+		t.Fatalf("only %d blocks to run: is the annotation parsed?", len(blocks))
+	}
+	listed := map[string]bool{}
+	for _, b := range equivalent {
+		listed[b.key] = true
+	}
+	for k := range notLiteral {
+		if !listed[k] {
+			t.Errorf("notLiteral names %q, which is no \"run by\" block's first line: update the list", k)
+		}
 	}
 	dir := t.TempDir()
 	p := &proc{name: "rathctl", args: []string{"dev", "--addr", "127.0.0.1:0", "--dir", filepath.Join(dir, "state")},
@@ -308,7 +330,7 @@ func TestDocBlocksRunLiterally(t *testing.T) {
 			t.Logf("%s: ran", b.where)
 		}
 	}
-	t.Logf("%d doc blocks run literally", len(blocks))
+	t.Logf("%d \"run by\" doc blocks run as written; %d run as an equivalent (notLiteral)", len(blocks), len(equivalent))
 }
 
 // fixtureRun is what the test reads of the fixture run.
