@@ -9,11 +9,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rath-run/rath/internal/testenv"
+	"github.com/rath-run/rath/pkg/llm/llmtest"
 )
 
 // notLiteral lists the blocks annotated "run by" that
@@ -21,19 +23,17 @@ import (
 // block's first line, each with the reason; the tests the annotation names
 // run an equivalent. Every other "run by" block is run as written.
 var notLiteral = map[string]string{
-	"README.md: coordinator --store postgres://… --nats nats://…:4222 --addr :7420":                                                        "starts the servers, with elided URLs",
-	"README.md: rathctl token create --store \"$RATH_STORE\" --scope admin --name ops > ops.token   # the first token":                     "needs a server with authentication on at the reader's URL (rath.example.com)",
-	"README.md: rathctl run --agent coder.yaml --message \"fix it\" --sandbox docker        # or local, or docker:IMAGE":                   "coder.yaml is the reader's own spec",
-	"README.md: scripts/sandbox-image.sh      # rath-sandbox:busybox (installs busybox-static if missing)":                                 "builds a Docker image and may install a package on the host",
-	"README.md: rathctl memory remember memory://user/memories/preferences/theme \"Prefers a dark theme at night.\"":                       "memory commit --extract calls a live model (gpt-4o-mini)",
-	"BENCHMARKS.md: eval \"$(scripts/testpg.sh start)\"          # or any Postgres: an empty database":                                     "starts a Postgres and benchmarks for minutes",
-	"memory.md: rathctl memory remember memory://user/memories/preferences/dark_mode \"Prefers a dark theme at night.\" --meta source=cli": "memory commit --extract calls a live model (gpt-4o-mini)",
-	"sandboxes.md: coordinator --sandbox-policy /etc/rath/sandbox-policy.yaml   # or RATH_SANDBOX_POLICY":                                  "starts the servers with the operator's policy file",
-	"sandboxes.md: scripts/sandbox-image.sh           # builds rath-sandbox:busybox once":                                                  "builds a Docker image and starts a second rathctl dev",
-	"security.md: # the operator, with database access: the first admin token":                                                             "needs a server with authentication on at the reader's URL (rath.example.com)",
-	"tools.md: coordinator --tools season_for          # or RATH_TOOLS=season_for,lookup":                                                  "starts a coordinator",
-	"tools.md: rathctl approve RUN [--call ID] [--reason TEXT]":                                                                            "a synopsis: [--call ID] is optional syntax, not a command",
-	"tools.md: go build -o bin/mcpserver ./pkg/tool/mcp/testdata/mcpserver":                                                                "starts a second rathctl dev in the background on :7420, whose MCP command path is relative to its directory",
+	"README.md: coordinator --store postgres://… --nats nats://…:4222 --addr :7420":                                      "starts the servers, with elided URLs",
+	"README.md: rathctl token create --store \"$RATH_STORE\" --scope admin --name ops > ops.token   # the first token":   "needs a server with authentication on at the reader's URL (rath.example.com)",
+	"README.md: rathctl run --agent coder.yaml --message \"fix it\" --sandbox docker        # or local, or docker:IMAGE": "coder.yaml is the reader's own spec",
+	"README.md: scripts/sandbox-image.sh      # rath-sandbox:busybox (installs busybox-static if missing)":               "builds a Docker image and may install a package on the host",
+	"BENCHMARKS.md: eval \"$(scripts/testpg.sh start)\"          # or any Postgres: an empty database":                   "starts a Postgres and benchmarks for minutes",
+	"sandboxes.md: coordinator --sandbox-policy /etc/rath/sandbox-policy.yaml   # or RATH_SANDBOX_POLICY":                "starts the servers with the operator's policy file",
+	"sandboxes.md: scripts/sandbox-image.sh           # builds rath-sandbox:busybox once":                                "builds a Docker image and starts a second rathctl dev",
+	"security.md: # the operator, with database access: the first admin token":                                           "needs a server with authentication on at the reader's URL (rath.example.com)",
+	"tools.md: coordinator --tools season_for          # or RATH_TOOLS=season_for,lookup":                                "starts a coordinator",
+	"tools.md: rathctl approve RUN [--call ID] [--reason TEXT]":                                                          "a synopsis: [--call ID] is optional syntax, not a command",
+	"tools.md: go build -o bin/mcpserver ./pkg/tool/mcp/testdata/mcpserver":                                              "starts a second rathctl dev in the background on :7420, whose MCP command path is relative to its directory",
 }
 
 // docBlock is one command block of the docs.
@@ -214,9 +214,10 @@ steps:
 // TestDocBlocksRunLiterally runs every doc block annotated with its name
 // as written, against a `rathctl dev` it starts: bash runs each command of
 // the block with rathctl (and `go run ./cmd/rathctl`, the same program
-// prebuilt) on PATH, RATH_SERVER set, a HOME of its own (with OpenRath's
-// transcripts in ~/.openrath/sessions), in a directory where examples/ is
-// the repository's. The docs' placeholders (RUN, VERSION, A, B, STEP, M)
+// prebuilt) on PATH, RATH_SERVER set, OPENAI_BASE_URL a fake OpenAI
+// endpoint (memory commit --extract's model), a HOME of its own (with
+// OpenRath's transcripts in ~/.openrath/sessions), in a directory where
+// examples/ is the repository's. The docs' placeholders (RUN, VERSION, A, B, STEP, M)
 // are the values of a fixture workflow run, RUN then the run a command of
 // the block printed; the docs' server address is the test's. Every
 // command must exit 0, or with the code its comment says ("# exits 3").
@@ -275,33 +276,47 @@ func TestDocBlocksRunLiterally(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(binPath, "go"), []byte(goShim), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	home := filepath.Join(dir, "home")
-	if err := os.MkdirAll(filepath.Join(home, ".openrath"), 0o755); err != nil {
-		t.Fatal(err)
+	// The model of memory commit --extract: a fake OpenAI endpoint that
+	// answers every request with one memo.
+	llm := llmtest.NewServer(t)
+	llm.Handle(func(llmtest.Request) llmtest.Reply {
+		return llmtest.Reply{Content: `["Prefers a dark theme at night."]`}
+	})
+	fixtures := testenv.OpenRathFixtures(t)
+	env := []string{"PATH=" + binPath + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"RATH_SERVER=" + server, "KEY=sk-docs-test", "OPENAI_API_KEY=sk-docs-test", "OPENAI_BASE_URL=" + llm.URL(),
+		"GOFLAGS=" + os.Getenv("GOFLAGS"), "GOCACHE=" + goEnv(t, "GOCACHE"), "GOMODCACHE=" + goEnv(t, "GOMODCACHE")}
+	// newHome is a block's HOME: its own (a config file one block writes
+	// is not another's), with OpenRath's transcripts in ~/.openrath.
+	newHome := func(name string) string {
+		home := filepath.Join(dir, "home-"+name)
+		if err := os.MkdirAll(filepath.Join(home, ".openrath"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(fixtures, "sessions"), filepath.Join(home, ".openrath", "sessions")); err != nil {
+			t.Fatal(err)
+		}
+		return home
 	}
-	if err := os.Symlink(filepath.Join(testenv.OpenRathFixtures(t), "sessions"), filepath.Join(home, ".openrath", "sessions")); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"PATH=" + binPath + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + home,
-		"RATH_SERVER=" + server, "KEY=sk-docs-test", "GOFLAGS=" + os.Getenv("GOFLAGS"), "GOCACHE=" + goEnv(t, "GOCACHE"),
-		"GOMODCACHE=" + goEnv(t, "GOMODCACHE")}
 
 	// The fixture run the placeholders name.
 	fixture := filepath.Join(dir, "fixture.yaml")
 	if err := os.WriteFile(fixture, []byte(literalFixture), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out := runSh(t, dir, env, "rathctl run "+fixture+" --message 'Plan Kyoto' -o json")
+	env0 := append(slices.Clone(env), "HOME="+newHome("fixture"))
+	out := runSh(t, dir, env0, "rathctl run "+fixture+" --message 'Plan Kyoto' -o json")
 	var submitted fixtureRun
 	if err := json.Unmarshal([]byte(out), &submitted); err != nil || submitted.ID == "" {
 		t.Fatalf("rathctl run: %v %q", err, out)
 	}
-	run := waitRunJSON(t, dir, env, submitted.ID)
+	run := waitRunJSON(t, dir, env0, submitted.ID)
 	vars := map[string]string{"RUN": run.ID, "VERSION": run.Output, "A": run.Steps[0].Output, "B": run.Output, "STEP": "2", "M": "scripted"}
 	t.Logf("fixture: %v", vars)
 
 	for _, b := range blocks {
-		work := filepath.Join(dir, "work-"+strings.NewReplacer(":", "-", ".", "-").Replace(b.where))
+		name := strings.NewReplacer(":", "-", ".", "-").Replace(b.where)
+		work := filepath.Join(dir, "work-"+name)
 		if err := os.MkdirAll(work, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -309,7 +324,7 @@ func TestDocBlocksRunLiterally(t *testing.T) {
 			t.Fatal(err)
 		}
 		script, skipped := blockScript(b, server)
-		benv := env
+		benv := append(slices.Clone(env), "HOME="+newHome(name))
 		for k, v := range vars {
 			benv = append(benv, k+"="+v)
 		}
@@ -329,6 +344,9 @@ func TestDocBlocksRunLiterally(t *testing.T) {
 		} else {
 			t.Logf("%s: ran", b.where)
 		}
+	}
+	if len(llm.Requests()) == 0 {
+		t.Error("no block called the fake model: memory commit --extract did not run")
 	}
 	t.Logf("%d \"run by\" doc blocks run as written; %d run as an equivalent (notLiteral)", len(blocks), len(equivalent))
 }
