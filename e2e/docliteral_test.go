@@ -26,8 +26,7 @@ var notLiteral = map[string]string{
 	"README.md: coordinator --store postgres://… --nats nats://…:4222 --addr :7420":                                      "starts the servers, with elided URLs",
 	"README.md: rathctl token create --store \"$RATH_STORE\" --scope admin --name ops > ops.token   # the first token":   "needs a server with authentication on at the reader's URL (rath.example.com)",
 	"README.md: rathctl run --agent coder.yaml --message \"fix it\" --sandbox docker        # or local, or docker:IMAGE": "coder.yaml is the reader's own spec",
-	"README.md: scripts/sandbox-image.sh      # rath-sandbox:busybox (installs busybox-static if missing)":               "builds a Docker image and may install a package on the host",
-	"BENCHMARKS.md: eval \"$(scripts/testpg.sh start)\"          # or any Postgres: an empty database":                   "starts a Postgres and benchmarks for minutes",
+		"BENCHMARKS.md: eval \"$(scripts/testpg.sh start)\"          # or any Postgres: an empty database":                   "starts a Postgres and benchmarks for minutes",
 	"sandboxes.md: coordinator --sandbox-policy /etc/rath/sandbox-policy.yaml   # or RATH_SANDBOX_POLICY":                "starts the servers with the operator's policy file",
 	"sandboxes.md: scripts/sandbox-image.sh           # builds rath-sandbox:busybox once":                                "builds a Docker image and starts a second rathctl dev",
 	"security.md: # the operator, with database access: the first admin token":                                           "needs a server with authentication on at the reader's URL (rath.example.com)",
@@ -210,16 +209,19 @@ steps:
   - agent: checker
 `
 
-// TestDocBlocksRunLiterally runs every doc block annotated with its name
-// as written, against a `rathctl dev` it starts: bash runs each command of
-// the block with rathctl (and `go run ./cmd/rathctl`, the same program
+// TestDocBlocksRunLiterally runs every doc block annotated "run by" as
+// written, except those notLiteral lists with a reason, against a
+// `rathctl dev` it starts from the repository root: bash runs each command
+// of a block with rathctl (and `go run ./cmd/rathctl`, the same program
 // prebuilt) on PATH, RATH_SERVER set, OPENAI_BASE_URL a fake OpenAI
 // endpoint (memory commit --extract's model), a HOME of its own (with
 // OpenRath's transcripts in ~/.openrath/sessions), in a directory where
-// examples/ is the repository's. The docs' placeholders (RUN, VERSION, A, B, STEP, M)
-// are the values of a fixture workflow run, RUN then the run a command of
-// the block printed; the docs' server address is the test's. Every
-// command must exit 0, or with the code its comment says ("# exits 3").
+// examples/ and scripts/ are the repository's (the repository root for a
+// block that says it runs there). The docs' placeholders (RUN, VERSION, A,
+// B, STEP, M) are the values of a fixture workflow run, RUN then the run a
+// command of the block printed; the docs' server address is the test's.
+// Every command must exit 0, or with the code its comment says
+// ("# exits 3").
 func TestDocBlocksRunLiterally(t *testing.T) {
 	t.Parallel()
 	root := repoPath(t, ".")
@@ -327,8 +329,10 @@ func TestDocBlocksRunLiterally(t *testing.T) {
 			if err := os.MkdirAll(work, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Symlink(filepath.Join(root, "examples"), filepath.Join(work, "examples")); err != nil {
-				t.Fatal(err)
+			for _, d := range []string{"examples", "scripts"} {
+				if err := os.Symlink(filepath.Join(root, d), filepath.Join(work, d)); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		script, skipped := blockScript(b, server)
