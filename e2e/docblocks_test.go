@@ -21,6 +21,11 @@ import (
 // SQL blocks that start with "-- check: NAME" in the two lineage guides
 // need no annotation: TestLineageGuide (both stores, and the sqlite3 shell)
 // and TestBlameQuery run every one of them.
+//
+// A "run by" block is, besides, run as written by
+// TestDocBlocksRunLiterally (docliteral_test.go) unless its notLiteral
+// list names it with the reason; the tests the annotation names then run
+// an equivalent.
 var (
 	docFence      = regexp.MustCompile("^```(sh|bash|console|shell|sql|sqlite)\\s*$")
 	docAnnotation = regexp.MustCompile(`^<!-- docs-test: (run by (.+?)|not run: (.+?)) -->$`)

@@ -68,9 +68,11 @@ type proc struct {
 	args  []string
 	env   []string
 	log   string
-	cmd   *exec.Cmd
-	done  chan struct{}
-	err   error
+	// dir is the working directory ("": the test's).
+	dir  string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
 }
 
 func freePort(t *testing.T) int {
@@ -93,6 +95,7 @@ func (p *proc) start(t *testing.T) {
 	}
 	p.cmd = exec.Command(bin(t, p.name), p.args...)
 	p.cmd.Env = append(os.Environ(), p.env...)
+	p.cmd.Dir = p.dir
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
 		f.Close()

@@ -166,7 +166,7 @@ func TestWorkflowSandboxPerAgent(t *testing.T) {
 	}
 
 	// An image outside the operator's policy: refused at submit, naming
-	// the field at its line of the user's file.
+	// the field at its line of the user's file, exit 2.
 	badFile := placedWorkflow("alpine:latest")
 	bad := s.writeFile("bad.yaml", badFile)
 	before, _, found := strings.Cut(badFile, "image: alpine")
@@ -175,8 +175,8 @@ func TestWorkflowSandboxPerAgent(t *testing.T) {
 	}
 	wantLine := 1 + strings.Count(before, "\n")
 	out, errOut, code = s.rathctl([]string{"RATH_TOKEN=" + acme}, "", "run", bad, "--message", "x", "-o", "json")
-	want := fmt.Sprintf("workflow:%d:7: agents.boxed.sandbox.image: \"alpine:latest\" is not allowed by the operator's sandbox policy", wantLine)
-	if code == 0 || !strings.Contains(errOut, want) {
+	want := fmt.Sprintf("%s:%d:7: agents.boxed.sandbox.image: \"alpine:latest\" is not allowed by the operator's sandbox policy", bad, wantLine)
+	if code != 2 || !strings.Contains(errOut, want) {
 		t.Errorf("rathctl run bad.yaml: exit %d, %q %q; want a refusal containing %q", code, errOut, out, want)
 	}
 	t.Logf("refused: %s", strings.TrimSpace(errOut))

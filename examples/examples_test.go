@@ -82,6 +82,8 @@ var want = map[string][]string{
 	"05_custom_tool": {
 		`built customworker from examples/05_custom_tool \(example\.com/customworker\)`,
 		`# worker custom started`,
+		`typo\.yaml:7:9: tools\[0\]: unknown tool "season_fro" \(the workers offer: .*season_for`,
+		`exit 2`,
 		`step\.started +\{"attempt":1,"worker":"custom"\}`,
 		`step\.tool_call +season_for \{"month":4\}`,
 		`step\.tool_result season_for ok`,
@@ -224,12 +226,24 @@ var want = map[string][]string{
 		`(?m)^ +3 +assistant: Red gates, / dusk on the river\.$`,
 		`v0 -->\|fork\| v4`,
 		`v6 --> v7`,
+		`== a workflow run the coordinator drives`,
+		`answer: Red gates, / dusk on the river\.`,
+		`rerun of run run_\S+ from step 2: new run run_\S+ \(1 steps kept\)`,
+		`answer: Temple bell, / tea steam\.`,
+		`(?m)^ +1 +assistant: Lanterns on the river`, // the kept draft
+		`(?m)^ +2 +assistant: Temple bell, / tea steam\.$`,
+		`step 1 kept: both runs' step 1 output is \S+`,
 	},
 	"16_replay_verify": {
+		`step\.tool_result write_workspace_file ok`,
+		`step\.tool_result run_shell_command ok`,
 		`run run_\S+ succeeded`,
-		`replay \S+ of \S+: 7 chunks, identical=true`,
-		`verified 2 versions, 8 chunks: ok`,
-		`verified 3 versions, 15 chunks: ok`, // --all: the replay's version too
+		`replay of run run_\S+: output \S+, replay \S+, identical=true`,
+		`(?m)^1 +agent +\S+ +\S+ +6 +true +-$`, // the scribe's step: its tool results from the recording
+		`(?m)^2 +agent +\S+ +\S+ +3 +true +-$`, // the checker's
+		`verified 3 versions, 10 chunks: ok`,    // the run's output
+		`verified 3 versions, 10 chunks: ok`,    // the replay's: the same input, its own two steps
+		`verified 5 versions, 19 chunks: ok`,    // --all: the replay's versions too
 	},
 	"17_dossier": {
 		`run run_\S+ succeeded`,

@@ -122,10 +122,13 @@ wait_for() {
 
 CLUSTER_PIDS=()
 WORKER_PIDS=()
-# start_cluster: the system as separate processes on this machine: a NATS
-# server with JetStream (natsd), a SQLite store, a coordinator (its API is
-# RATH_SERVER), and no workers yet: add them with start_worker.
+# start_cluster [COORDINATOR FLAGS...]: the system as separate processes on
+# this machine: a NATS server with JetStream (natsd), a SQLite store, a
+# coordinator (its API is RATH_SERVER; the flags are its own, such as
+# --tools), and no workers yet: add them with start_worker.
+COORD_FLAGS=()
 start_cluster() {
+	COORD_FLAGS=("$@")
 	local dir="$EXAMPLE_TMP/cluster" port
 	mkdir -p "$dir"
 	"$(bin natsd)" -store "$dir/jetstream" >"$dir/natsd.log" 2>&1 &
@@ -141,12 +144,12 @@ start_cluster() {
 }
 
 # start_coordinator [FLAGS...]: (re)start the cluster's coordinator on its
-# port, with a 1s reconcile interval (so a restarted one takes over the
+# port (with start_cluster's flags and these), with a 1s reconcile interval (so a restarted one takes over the
 # workflow lease within seconds), and wait until its API answers.
 COORD_PID=
 start_coordinator() {
 	"$(bin coordinator)" --store "$STORE_URL" --nats "$NATS_URL" --addr "127.0.0.1:$COORD_PORT" \
-		--reconcile-interval 1s "$@" >>"$EXAMPLE_TMP/cluster/coordinator.log" 2>&1 &
+		--reconcile-interval 1s ${COORD_FLAGS[@]+"${COORD_FLAGS[@]}"} "$@" >>"$EXAMPLE_TMP/cluster/coordinator.log" 2>&1 &
 	COORD_PID=$!
 	CLUSTER_PIDS+=($!)
 	for _ in $(seq 1 240); do

@@ -11,6 +11,12 @@
 //	RATH_SANDBOX_POLICY  the operator's sandbox policy (YAML)     --sandbox-policy
 //	                 (default: docker only on Postgres, local and docker on
 //	                 SQLite; the workers must load the same; docs/sandboxes.md)
+//	RATH_TOOLS       tools the workers offer beyond the built-ins, --tools
+//	                 comma-separated ("*": any; docs/tools.md); an agent
+//	                 naming another is refused at submit
+//	RATH_MCP_ALLOW   the MCP commands the workers run (theirs: the same
+//	                 list; "*": any; unset: none); an agent whose MCP
+//	                 server runs another is refused at submit  --mcp-allow
 //	RATH_MAX_IMPORT_BYTES  largest session import body (default 64 MiB) --max-import-bytes
 //	OTEL_EXPORTER_OTLP_ENDPOINT  OTLP/HTTP trace collector (unset: no tracing)
 //	OTEL_SERVICE_NAME            service name (default rath-coordinator)
@@ -76,6 +82,8 @@ func run(ctx context.Context, args []string) error {
 	sandboxPolicy := fs.String("sandbox-policy", os.Getenv("RATH_SANDBOX_POLICY"), "operator's sandbox policy, a YAML file (default: docker only on Postgres; docs/sandboxes.md)")
 	healthAddr := fs.String("health-addr", os.Getenv("RATH_HEALTH_ADDR"), "separate listen address for /healthz, /readyz and /metrics, outside the API's connection cap (empty: none)")
 	authMode := fs.String("auth", os.Getenv("RATH_AUTH"), "API authentication: required, off, or auto (required when RATH_TOKEN is set or a live token is stored; docs/security.md)")
+	tools := fs.String("tools", os.Getenv("RATH_TOOLS"), "tools the workers offer beyond the built-ins, comma-separated (\"*\": any); an agent naming another is refused at submit")
+	mcpAllow := fs.String("mcp-allow", os.Getenv("RATH_MCP_ALLOW"), "MCP server commands the workers run (their RATH_MCP_ALLOW), comma-separated (\"*\": any; empty: none)")
 	maxImport := fs.Int64("max-import-bytes", 0, "largest session import body in bytes (default 64 MiB; env RATH_MAX_IMPORT_BYTES)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -91,6 +99,10 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("--max-import-bytes: %d is negative; give a byte count, or 0 for the default 64 MiB", *maxImport)
 	}
 	if err := conn.Check(); err != nil {
+		return err
+	}
+	offer, err := app.ToolOffer(*tools)
+	if err != nil {
 		return err
 	}
 	limits, err := app.HTTPLimitsFromEnv(os.Getenv)
@@ -172,6 +184,9 @@ func run(ctx context.Context, args []string) error {
 		SandboxPolicy:        pol,
 		EventStreamsPerToken: perToken, EventStreamsPerTenant: perTenant,
 		MaxImportBytes: *maxImport,
+		// What the workers offer agents: specs naming other tools or MCP
+		// commands are refused at submit.
+		Tools: offer, MCP: app.MCPOffer(*mcpAllow),
 	}
 	if err := app.RegisterBackendMetrics(ctx, tel.Registry, b, true, bus.DefaultQueue); err != nil {
 		return err

@@ -6,9 +6,13 @@ step "build the custom worker: a module of its own (go.mod here) using Rath's pu
 (cd examples/05_custom_tool && go build -o "$EXAMPLE_TMP/bin/customworker" .)
 echo "built customworker from examples/05_custom_tool ($(sed -n 's/^module //p' examples/05_custom_tool/go.mod))"
 
-step "a cluster of processes: natsd, a coordinator, and the custom worker"
-start_cluster
+step "a cluster of processes: natsd, a coordinator told the workers offer season_for (--tools), and the custom worker"
+start_cluster --tools season_for
 start_worker custom "$EXAMPLE_TMP/bin/customworker"
+
+step "a spec naming a tool no worker offers is refused at submit, at its line"
+sed 's/\[season_for\]/[season_fro]/' examples/05_custom_tool/seasons.yaml >"$EXAMPLE_TMP/typo.yaml"
+rathctl run --agent "$EXAMPLE_TMP/typo.yaml" --message "When?" 2>&1 | sed "s|$EXAMPLE_TMP/||" || echo "exit ${PIPESTATUS[0]}"
 
 step "run an agent that calls season_for"
 out=$(rathctl run --agent "$(spec examples/05_custom_tool/seasons.yaml)" --message "When should I visit Kyoto?" --watch)

@@ -29,3 +29,24 @@ rathctl session show "$final"
 
 step "both branches in one graph"
 rathctl graph "$input" --format mermaid | grep -v classDef
+
+step "a workflow run the coordinator drives: the poet drafts, then tightens its draft"
+out=$(rathctl run "$(spec examples/15_rerun/poem.yaml)" --message "A poem about Kyoto" --watch)
+echo "$out"
+run=$(echo "$out" | field "run")
+rathctl runs show "$run"
+
+step "rerun the run from its second step (key 2) with another model: step 1 is kept, step 2 runs anew"
+rathctl rerun --run "$run" --from 2 --model "${RERUN_MODEL:-scripted:examples/15_rerun/other-model.yaml}" \
+	| tee "$EXAMPLE_TMP/rerun-run"
+rerun=$(sed -n 's/.*: new run \([^ ]*\) .*/\1/p' "$EXAMPLE_TMP/rerun-run")
+out=$(rathctl runs watch "$rerun")
+echo "$out"
+rathctl session show "$(echo "$out" | field "output version")"
+kept_old=$(rathctl runs show "$run" | awk '$1 ~ /\/1$/ {print $5}')
+kept_new=$(rathctl runs show "$rerun" | awk '$1 ~ /\/1$/ {print $5}')
+if [ -n "$kept_old" ] && [ "$kept_old" = "$kept_new" ]; then
+	echo "step 1 kept: both runs' step 1 output is $kept_old"
+else
+	echo "step 1 was not kept: $kept_old, then $kept_new"
+fi

@@ -121,8 +121,9 @@ func StartDev(ctx context.Context, cfg DevConfig) (*Dev, error) {
 		TracerProvider: cfg.TracerProvider, Metrics: metrics, Gatherer: d.Registry, JaegerURL: cfg.JaegerURL, Memory: d.Backend.Memory,
 		SandboxPolicy: pol, Retention: ret,
 		// The dev workers offer the built-in tools (worker.Config.Tools
-		// unset): a spec naming another is refused at submit.
-		Tools: builtin.NewRegistry()})
+		// unset) and run the MCP commands below: a spec naming another
+		// tool or command is refused at submit.
+		Tools: builtin.NewRegistry(), MCP: MCPOffer(cmp.Or(cfg.Getenv("RATH_MCP_ALLOW"), "*"))})
 	if err != nil {
 		d.Close()
 		return nil, err

@@ -11,7 +11,9 @@ import (
 	"testing"
 
 	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/session"
 )
 
@@ -70,8 +72,11 @@ func TestDevRunWithMCPTools(t *testing.T) {
 	}
 }
 
-// TestDevRunMCPNotAllowed: a worker whose RATH_MCP_ALLOW does not list the
-// command fails the step at once, with the reason, and starts nothing.
+// TestDevRunMCPNotAllowed: a command RATH_MCP_ALLOW does not list is
+// refused at submit by the dev coordinator, which reads the workers'
+// policy, naming agent.mcp[0].command; through a coordinator that does not
+// know the policy, the worker fails the step at once, with the reason, and
+// starts nothing.
 func TestDevRunMCPNotAllowed(t *testing.T) {
 	t.Parallel()
 	s := startDev(t, "", app.DevConfig{Workers: 1, Getenv: func(k string) string {
@@ -82,7 +87,24 @@ func TestDevRunMCPNotAllowed(t *testing.T) {
 	}})
 	spec := `{"name": "mcp-user", "model": "scripted", "script": ["unused"],
 	  "mcp": [{"name": "shell", "command": "/bin/sh", "args": ["-c", "echo pwned"]}]}`
-	r := s.waitRun(t, s.submit(t, spec, "hi").ID)
+	// The dev coordinator knows its workers' policy: refused at submit.
+	ctx := context.Background()
+	err := s.cl.Do(ctx, "POST", "/v1/runs", map[string]any{"agent": json.RawMessage(spec), "message": "hi"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "400") ||
+		!strings.Contains(err.Error(), `agent.mcp[0].command: "/bin/sh" is not allowed by the operator's MCP policy`) {
+		t.Fatalf("submit on the dev stack: %v, want a 400 naming agent.mcp[0].command", err)
+	}
+	// A coordinator that does not know it records the run; the worker
+	// refuses the command for good.
+	blind, err := coordinator.New(s.dev.Backend.Store, s.dev.Backend.Runs, s.dev.Backend.Bus, coordinator.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := blind.Submit(ctx, api.SubmitRequest{Agent: json.RawMessage(spec), Message: "hi"})
+	if err != nil {
+		t.Fatalf("submit through a coordinator that does not know the policy: %v", err)
+	}
+	r := s.waitRun(t, sub.ID)
 	if r.Status != runs.RunFailed || !strings.Contains(r.Error, `command "/bin/sh"`) ||
 		!strings.Contains(r.Error, "not allowed on this worker") {
 		t.Fatalf("run ended %s: %q", r.Status, r.Error)

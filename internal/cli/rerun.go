@@ -16,6 +16,7 @@ import (
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/flow"
+	"github.com/rath-run/rath/pkg/flowfile"
 	"github.com/rath-run/rath/pkg/llm"
 	"github.com/rath-run/rath/pkg/session"
 )
@@ -362,6 +363,16 @@ func rerunRunCmd(ctx context.Context, env *Env, t target, output, runID, from, m
 		return &exitError{code: 2, err: errors.New("rerun --run re-executes the workflow on a coordinator: give --server (or $RATH_SERVER), not a store")}
 	}
 	req := api.RunRerunRequest{From: from, Model: model}
+	if file, ok := strings.CutPrefix(model, llm.ScriptedModel+":"); ok {
+		// The scripted model with FILE's replies, read here: every agent
+		// of the run's workflow is sent as its spec with model scripted
+		// and these replies (--agent replacements below still win).
+		agents, err := scriptedAgents(ctx, t.cl, runID, file)
+		if err != nil {
+			return fmt.Errorf("--model %s: %w", model, err)
+		}
+		req.Model, req.Agents = "", agents
+	}
 	for _, a := range agentFlags {
 		name, path, ok := strings.Cut(a, "=")
 		if !ok || name == "" || path == "" {
@@ -395,4 +406,35 @@ func rerunRunCmd(ctx context.Context, env *Env, t target, output, runID, from, m
 	}
 	fmt.Fprintf(env.Out, "rerun of run %s from step %s: new run %s (%d steps kept)\n", runID, from, run.ID, kept)
 	return nil
+}
+
+// scriptedAgents returns every agent of workflow run runID as a JSON spec
+// with the scripted model and the replies of script file file.
+func scriptedAgents(ctx context.Context, cl *client.Client, runID, file string) (map[string]json.RawMessage, error) {
+	replies, err := llm.LoadScript(file)
+	if err != nil {
+		return nil, err
+	}
+	run, err := cl.GetRun(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if run.Workflow == "" {
+		return nil, fmt.Errorf("run %s has no workflow file: rerun --run reruns a workflow run the coordinator drives", runID)
+	}
+	f, err := flowfile.Parse("workflow", []byte(run.Workflow), nil)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", runID, err)
+	}
+	out := make(map[string]json.RawMessage, len(f.AgentOrder))
+	for _, name := range f.AgentOrder {
+		spec := f.Agents[name].Spec
+		spec.Model, spec.Provider, spec.Script = llm.ScriptedModel, "", replies
+		b, err := json.Marshal(spec)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = b
+	}
+	return out, nil
 }

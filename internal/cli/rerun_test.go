@@ -221,3 +221,59 @@ func TestRerunErrors(t *testing.T) {
 		t.Errorf("descendants of the input: %d before, %d after; want only the failed run's fork added", len(inputBelow), len(after))
 	}
 }
+
+// TestRerunRunScriptedFile: rerun --run RUN --from STEP --model
+// scripted:FILE reads FILE here and reruns the workflow with its replies
+// as every agent's: the step before STEP keeps its committed output, STEP
+// answers from FILE. A missing FILE fails before anything is submitted.
+func TestRerunRunScriptedFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: 1, StoreURL: "sqlite:" + filepath.Join(dir, "rath.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	write := func(name, doc string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	flow := write("poem.yaml", "agents:\n  poet:\n    model: scripted\n    script: [draft, tight]\nsteps:\n  - agent: poet\n  - agent: poet\n")
+	other := write("other.yaml", "- other draft\n- other tight\n")
+	var r api.Run
+	okJSON(t, &r, "run", flow, "-m", "a poem", "--server", d.URL)
+	cl, err := client.New(d.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err = cl.WaitRun(ctx, r.ID); err != nil || r.Status != api.RunSucceeded {
+		t.Fatalf("run %s: %v %+v", r.ID, err, r)
+	}
+	if code, _, errOut := rathctl(t, "", "rerun", "--run", r.ID, "--from", "2", "--model", "scripted:"+filepath.Join(dir, "none.yaml"), "--server", d.URL); code == 0 || !strings.Contains(errOut, "none.yaml") {
+		t.Errorf("rerun with a missing script file: exit %d, %q", code, errOut)
+	}
+	var nr api.Run
+	okJSON(t, &nr, "rerun", "--run", r.ID, "--from", "2", "--model", "scripted:"+other, "--server", d.URL)
+	if nr, err = cl.WaitRun(ctx, nr.ID); err != nil || nr.Status != api.RunSucceeded || len(nr.Steps) != 2 || nr.Output == nil {
+		t.Fatalf("rerun %s: %v %+v", nr.ID, err, nr)
+	}
+	if *nr.Steps[0].Output != *r.Steps[0].Output {
+		t.Errorf("step 1 output %s, want the original's %s (kept)", *nr.Steps[0].Output, *r.Steps[0].Output)
+	}
+	v, err := cl.Graph().Get(ctx, *nr.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, c := range v.Chunks {
+		texts = append(texts, c.Text())
+	}
+	// The version holds what its step added, after the kept draft.
+	if got := strings.Join(texts, "|"); got != "other tight" || len(v.Parents) != 1 || v.Parents[0] != *r.Steps[0].Output {
+		t.Errorf("rerun output %q after %v, want the other model's second reply after the kept draft %s", got, v.Parents, *r.Steps[0].Output)
+	}
+}

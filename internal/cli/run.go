@@ -149,8 +149,8 @@ func newRunCmd(env *Env) *cobra.Command {
 			if ae := (*client.APIError)(nil); errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
 				// The coordinator refused what was submitted (a tool no
 				// worker offers, a placement the policy forbids): bad input,
-				// like a spec error found here.
-				return &exitError{code: 2, err: fmt.Errorf("%s: %w", agentFile, err)}
+				// like a spec error found here, at its field in the file.
+				return &exitError{code: 2, err: locateRefusal(agentFile, ae)}
 			}
 			if err != nil {
 				return err
@@ -470,4 +470,21 @@ func toolEventText(data json.RawMessage) string {
 		return e.Name + " ok"
 	}
 	return fmt.Sprintf("%s failed: %s", e.Name, e.ErrorKind)
+}
+
+// locateRefusal is the coordinator's refusal of the agent spec in file
+// ("bad request: agent.tools[2]: unknown tool …"): at the field's line and
+// column of the file ("file:line:col: tools[2]: …") when it names a tool or
+// an MCP server the file lists, else the refusal after the file's name.
+func locateRefusal(file string, ae *client.APIError) error {
+	msg := strings.TrimPrefix(ae.Message, "bad request: ")
+	rest, ok := strings.CutPrefix(msg, "agent.")
+	if !ok || (!strings.HasPrefix(rest, "tools[") && !strings.HasPrefix(rest, "mcp[")) {
+		return fmt.Errorf("%s: %w", file, ae)
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, ae)
+	}
+	return agent.LocateSpecError(file, raw, fmt.Errorf("%w: %s", agent.ErrInvalidSpec, rest))
 }

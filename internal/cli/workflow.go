@@ -2,8 +2,11 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -44,12 +47,23 @@ func submitWorkflowFile(ctx context.Context, cl *client.Client, w workflowRun) (
 	if _, err := f.Build(); err != nil {
 		return api.Run{}, &exitError{code: 2, err: fmt.Errorf("%s: %w", w.path, err)}
 	}
-	doc, err := selfContained(w.path, f)
+	doc, asIs, err := selfContained(w.path, f)
 	if err != nil {
 		return api.Run{}, err
 	}
-	return cl.SubmitWorkflow(ctx, api.SubmitRequest{Workflow: string(doc), Message: w.message, Session: w.session,
+	r, err := cl.SubmitWorkflow(ctx, api.SubmitRequest{Workflow: string(doc), Message: w.message, Session: w.session,
 		Queue: w.queue, Timeout: w.timeout, Budget: w.budget})
+	if ae := (*client.APIError)(nil); errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
+		// The coordinator refused the file (an agent's tool no worker
+		// offers, a sandbox outside the policy): bad input, exit 2. Its
+		// positions are the file's own when the file went as it is.
+		msg := strings.TrimPrefix(ae.Message, "bad request: ")
+		if rest, ok := strings.CutPrefix(msg, "workflow: workflow:"); ok && asIs {
+			return api.Run{}, &exitError{code: 2, err: fmt.Errorf("%s:%s", w.path, rest)}
+		}
+		return api.Run{}, &exitError{code: 2, err: fmt.Errorf("%s: %w", w.path, err)}
+	}
+	return r, err
 }
 
 // selfContained returns the workflow file to submit: the file itself when
@@ -57,11 +71,12 @@ func submitWorkflowFile(ctx context.Context, cl *client.Client, w workflowRun) (
 // coordinator names in its refusals (a sandbox block outside the
 // operator's policy) are the file's own, else f encoded with every agent
 // inline.
-func selfContained(path string, f *flowfile.File) ([]byte, error) {
+func selfContained(path string, f *flowfile.File) (doc []byte, asIs bool, err error) {
 	if data, err := os.ReadFile(path); err == nil {
 		if _, err := flowfile.Parse(path, data, nil); err == nil {
-			return data, nil
+			return data, true, nil
 		}
 	}
-	return f.Encode()
+	doc, err = f.Encode()
+	return doc, false, err
 }

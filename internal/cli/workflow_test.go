@@ -72,9 +72,12 @@ func TestSelfContained(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		doc, err := selfContained(p, f)
+		doc, asIs, err := selfContained(p, f)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if asIs != tc.asWritten {
+			t.Errorf("%s: selfContained says as written = %v, want %v", tc.name, asIs, tc.asWritten)
 		}
 		if got := string(doc) == tc.body; got != tc.asWritten {
 			t.Errorf("%s: submitted as written = %v, want %v:\n%s", tc.name, got, tc.asWritten, doc)

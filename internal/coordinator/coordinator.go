@@ -141,13 +141,20 @@ type Config struct {
 	// program is its own operator (tests); internal/app always sets one.
 	SandboxPolicy *policy.Policy
 	// Tools, when set, are the tools every worker of the deployment
-	// offers by name (the workers' worker.Config.Tools): an agent run
-	// whose spec names another is refused at submit, a 400 naming
-	// agent.tools[i] and the tools there are, instead of failing on the
-	// worker after the run started. nil checks nothing (workers with tools
-	// of their own that the coordinator does not know); the dev stack sets
-	// it to its workers' registry.
+	// offers by name (the workers' worker.Config.Tools): an agent run, a
+	// workflow file's agent or a client-driven step whose spec names
+	// another is refused at submit, a 400 naming agent.tools[i] and the
+	// tools there are, instead of failing on the worker after the run
+	// started. Only the names matter: the coordinator never calls them.
+	// nil checks nothing. internal/app.ToolOffer builds it from the
+	// built-ins and the operator's RATH_TOOLS; the dev stack sets it to
+	// its workers' registry.
 	Tools *tool.Registry
+	// MCP, when set, is the operator's MCP policy (the workers'
+	// RATH_MCP_ALLOW): a spec with an MCP server whose command it does not
+	// allow is refused at submit, a 400 naming agent.mcp[i].command. nil
+	// checks nothing.
+	MCP *MCPPolicy
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 	// TracerProvider traces API requests and the publishing of step jobs,

@@ -154,10 +154,8 @@ func (svc *RunService) submitAgent(ctx context.Context, sc Scope, req SubmitRequ
 	if spec.ScriptFile != "" {
 		return runs.Run{}, badRequest("agent.script_file: the coordinator cannot read your files; inline the replies as script (rathctl does this)")
 	}
-	if c.cfg.Tools != nil && len(spec.Tools) > 0 {
-		if _, err := c.cfg.Tools.Select(spec.Tools); err != nil {
-			return runs.Run{}, fmt.Errorf("%w: agent.%w", ErrBadRequest, err)
-		}
+	if err := c.checkOffer(spec); err != nil {
+		return runs.Run{}, fmt.Errorf("%w: agent.%w", ErrBadRequest, err)
 	}
 	if err := req.Budget.Validate(); err != nil {
 		return runs.Run{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
@@ -362,6 +360,11 @@ func (svc *RunService) submitWorkflow(ctx context.Context, sc Scope, req SubmitR
 				return runs.Run{}, fmt.Errorf("%w: workflow: %w", ErrBadRequest, err)
 			}
 		}
+		// Each agent's tools and MCP servers: refused here, naming the
+		// field and its line, when the workers do not offer them.
+		if err := f.CheckAgents("workflow", c.checkOffer); err != nil {
+			return runs.Run{}, fmt.Errorf("%w: workflow: %w", ErrBadRequest, err)
+		}
 		r.Driver, r.Workflow = runs.DriverCoordinator, req.Workflow
 		r.Target = mustJSON(map[string]string{"workflow": f.Name})
 	case req.Driver == runs.DriverClient:
@@ -466,6 +469,11 @@ func (svc *RunService) PutStep(ctx context.Context, sc Scope, runID, key string,
 	}
 	if call.Agent.ScriptFile != "" {
 		return runs.Step{}, badRequest("call.agent.script_file: the coordinator cannot read your files; inline the replies as script")
+	}
+	if call.Kind == flow.KindAgent {
+		if err := c.checkOffer(call.Agent); err != nil {
+			return runs.Step{}, fmt.Errorf("%w: call.agent.%w", ErrBadRequest, err)
+		}
 	}
 	// An agent step whose spec has a sandbox block runs on it: its input
 	// is placed there first (below), within the operator's policy.

@@ -23,6 +23,7 @@ import (
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/api"
+	"github.com/rath-run/rath/pkg/flow"
 	"github.com/rath-run/rath/pkg/llm"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/tool"
@@ -169,11 +170,15 @@ func SpecOf(ctx context.Context, rs *runs.Store, v *session.Version) (agent.Spec
 		}
 		target = run.Target
 	}
-	spec, err := agent.ParseSpec(target)
+	// A bare spec (an agent run's) or a call envelope (a workflow's step).
+	call, err := flow.ParseTarget(target)
 	if err != nil {
 		return agent.Spec{}, fmt.Errorf("replay: step %s is not an agent step (only those replay): %w: %w", v.Key, ErrNotReplayable, err)
 	}
-	return spec, nil
+	if call.Kind != flow.KindAgent {
+		return agent.Spec{}, fmt.Errorf("replay: step %s is a %s step, not an agent step (only those replay alone; replay --run replays its run): %w", v.Key, call.Kind, ErrNotReplayable)
+	}
+	return call.Agent, nil
 }
 
 // recordedTools returns one tool per tool name called in chunks, each

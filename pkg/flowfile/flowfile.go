@@ -172,6 +172,9 @@ type AgentDef struct {
 	// others its fields (backend, image, …) when they are inline; nil
 	// without a block. [File.CheckSandboxes] names these positions.
 	sandboxAt map[string]position
+	// spec is the inline spec's mapping (nil for a spec from a file):
+	// [File.CheckAgents] locates the fields it names in it.
+	spec *yaml.Node
 }
 
 // position is a line and column of the file.
@@ -546,6 +549,7 @@ func (p *parser) agent(name string, n *yaml.Node) (*AgentDef, error) {
 		}
 		return nil, p.errAt(at, field, "%v", err)
 	}
+	def.spec = specNode
 	if spec.Sandbox != nil {
 		// Steps of this agent run on the block's placement (the driver
 		// places their input sessions); the operator's policy is checked

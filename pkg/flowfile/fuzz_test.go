@@ -2,10 +2,12 @@ package flowfile_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/flowfile"
 )
 
@@ -24,6 +26,7 @@ func FuzzParse(f *testing.F) {
 		agents + "workflows:\n  w:\n    steps: [{run: w}]\nsteps:\n  - run: w\n",
 		"agents:\n  a:\n    model: scripted\n    script: [x]\n    sandbox: {backend: docker, image: rath-sandbox:busybox, network: none, timeout_seconds: 5}\nsteps:\n  - agent: a\n",
 		"agents:\n  a:\n    model: scripted\n    script: [x]\n    sandbox:\n      backend: local\n      limits: {x: 1}\nsteps:\n  - agent: a\n",
+		"agents:\n  a:\n    model: scripted\n    script: [x]\n    tools: [builtin, x]\n    mcp:\n      - {name: m, command: /bin/sh}\nsteps:\n  - agent: a\n",
 		"steps: []", "", "- 1", "a: &x [*x]", "steps:\n  - agent: a\n",
 	} {
 		f.Add([]byte(s))
@@ -39,6 +42,23 @@ func FuzzParse(f *testing.F) {
 		}
 		if _, err := file.Build(); err != nil {
 			t.Fatalf("a parsed file does not build: %v", err)
+		}
+		// Refusing every tool and MCP server locates the refusal (any
+		// position, never a panic) as an *Error.
+		refuseAll := func(s agent.Spec) error {
+			switch {
+			case len(s.Tools) > 0:
+				return fmt.Errorf("tools[%d]: no", len(s.Tools)-1)
+			case len(s.MCP) > 0:
+				return fmt.Errorf("mcp[%d].command: no", len(s.MCP)-1)
+			}
+			return nil
+		}
+		if err := file.CheckAgents("fuzz.yaml", refuseAll); err != nil {
+			var fe *flowfile.Error
+			if !errors.As(err, &fe) || fe.Line < 0 || fe.Column < 0 {
+				t.Fatalf("CheckAgents: %v, want an *Error", err)
+			}
 		}
 		enc, err := file.Encode()
 		if err != nil {
