@@ -95,6 +95,11 @@ type Env struct {
 //     version of op compress whose parent is in and whose transcript is one
 //     summary chunk {"content": reply}.
 //
+//   - [KindVerify]: no model call: the verifier's command runs in the
+//     sandbox env.Workspace opens for in (the branch's workspace), and the
+//     step commits a version (op step) whose one chunk is the label chunk
+//     of its score ([VerifierScore], [trainset.LabelChunk]).
+//
 // A selector or compressor reply with tool calls, an empty one or one that
 // finished otherwise than stop/length/content_filter is [ErrBadReply].
 func Execute(ctx context.Context, env Env, key string, call Call, in session.Session) (session.Session, error) {
@@ -107,13 +112,17 @@ func Execute(ctx context.Context, env Env, key string, call Call, in session.Ses
 	if err := call.Validate(); err != nil {
 		return session.Session{}, err
 	}
-	provider, model, err := env.Resolve(call.Agent)
-	if err != nil {
-		return session.Session{}, fmt.Errorf("resolve model %q: %w", call.Agent.Model, err)
-	}
 	prod := env.Producer
 	if prod.Step == "" {
 		prod.Step = key
+	}
+	if call.Kind == KindVerify {
+		// A verifier calls no model: its command runs in the workspace.
+		return executeVerify(ctx, env, key, call, prod, in)
+	}
+	provider, model, err := env.Resolve(call.Agent)
+	if err != nil {
+		return session.Session{}, fmt.Errorf("resolve model %q: %w", call.Agent.Model, err)
 	}
 	switch call.Kind {
 	case KindAgent:

@@ -193,6 +193,7 @@ type Step struct {
 	Fork     *Fork
 	Compress *Compress
 	Select   *Select
+	Rollout  *Rollout
 	Sequence []Step
 	// Line and Column locate the step in the file.
 	Line, Column int
@@ -206,6 +207,17 @@ type Fork struct {
 	Branches []string
 	// Limit bounds the branches running at once; 0 runs all.
 	Limit int
+}
+
+// Rollout forks the input N times (copies of Agent, or one branch per
+// agent of Branches), runs each branch's agent and scores it with
+// Verifier; see [flow.Rollout].
+type Rollout struct {
+	N        int
+	Agent    string
+	Branches []string
+	Limit    int
+	Verifier flow.Verifier
 }
 
 // Compress names the agent whose model compresses, and the instruction.
@@ -725,7 +737,7 @@ func (p *parser) workflows(f *File, n *yaml.Node) error {
 	return nil
 }
 
-var stepKinds = []string{"agent", "run", "fork", "compress", "select", "sequence"}
+var stepKinds = []string{"agent", "run", "fork", "compress", "select", "rollout", "sequence"}
 
 func (p *parser) steps(n *yaml.Node, field string, depth int) ([]Step, error) {
 	if depth > MaxDepth {
@@ -779,6 +791,8 @@ func (p *parser) step(n *yaml.Node, field string, depth int) (Step, error) {
 			st.Compress, err = p.compress(v, f)
 		case "select":
 			st.Select, err = p.selectStep(v, f)
+		case "rollout":
+			st.Rollout, err = p.rollout(v, f)
 		}
 	}
 	return st, err
@@ -823,6 +837,91 @@ func (p *parser) fork(n *yaml.Node, field string) (*Fork, error) {
 		}
 	}
 	return fk, nil
+}
+
+func (p *parser) rollout(n *yaml.Node, field string) (*Rollout, error) {
+	vals, _, err := p.mapping(n, field, "n", "agent", "branches", "limit", "verifier")
+	if err != nil {
+		return nil, err
+	}
+	r := &Rollout{}
+	switch {
+	case vals["branches"] != nil && (vals["n"] != nil || vals["agent"] != nil):
+		return nil, p.errAt(n, field, "use either n and agent (copies of one) or branches (one per agent), not both")
+	case vals["branches"] != nil:
+		var nodes []*yaml.Node
+		if r.Branches, nodes, err = p.names(vals["branches"], field+".branches", MaxForkN); err != nil {
+			return nil, err
+		}
+		for i, b := range r.Branches {
+			p.use(nodes[i], fmt.Sprintf("%s.branches[%d]", field, i), b, refAgent)
+		}
+		if len(r.Branches) == 0 {
+			return nil, p.errAt(vals["branches"], field+".branches", "at least one branch is required")
+		}
+	case vals["n"] == nil:
+		return nil, p.errAt(n, field+".n", "required (1..%d) with agent, or give branches", MaxForkN)
+	case vals["agent"] == nil:
+		return nil, p.errAt(n, field+".agent", "required: the agent each branch runs")
+	default:
+		if r.N, err = p.intIn(vals["n"], field+".n", 1, MaxForkN); err != nil {
+			return nil, err
+		}
+		if r.Agent, err = p.name(vals["agent"], field+".agent"); err != nil {
+			return nil, err
+		}
+		p.use(vals["agent"], field+".agent", r.Agent, refAgent)
+	}
+	if l := vals["limit"]; l != nil {
+		if r.Limit, err = p.intIn(l, field+".limit", 1, MaxForkN); err != nil {
+			return nil, err
+		}
+	}
+	vn := vals["verifier"]
+	if vn == nil {
+		return nil, p.errAt(n, field+".verifier", "required: the command that scores each branch (exit code 0 is 1.0, else 0.0; or stdout {\"score\": N})")
+	}
+	if r.Verifier, err = p.verifier(vn, field+".verifier"); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// verifier parses a verifier: a command string or {command,
+// timeout_seconds}.
+func (p *parser) verifier(n *yaml.Node, field string) (flow.Verifier, error) {
+	var v flow.Verifier
+	cmdNode := n
+	if n.Kind == yaml.MappingNode {
+		vals, _, err := p.mapping(n, field, "command", "timeout_seconds")
+		if err != nil {
+			return v, err
+		}
+		if vals["command"] == nil {
+			return v, p.errAt(n, field+".command", "required: run with /bin/sh -c in the branch's workspace")
+		}
+		cmdNode = vals["command"]
+		if t := vals["timeout_seconds"]; t != nil {
+			if t.Kind != yaml.ScalarNode || (t.Tag != "!!int" && t.Tag != "!!float") {
+				return v, p.errAt(t, field+".timeout_seconds", "must be a number of seconds in 0..%d", flow.MaxVerifierTimeoutSeconds)
+			}
+			f, err := strconv.ParseFloat(t.Value, 64)
+			if err != nil || f < 0 || f > flow.MaxVerifierTimeoutSeconds {
+				return v, p.errAt(t, field+".timeout_seconds", "%s is outside 0..%d", t.Value, flow.MaxVerifierTimeoutSeconds)
+			}
+			v.TimeoutSeconds = f
+		}
+		field += ".command"
+	}
+	cmd, err := p.str(cmdNode, field, flow.MaxVerifierCommandBytes)
+	if err != nil {
+		return v, err
+	}
+	v.Command = cmd
+	if err := v.Validate(); err != nil {
+		return v, p.errAt(cmdNode, field, "%s", strings.TrimPrefix(err.Error(), "command: "))
+	}
+	return v, nil
 }
 
 func (p *parser) compress(n *yaml.Node, field string) (*Compress, error) {
