@@ -83,20 +83,17 @@ type Env struct {
 // step job.
 //
 //   - [KindAgent]: the agent loop ([agent.Agent.Step]), op step.
-//
 //   - [KindSelect]: one model call, tools off: the selector's
 //     instructions (or [DefaultSelectInstruction]), the transcript, then a
 //     user message listing the candidates ("Candidate workflows:\n0: …\n1:
 //     …\n\nReply with one index, or -1."). The first integer of the reply
 //     ([ParseChoice]) is the choice. The step commits a version (op step)
 //     whose one chunk is a selector_decision ([Decision]).
-//
 //   - [KindCompress]: one model call, tools off: the compressor's
 //     instructions, the transcript, then a user message with the
 //     instruction (or [DefaultCompressInstruction]). The step commits a
 //     version of op compress whose parent is in and whose transcript is one
 //     summary chunk {"content": reply}.
-//
 //   - [KindVerify]: no model call: the verifier's command runs in the
 //     sandbox env.Workspace opens for in (the branch's workspace), and the
 //     step commits a version (op step) whose one chunk is the label chunk
