@@ -34,10 +34,13 @@
 //	                                # both merge their branches at the end
 //	  - compress: summarizer        # or {agent: summarizer, instruction: …}
 //	  - select: {selector: router, candidates: [writer, fixer], max_rounds: 5}
+//	  - rollout: {n: 4, agent: writer, verifier: "sh check.sh"} # or
+//	                                # branches: [writer, fixer]; verifier
+//	                                # also {command, timeout_seconds}
 //	  - sequence: [{agent: writer}, {agent: fixer}]
 //
 // Each step is a mapping with exactly one of the keys agent, run, fork,
-// compress, select and sequence. Names in fork branches and select
+// compress, select, rollout and sequence. Names in fork branches and select
 // candidates may be agents or workflows (the two share one namespace).
 //
 // A fork step is a fan-out with an implicit fan-in: every branch gets a
@@ -45,7 +48,11 @@
 // merged in branch order (see [flow.Parallel]). There is no separate merge
 // step. A select step is a bounded loop ([selector.Loop]): choose a
 // candidate, run it, repeat until the selector chooses none (-1) or
-// max_rounds candidates have run; max_rounds is required.
+// max_rounds candidates have run; max_rounds is required. A rollout step
+// ([flow.Rollout]) forks the input once per branch (agents only), runs
+// each branch's agent, scores each branch with the verifier command in the
+// branch's sandbox (a score chunk on the branch) and continues with the
+// best-scored branch; the verifier is required.
 //
 // # Sandboxes
 //
