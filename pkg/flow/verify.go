@@ -28,7 +28,7 @@ const (
 
 // VerifierBy is the label's "by" of every score a verifier records: the
 // label chunk says it came from a verifier, not a person.
-const VerifierBy = "verifier"
+const VerifierBy = trainset.VerifierBy
 
 // ErrBadVerifierOutput means a verifier printed a JSON object that is not
 // {"score": N} with N a finite number. Running it again will not help.
