@@ -66,7 +66,7 @@ func (v *Verifier) Validate() error {
 // shape is [ErrBadVerifierOutput].
 func VerifierScore(res sandbox.ExecResult) (float64, error) {
 	out := bytes.TrimSpace(res.Stdout)
-	if len(out) > 0 && out[0] == '{' && !res.StdoutTruncated {
+	if scoredByStdout(res) {
 		var body struct {
 			Score *float64 `json:"score"`
 		}
@@ -87,6 +87,13 @@ func VerifierScore(res sandbox.ExecResult) (float64, error) {
 		return 1, nil
 	}
 	return 0, nil
+}
+
+// scoredByStdout reports whether the score is read from res's stdout: a
+// whole (not truncated) JSON object.
+func scoredByStdout(res sandbox.ExecResult) bool {
+	out := bytes.TrimSpace(res.Stdout)
+	return len(out) > 0 && out[0] == '{' && !res.StdoutTruncated
 }
 
 // ScoreOf returns the score the verify step that committed s recorded.
@@ -127,10 +134,13 @@ func executeVerify(ctx context.Context, env Env, key string, call Call, prod ses
 		return session.Session{}, fmt.Errorf("verify %s: %w", call.Agent.Name, err)
 	}
 	note := fmt.Sprintf("exit %d", res.ExitCode)
-	if res.TimedOut {
+	switch {
+	case res.TimedOut:
 		note = "timed out"
+	case scoredByStdout(res):
+		note += ", score from stdout"
 	}
-	chunk, err := trainset.LabelChunk(trainset.Label{Score: &score, By: VerifierBy, Note: note + ": " + clip(v.Command, 200)})
+	chunk, err := trainset.LabelChunk(trainset.Label{Score: &score, By: VerifierBy, Note: note})
 	if err != nil {
 		return session.Session{}, fmt.Errorf("verify %s: %w", call.Agent.Name, err)
 	}
@@ -141,14 +151,3 @@ func executeVerify(ctx context.Context, env Env, key string, call Call, prod ses
 	})
 }
 
-// clip returns s cut to at most n bytes on a rune boundary, with "…"
-// when cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
