@@ -3,6 +3,7 @@ package flow_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -178,4 +179,24 @@ func TestVerifyCallValidation(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "opens no sandbox") {
 		t.Fatalf("verify without a workspace: %v", err)
 	}
+}
+
+// FuzzVerifierScore: any verifier output gives a finite score or an error
+// wrapping ErrBadVerifierOutput, never a panic.
+func FuzzVerifierScore(f *testing.F) {
+	for _, s := range []string{`{"score": 1}`, `{"score": -0.5}`, `{"score": 1e400}`, `{}`, `{"score": "x"}`, "ok\n", ""} {
+		f.Add([]byte(s), 0, false)
+	}
+	f.Fuzz(func(t *testing.T, stdout []byte, exit int, timedOut bool) {
+		got, err := flow.VerifierScore(sandbox.ExecResult{Stdout: stdout, ExitCode: exit, TimedOut: timedOut})
+		if err != nil {
+			if !errors.Is(err, flow.ErrBadVerifierOutput) {
+				t.Fatalf("error %v does not wrap ErrBadVerifierOutput", err)
+			}
+			return
+		}
+		if math.IsNaN(got) || math.IsInf(got, 0) {
+			t.Fatalf("score %v is not finite", got)
+		}
+	})
 }
