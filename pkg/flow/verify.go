@@ -150,4 +150,3 @@ func executeVerify(ctx context.Context, env Env, key string, call Call, prod ses
 		Extras: []session.Extra{rawExtra("verify.exit_code", res.ExitCode), rawExtra("verify.timed_out", res.TimedOut)},
 	})
 }
-
