@@ -160,4 +160,30 @@ func testDeclarativeRollout(t *testing.T, s *stack) {
 	if !rep.Identical || verifies != 3 || len(rep.Steps) != 6 {
 		t.Fatalf("replay: identical %v, %d verify rows, %d rows: %+v", rep.Identical, verifies, len(rep.Steps), rep)
 	}
+
+	// A rerun from the silent branch's step with a solver that answers:
+	// the new run's verifier scores that branch 1.
+	fixed := json.RawMessage(`{"model": "scripted", "tools": ["builtin"], "script": [{"tool_calls": [{"function": {"name": "write_workspace_file", "arguments": {"path": "answer.txt", "content": "42"}}}]}, {"content": "42 now"}]}`)
+	re, err := s.cl.RerunRun(ctx, r.ID, api.RunRerunRequest{From: "1.b2.1", Agents: map[string]json.RawMessage{"none": fixed}})
+	if err != nil {
+		t.Fatalf("rerun: %v", err)
+	}
+	re = waitClientRun(t, s.cl, re.ID)
+	if re.Status != "succeeded" {
+		t.Fatalf("rerun %s: %s", re.Status, re.Error)
+	}
+	for _, st := range re.Steps {
+		if st.Key != "1.b2.2" {
+			continue
+		}
+		v, err := s.dev.Backend.Store.Get(ctx, *st.Output)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l, ok := trainset.LabelOf(v.Chunks[0]); !ok || *l.Score != 1 {
+			t.Fatalf("rerun's verify of the fixed branch: %+v", l)
+		}
+		return
+	}
+	t.Fatalf("rerun %s has no step 1.b2.2: %+v", re.ID, re.Steps)
 }
