@@ -102,7 +102,7 @@ type PairOptions struct {
 // PairStats counts a pairs export.
 type PairStats struct {
 	Scanned int `json:"scanned"` // version headers read
-	Labeled int `json:"labeled"` // labeled trajectory ends found
+	Labeled int `json:"labeled"` // judged trajectory ends found (a label, a score or an approval decision)
 	Written int `json:"written"` // pairs written
 	Skipped int `json:"skipped"` // candidate pairs that made no record
 }
