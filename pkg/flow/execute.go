@@ -239,6 +239,9 @@ type Decision struct {
 	Candidates []string `json:"candidates"`
 	Reply      string   `json:"reply"`
 	Choice     int      `json:"choice"`
+	// Branches are the versions the candidates describe when a rollout's
+	// selector chose among its branches ([Call.Branches]).
+	Branches []session.ID `json:"branches,omitempty"`
 }
 
 // DecisionOf returns the decision a select step recorded: the
@@ -298,7 +301,7 @@ func executeSelect(ctx context.Context, env Env, key string, call Call, provider
 	}
 	prod.Agent, prod.Model = call.Agent.Name, orString(resp.Model, model)
 	d := Decision{Selector: call.Agent.Name, Model: prod.Model, Candidates: call.Candidates, Reply: resp.Content,
-		Choice: ParseChoice(resp.Content, len(call.Candidates))}
+		Choice: ParseChoice(resp.Content, len(call.Candidates)), Branches: call.Branches}
 	c, err := session.Evidence(session.KindSelectorDecision, d)
 	if err != nil {
 		return session.Session{}, err

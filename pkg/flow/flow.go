@@ -103,6 +103,10 @@ type Call struct {
 	// Verifier is the command of a [KindVerify] call; the agent is then the
 	// branch's agent, which names the step and no model is called.
 	Verifier *Verifier `json:"verifier,omitempty"`
+	// Branches, on a select call of a [Rollout], are the branch outputs
+	// the candidates describe, in order: the decision records them, so
+	// the choice ranks those versions (pairs from selector decisions).
+	Branches []session.ID `json:"branches,omitempty"`
 }
 
 // Runtime executes steps.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/rath-run/rath/pkg/session"
 )
@@ -22,19 +24,31 @@ import (
 // [Parallel] (one for the rollout, then "<k>.b<i>.1" for branch i's agent
 // step and "<k>.b<i>.2" for its verify step), so a re-executed rollout
 // returns its committed steps without running an agent or a verifier again.
+//
+// With a Selector, a judge then chooses among the branches: one select
+// step (the rollout's next key) on the rollout's input, whose menu lists
+// each branch's agent and final reply and whose decision records the
+// branch versions ([Call.Branches]); the output is the chosen branch (the
+// best score when it chooses none). Either a verifier or a selector is
+// required; with only a selector no verify steps run.
 type Rollout struct {
 	Branches []*Agent
+	// Verifier scores each branch; a zero Verifier (no command) runs none.
 	Verifier Verifier
+	// Selector, when set, chooses among the branches after they ran.
+	Selector *Agent
 	// Limit bounds how many branches run at once; 0 runs them all.
 	Limit int
 }
 
-// RolloutResult is one branch of a rollout: the agent's output and the
-// verify step's version holding its score.
+// RolloutResult is one branch of a rollout: the agent's output, the
+// verify step's version holding its score (zero without a verifier), and
+// whether the selector chose it.
 type RolloutResult struct {
-	Output session.Session
-	Scored session.Session
-	Score  float64
+	Output   session.Session
+	Scored   session.Session
+	Score    float64
+	Selected bool
 }
 
 // Forward runs the rollout and returns the best branch's output.
@@ -45,6 +59,9 @@ func (r *Rollout) Forward(ctx context.Context, s session.Session) (session.Sessi
 	}
 	best := 0
 	for i := range res {
+		if res[i].Selected {
+			return res[i].Output, nil
+		}
 		if res[i].Score > res[best].Score {
 			best = i
 		}
@@ -61,8 +78,16 @@ func (r *Rollout) Run(ctx context.Context, s session.Session) ([]RolloutResult, 
 	if r.Limit < 0 {
 		return nil, fmt.Errorf("flow: rollout: limit %d is negative", r.Limit)
 	}
-	if err := r.Verifier.Validate(); err != nil {
-		return nil, fmt.Errorf("flow: rollout: verifier.%w", err)
+	switch {
+	case r.Verifier.Command == "" && r.Selector == nil:
+		return nil, errors.New("flow: rollout: give a verifier, a selector or both")
+	case r.Verifier.Command != "":
+		if err := r.Verifier.Validate(); err != nil {
+			return nil, fmt.Errorf("flow: rollout: verifier.%w", err)
+		}
+	}
+	if n > MaxCandidates && r.Selector != nil {
+		return nil, fmt.Errorf("flow: rollout: a selector chooses among at most %d branches, not %d", MaxCandidates, n)
 	}
 	for i, a := range r.Branches {
 		if a == nil {
@@ -115,7 +140,59 @@ func (r *Rollout) Run(ctx context.Context, s session.Session) ([]RolloutResult, 
 	if err := context.Cause(ctx); err != nil {
 		return nil, fmt.Errorf("flow: rollout: %w", err)
 	}
+	if r.Selector != nil {
+		if err := r.choose(ctx, s, out); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
+}
+
+// maxReplyInMenu bounds the final reply a selector's menu shows per branch.
+const maxReplyInMenu = 3000
+
+// choose asks the selector which branch is best and marks it Selected.
+func (r *Rollout) choose(ctx context.Context, s session.Session, res []RolloutResult) error {
+	descs := make([]string, len(res))
+	ids := make([]session.ID, len(res))
+	for i := range res {
+		reply := "(no reply)"
+		chunks, err := res[i].Output.Chunks(ctx)
+		if err != nil {
+			return fmt.Errorf("flow: rollout: branch %d: %w", i, err)
+		}
+		for j := len(chunks) - 1; j >= 0; j-- {
+			if chunks[j].Kind() == session.KindAssistant && strings.TrimSpace(chunks[j].Text()) != "" {
+				reply = clip(chunks[j].Text(), maxReplyInMenu)
+				break
+			}
+		}
+		descs[i] = fmt.Sprintf("branch %d (%s): %s", i, r.Branches[i].Spec.Name, reply)
+		ids[i] = res[i].Output.ID()
+	}
+	out, err := Do(ctx, Call{Kind: KindSelect, Agent: r.Selector.Spec, Candidates: descs, Branches: ids}, s)
+	if err != nil {
+		return fmt.Errorf("flow: rollout: select: %w", err)
+	}
+	d, err := DecisionOf(out)
+	if err != nil {
+		return fmt.Errorf("flow: rollout: %w", err)
+	}
+	if d.Choice >= 0 && d.Choice < len(res) {
+		res[d.Choice].Selected = true
+	}
+	return nil
+}
+
+// clip cuts s to at most n bytes on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // branch forks s, runs a on the fork and verifies its output.
@@ -127,6 +204,9 @@ func (r *Rollout) branch(ctx context.Context, i int, a *Agent, s session.Session
 	o, err := a.Forward(ctx, f)
 	if err != nil {
 		return RolloutResult{}, fmt.Errorf("rollout branch %d: %w", i, err)
+	}
+	if r.Verifier.Command == "" {
+		return RolloutResult{Output: o}, nil
 	}
 	v := r.Verifier
 	scored, err := Do(ctx, Call{Kind: KindVerify, Agent: a.Spec, Verifier: &v}, o)

@@ -200,3 +200,59 @@ func FuzzVerifierScore(f *testing.F) {
 		}
 	})
 }
+
+// TestRolloutSelector: with a selector and no verifier, the branches run
+// (no verify step), then one select step on the rollout's input chooses
+// among them: its menu shows each branch's final reply, its decision
+// records the branch versions, and the output is the chosen branch.
+func TestRolloutSelector(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := session.NewMemoryGraph()
+	rt, err := flow.NewLocal("judge", scriptedEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	judge := flow.NewAgent(scriptedSpec("judge", "1: the second is right"), "")
+	r := &flow.Rollout{Selector: judge, Branches: []*flow.Agent{
+		flow.NewAgent(scriptedSpec("a", "41"), ""), flow.NewAgent(scriptedSpec("b", "42"), ""),
+	}}
+	in := mustUser(t, g, "6 x 7?")
+	out, err := flow.Run(ctx, rt, r, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dv, err := g.GetByKey(ctx, flow.StepID("judge", "2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := flow.DecisionOf(session.Wrap(g, dv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *dv.Base != in.ID() || d.Choice != 1 || len(d.Branches) != 2 || d.Candidates[1] != "branch 1 (b): 42" || d.Candidates[0] != "branch 0 (a): 41" {
+		t.Fatalf("decision on %s: %+v", *dv.Base, d)
+	}
+	if out.ID() != d.Branches[1] {
+		t.Fatalf("output %s, want the chosen branch %s", out.ID(), d.Branches[1])
+	}
+	if got := texts(t, out); got[len(got)-1] != "assistant:42" {
+		t.Fatalf("output %v", got)
+	}
+	// No verify step ran.
+	if _, err := g.GetByKey(ctx, flow.StepID("judge", "1.b0.2")); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("a verify step without a verifier: %v", err)
+	}
+	// Re-run with the same run id: Run reports the selected branch.
+	res, err := r.Run(flow.WithRuntime(ctx, rt), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res[1].Selected || res[0].Selected || !res[0].Scored.IsZero() || res[1].Output.ID() != out.ID() {
+		t.Fatalf("results %+v", res)
+	}
+	// Neither a verifier nor a selector: refused.
+	if _, err := (&flow.Rollout{Branches: r.Branches}).Run(flow.WithRuntime(ctx, rt), in); err == nil || !strings.Contains(err.Error(), "verifier, a selector or both") {
+		t.Fatalf("no judge: %v", err)
+	}
+}

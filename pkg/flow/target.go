@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/session"
 )
 
 // Limits on a [Call].
@@ -46,6 +47,7 @@ type callJSON struct {
 	Candidates  []string        `json:"candidates"`
 	Instruction string          `json:"instruction"`
 	Verifier    *Verifier       `json:"verifier"`
+	Branches    []session.ID    `json:"branches"`
 }
 
 // ParseTarget decodes a step job's target: a Call envelope (a JSON object
@@ -97,7 +99,7 @@ func parseEnvelope(b []byte) (Call, error) {
 	if err != nil {
 		return Call{}, fmt.Errorf("agent: %w", err)
 	}
-	c := Call{Kind: j.Kind, Agent: spec, Candidates: j.Candidates, Instruction: j.Instruction, Verifier: j.Verifier}
+	c := Call{Kind: j.Kind, Agent: spec, Candidates: j.Candidates, Instruction: j.Instruction, Verifier: j.Verifier, Branches: j.Branches}
 	if err := c.Validate(); err != nil {
 		return Call{}, err
 	}
@@ -135,6 +137,15 @@ func (c *Call) Validate() error {
 		return bad("verifier", "a verify call needs a verifier (its command)")
 	case c.Kind != KindVerify && c.Verifier != nil:
 		return bad("verifier", "only a verify call takes a verifier (kind is %s)", c.Kind)
+	case c.Kind != KindSelect && len(c.Branches) > 0:
+		return bad("branches", "only a select call takes branches (kind is %s)", c.Kind)
+	case len(c.Branches) > 0 && len(c.Branches) != len(c.Candidates):
+		return bad("branches", "%d branches for %d candidates: give one per candidate", len(c.Branches), len(c.Candidates))
+	}
+	for i, b := range c.Branches {
+		if b == (session.ID{}) {
+			return bad(fmt.Sprintf("branches[%d]", i), "not a version id")
+		}
 	}
 	if c.Verifier != nil {
 		if err := c.Verifier.Validate(); err != nil {
