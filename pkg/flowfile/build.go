@@ -129,6 +129,13 @@ func (b *builder) step(st Step) (flow.Workflow, error) {
 		return p, nil
 	case st.Rollout != nil:
 		r := &flow.Rollout{Verifier: st.Rollout.Verifier, Limit: st.Rollout.Limit}
+		if name := st.Rollout.Selector; name != "" {
+			a, ok := b.agents[name]
+			if !ok {
+				return nil, fmt.Errorf("%w: unknown agent %q", ErrInvalid, name)
+			}
+			r.Selector = a
+		}
 		names := st.Rollout.Branches
 		if names == nil {
 			names = make([]string, st.Rollout.N)
@@ -278,13 +285,18 @@ func encodeSteps(steps []Step) *yaml.Node {
 			if st.Rollout.Limit > 0 {
 				r.Content = append(r.Content, scalar("limit"), intNode(st.Rollout.Limit))
 			}
-			v := &yaml.Node{Kind: yaml.MappingNode}
-			v.Content = append(v.Content, scalar("command"), scalar(st.Rollout.Verifier.Command))
-			if t := st.Rollout.Verifier.TimeoutSeconds; t > 0 {
-				v.Content = append(v.Content, scalar("timeout_seconds"),
-					&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: strconv.FormatFloat(t, 'g', -1, 64)})
+			if st.Rollout.Verifier.Command != "" {
+				v := &yaml.Node{Kind: yaml.MappingNode}
+				v.Content = append(v.Content, scalar("command"), scalar(st.Rollout.Verifier.Command))
+				if t := st.Rollout.Verifier.TimeoutSeconds; t > 0 {
+					v.Content = append(v.Content, scalar("timeout_seconds"),
+						&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: strconv.FormatFloat(t, 'g', -1, 64)})
+				}
+				r.Content = append(r.Content, scalar("verifier"), v)
 			}
-			r.Content = append(r.Content, scalar("verifier"), v)
+			if st.Rollout.Selector != "" {
+				r.Content = append(r.Content, scalar("selector"), scalar(st.Rollout.Selector))
+			}
 			kv("rollout", r)
 		case st.Compress != nil:
 			c := &yaml.Node{Kind: yaml.MappingNode}

@@ -36,7 +36,8 @@
 //	  - select: {selector: router, candidates: [writer, fixer], max_rounds: 5}
 //	  - rollout: {n: 4, agent: writer, verifier: "sh check.sh"} # or
 //	                                # branches: [writer, fixer]; verifier
-//	                                # also {command, timeout_seconds}
+//	                                # also {command, timeout_seconds};
+//	                                # selector: judge chooses a branch
 //	  - sequence: [{agent: writer}, {agent: fixer}]
 //
 // Each step is a mapping with exactly one of the keys agent, run, fork,
@@ -224,7 +225,11 @@ type Rollout struct {
 	Agent    string
 	Branches []string
 	Limit    int
+	// Verifier is zero when the rollout has only a selector.
 	Verifier flow.Verifier
+	// Selector names the agent that chooses among the branches ("" for
+	// none).
+	Selector string
 }
 
 // Compress names the agent whose model compresses, and the instruction.
@@ -847,7 +852,7 @@ func (p *parser) fork(n *yaml.Node, field string) (*Fork, error) {
 }
 
 func (p *parser) rollout(n *yaml.Node, field string) (*Rollout, error) {
-	vals, _, err := p.mapping(n, field, "n", "agent", "branches", "limit", "verifier")
+	vals, _, err := p.mapping(n, field, "n", "agent", "branches", "limit", "verifier", "selector")
 	if err != nil {
 		return nil, err
 	}
@@ -884,9 +889,21 @@ func (p *parser) rollout(n *yaml.Node, field string) (*Rollout, error) {
 			return nil, err
 		}
 	}
+	if sn := vals["selector"]; sn != nil {
+		if r.Selector, err = p.name(sn, field+".selector"); err != nil {
+			return nil, err
+		}
+		p.use(sn, field+".selector", r.Selector, refAgent)
+		if len(r.Branches) > flow.MaxCandidates || r.N > flow.MaxCandidates {
+			return nil, p.errAt(sn, field+".selector", "a selector chooses among at most %d branches", flow.MaxCandidates)
+		}
+	}
 	vn := vals["verifier"]
 	if vn == nil {
-		return nil, p.errAt(n, field+".verifier", "required: the command that scores each branch (exit code 0 is 1.0, else 0.0; or stdout {\"score\": N})")
+		if r.Selector != "" {
+			return r, nil
+		}
+		return nil, p.errAt(n, field+".verifier", "required: the command that scores each branch (exit code 0 is 1.0, else 0.0; or stdout {\"score\": N}), unless a selector chooses")
 	}
 	if r.Verifier, err = p.verifier(vn, field+".verifier"); err != nil {
 		return nil, err

@@ -34,6 +34,8 @@ func TestRolloutErrors(t *testing.T) {
 		{"command not a string", agents + "steps:\n  - rollout: {n: 2, agent: a, verifier: [make]}\n", 9, 41, "steps[0].rollout.verifier: must be a string"},
 		{"limit", agents + "steps:\n  - rollout: {n: 2, agent: a, limit: 0, verifier: x}\n", 9, 38, "steps[0].rollout.limit: 0 is outside"},
 		{"unknown key", agents + "steps:\n  - rollout: {n: 2, agent: a, verifier: x, score: max}\n", 9, 44, "steps[0].rollout.score: unknown key"},
+		{"unknown selector", agents + "steps:\n  - rollout: {n: 2, agent: a, selector: judge}\n", 9, 41, `steps[0].rollout.selector: unknown agent "judge"`},
+		{"selector too many", agents + "steps:\n  - rollout: {n: 65, agent: a, selector: b}\n", 9, 42, "steps[0].rollout.selector: a selector chooses among at most 64 branches"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -67,6 +69,7 @@ func TestRolloutParseBuildEncode(t *testing.T) {
       limit: 2
       verifier: {command: "test -f answer.txt", timeout_seconds: 30}
   - rollout: {branches: [a, b], verifier: ./check.sh}
+  - rollout: {n: 2, agent: b, selector: a}
 `
 	f, err := flowfile.Parse("wf.yaml", []byte(doc), nil)
 	if err != nil {
@@ -89,8 +92,11 @@ func TestRolloutParseBuildEncode(t *testing.T) {
 		t.Fatalf("built step 0: %#v", steps[0])
 	}
 	b1 := steps[1].(*flow.Rollout)
-	if len(b1.Branches) != 2 || b1.Branches[1].Spec.Name != "b" {
+	if len(b1.Branches) != 2 || b1.Branches[1].Spec.Name != "b" || b1.Selector != nil {
 		t.Fatalf("built step 1: %#v", b1)
+	}
+	if b2 := steps[2].(*flow.Rollout); b2.Selector == nil || b2.Selector.Spec.Name != "a" || b2.Verifier.Command != "" {
+		t.Fatalf("built step 2: %#v", b2)
 	}
 	enc, err := f.Encode()
 	if err != nil {
@@ -99,6 +105,9 @@ func TestRolloutParseBuildEncode(t *testing.T) {
 	g, err := flowfile.Parse("encoded", enc, nil)
 	if err != nil {
 		t.Fatalf("encoded file does not parse: %v\n%s", err, enc)
+	}
+	if r2 := g.Steps[2].Rollout; r2 == nil || r2.Selector != "a" || r2.Verifier.Command != "" || r2.N != 2 {
+		t.Fatalf("encoded selector rollout %+v\n%s", r2, enc)
 	}
 	if fmt.Sprint(*g.Steps[0].Rollout) != fmt.Sprint(*r0) || fmt.Sprint(*g.Steps[1].Rollout) != fmt.Sprint(*r1) {
 		t.Fatalf("encoded rollouts %+v %+v, want %+v %+v\n%s", *g.Steps[0].Rollout, *g.Steps[1].Rollout, *r0, *r1, enc)
