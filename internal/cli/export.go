@@ -35,7 +35,8 @@ func newExportPairsCmd(env *Env) *cobra.Command {
 			"and writes one pair for every two of them that share a prompt (their nearest common base holds a user message) and\n" +
 			"that a source of --from ranks apart: labels (rathctl label: a preference beats none, then the higher score), scores\n" +
 			"(a rollout verifier's: the higher wins), approval (a branch whose tool calls were approved over one with a rejected\n" +
-			"call). Each pair's provenance.source names its source. Records go to stdout (or --out FILE), counts to stderr.",
+			"call), selector (the branch a rollout's selector chose over the others). Each pair's provenance.source names its\n" +
+			"source. Records go to stdout (or --out FILE), counts to stderr.",
 		Args: cobra.NoArgs,
 		RunE: f.with(func(ctx context.Context, t target, _ []string) error {
 			return f.pairs(ctx, env, t)
@@ -43,7 +44,7 @@ func newExportPairsCmd(env *Env) *cobra.Command {
 	}
 	f.register(c)
 	f.selection(c, "pair")
-	c.Flags().StringSliceVar(&f.from, "from", nil, "the decisions that rank branches: labels, scores, approval (comma-separated; default all)")
+	c.Flags().StringSliceVar(&f.from, "from", nil, "the decisions that rank branches: labels, scores, approval, selector (comma-separated; default all)")
 	return c
 }
 

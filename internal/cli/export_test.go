@@ -143,12 +143,12 @@ func TestExportTrajectoriesCommand(t *testing.T) {
 		t.Errorf("--from scores: %s", out)
 	}
 	for _, where := range [][]string{server, {"--store", storeURL}} {
-		if out, _ := run(0, append([]string{"export", "pairs", "--run", "run-p", "--from", "labels,approval"}, where...)...); out != "" {
-			t.Errorf("--from labels,approval %v: %s", where[0], out)
+		if out, _ := run(0, append([]string{"export", "pairs", "--run", "run-p", "--from", "labels,approval,selector"}, where...)...); out != "" {
+			t.Errorf("--from labels,approval,selector %v: %s", where[0], out)
 		}
-		if _, errOut := run(2, append([]string{"export", "pairs", "--from", "selector"}, where...)...); !strings.Contains(errOut, "--from") ||
-			!strings.Contains(errOut, "selector") {
-			t.Errorf("--from selector %v: %s", where[0], errOut)
+		if _, errOut := run(2, append([]string{"export", "pairs", "--from", "votes"}, where...)...); !strings.Contains(errOut, "--from") ||
+			!strings.Contains(errOut, `"votes"`) {
+			t.Errorf("--from votes %v: %s", where[0], errOut)
 		}
 	}
 	// The labels did not become trajectories.

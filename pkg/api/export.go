@@ -47,6 +47,7 @@ type ExportPairsRequest struct {
 	Redacted string `json:"redacted,omitempty"`
 	// From are the decisions pairs are made from: "labels" (a person's
 	// rathctl label), "scores" (a rollout verifier's), "approval"
-	// (approved over rejected tool calls); empty is all three.
+	// (approved over rejected tool calls), "selector" (a rollout
+	// selector's choice); empty is all four.
 	From []string `json:"from,omitempty"`
 }

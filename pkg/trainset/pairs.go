@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -38,6 +39,9 @@ type PairProvenance struct {
 	Rejected         Provenance `json:"rejected"`
 	RejectedLabel    *Label     `json:"rejected_label,omitempty"`
 	RejectedApproval string     `json:"rejected_approval,omitempty"`
+	// SelectorDecision is the version holding the selector_decision of a
+	// pair from a selector.
+	SelectorDecision *session.ID `json:"selector_decision,omitempty"`
 }
 
 // PairSource names what ranked a pair's two branches.
@@ -54,6 +58,11 @@ const (
 	// FromApproval ranks a branch whose continuation holds only approved
 	// tool calls over one whose continuation holds a rejected call.
 	FromApproval PairSource = "approval"
+	// FromSelector ranks the branch a rollout's selector chose over the
+	// other branches it chose among (a selector_decision that records its
+	// branches; a selector loop's decisions record none: the candidates
+	// it did not choose never ran).
+	FromSelector PairSource = "selector"
 )
 
 // VerifierBy is the "by" of the labels a verifier records (package flow's
@@ -61,7 +70,9 @@ const (
 const VerifierBy = "verifier"
 
 // PairSources lists every pair source, in the order pairs are made.
-func PairSources() []PairSource { return []PairSource{FromLabels, FromScores, FromApproval} }
+func PairSources() []PairSource {
+	return []PairSource{FromLabels, FromScores, FromApproval, FromSelector}
+}
 
 // ParsePairSources parses a --from list ("labels,scores"); empty is every
 // source. Unknown or repeated names are errors naming the name.
@@ -73,7 +84,7 @@ func ParsePairSources(list []string) ([]PairSource, error) {
 	for _, name := range list {
 		src := PairSource(strings.TrimSpace(name))
 		if !slices.Contains(PairSources(), src) {
-			return nil, fmt.Errorf("pair source %q: want %s (selector decisions make no pairs: a selector runs only the candidate it chooses, so there is no rejected branch)", name, joinSources(PairSources()))
+			return nil, fmt.Errorf("pair source %q: want %s", name, joinSources(PairSources()))
 		}
 		if slices.Contains(out, src) {
 			return nil, fmt.Errorf("pair source %q given twice", name)
@@ -105,6 +116,8 @@ type PairStats struct {
 	Labeled int `json:"labeled"` // judged trajectory ends found (a label, a score or an approval decision)
 	Written int `json:"written"` // pairs written
 	Skipped int `json:"skipped"` // candidate pairs that made no record
+	// Decisions counts the selector decisions among branches found.
+	Decisions int `json:"decisions"`
 }
 
 // judged is a trajectory end with what judged it: its last label by a
@@ -140,7 +153,11 @@ func better(a, b Label) (aWins, ranked bool) {
 //     wins);
 //   - [FromApproval]: an end whose continuation after the shared prompt
 //     holds an approved tool call and no rejected one beats one whose
-//     continuation holds a rejected call.
+//     continuation holds a rejected call;
+//   - [FromSelector]: a rollout selector's decision (a selector_decision
+//     that records the branches it chose among): the chosen branch beats
+//     each other one. These pair the branch versions the decision names
+//     (ends or not), so they come after the others.
 //
 // A trajectory end is what [Export] would export. Two ends pair when
 // their nearest common base (through merges too:
@@ -168,6 +185,8 @@ func Pairs(ctx context.Context, src Source, sel Selector, opts PairOptions, w io
 		}
 	}
 	var ends []judged
+	var decisions []branchDecision
+	wantSel := slices.Contains(from, FromSelector)
 	after := ""
 	for {
 		page, err := src.List(ctx, store.ListParams{Limit: 500, After: after, Run: sel.Run})
@@ -178,6 +197,15 @@ func Pairs(ctx context.Context, src Source, sel Selector, opts PairOptions, w io
 			st.Scanned++
 			if !sel.Match(v) {
 				continue
+			}
+			if wantSel && v.OwnChunks == 1 && v.Op == session.OpStep {
+				d, ok, err := decisionIn(ctx, src, v.ID)
+				if err != nil {
+					return st, err
+				}
+				if ok {
+					decisions = append(decisions, d)
+				}
 			}
 			if lbl, err := isLabelVersion(ctx, src, v.ID, v.OwnChunks); err != nil || lbl {
 				if err != nil {
@@ -205,8 +233,19 @@ func Pairs(ctx context.Context, src Source, sel Selector, opts PairOptions, w io
 		}
 		after = page.Next
 	}
-	st.Labeled = len(ends)
+	st.Labeled, st.Decisions = len(ends), len(decisions)
 	bw := bufio.NewWriterSize(w, 64<<10)
+	write := func(p *Pair) error {
+		line, err := json.Marshal(p)
+		if err != nil {
+			return fmt.Errorf("pairs: encode: %w", err)
+		}
+		if _, err := bw.Write(append(line, '\n')); err != nil {
+			return fmt.Errorf("pairs: write: %w", err)
+		}
+		st.Written++
+		return nil
+	}
 	for i := range ends {
 		for j := i + 1; j < len(ends); j++ {
 			for _, source := range from {
@@ -221,14 +260,27 @@ func Pairs(ctx context.Context, src Source, sel Selector, opts PairOptions, w io
 					st.Skipped++
 					continue
 				}
-				line, err := json.Marshal(p)
-				if err != nil {
-					return st, fmt.Errorf("pairs: encode: %w", err)
+				if err := write(p); err != nil {
+					return st, err
 				}
-				if _, err := bw.Write(append(line, '\n')); err != nil {
-					return st, fmt.Errorf("pairs: write: %w", err)
-				}
-				st.Written++
+			}
+		}
+	}
+	for _, d := range decisions {
+		for j, rej := range d.branches {
+			if j == d.choice || rej == d.branches[d.choice] {
+				continue
+			}
+			p, ok, err := selectorPair(ctx, src, sel, d, rej, policy)
+			if err != nil {
+				return st, err
+			}
+			if !ok {
+				st.Skipped++
+				continue
+			}
+			if err := write(p); err != nil {
+				return st, err
 			}
 		}
 	}
@@ -320,8 +372,64 @@ func rankPair(ctx context.Context, src Source, source PairSource, a, b judged, p
 		p.Provenance.Source = FromApproval
 		p.Provenance.ChosenApproval, p.Provenance.RejectedApproval = approvalApproved, approvalRejected
 		return &p, true, nil
+	case FromSelector:
+		return nil, false, nil // from the decisions, after the ends
 	}
 	return nil, false, fmt.Errorf("pairs: unknown source %q", source)
+}
+
+// branchDecision is a selector's choice among a rollout's branches.
+type branchDecision struct {
+	version  session.ID
+	branches []session.ID
+	choice   int
+}
+
+// decisionIn returns the decision among branches that version id records,
+// if its one chunk is a selector_decision naming its branches and choosing
+// one of them.
+func decisionIn(ctx context.Context, src Source, id session.ID) (branchDecision, bool, error) {
+	v, err := src.Get(ctx, id)
+	if err != nil {
+		return branchDecision{}, false, fmt.Errorf("pairs: get %s: %w", id, err)
+	}
+	if len(v.Chunks) != 1 || v.Chunks[0].Kind() != session.KindSelectorDecision || v.Chunks[0].Redacted() {
+		return branchDecision{}, false, nil
+	}
+	var d struct {
+		Branches []session.ID `json:"branches"`
+		Choice   int          `json:"choice"`
+	}
+	if json.Unmarshal(v.Chunks[0].Payload(), &d) != nil || len(d.Branches) < 2 || d.Choice < 0 || d.Choice >= len(d.Branches) {
+		return branchDecision{}, false, nil
+	}
+	return branchDecision{version: id, branches: d.Branches, choice: d.Choice}, true, nil
+}
+
+// selectorPair is the pair of d's chosen branch over branch rej: ok false
+// when it makes no record (a branch outside the selection, no shared
+// prompt, a redaction, no reply at an end).
+func selectorPair(ctx context.Context, src Source, sel Selector, d branchDecision, rej session.ID, policy Redacted) (*Pair, bool, error) {
+	infos := make([]store.Info, 2)
+	for i, id := range []session.ID{d.branches[d.choice], rej} {
+		v, err := src.Get(ctx, id)
+		if errors.Is(err, session.ErrNotFound) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("pairs: get %s: %w", id, err)
+		}
+		if infos[i] = store.InfoOf(v); !sel.Match(infos[i]) {
+			return nil, false, nil
+		}
+	}
+	p, ok, err := pairOf(ctx, src, infos[0], infos[1], policy, nil)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	dv := d.version
+	p.Provenance.Source, p.Provenance.SelectorDecision = FromSelector, &dv
+	return &p, true, nil
 }
 
 // The verdicts of a continuation's approval decisions.

@@ -58,7 +58,8 @@ func pairsOf(t *testing.T, st store.Store, opts trainset.PairOptions) ([]trainse
 // TestPairsFromEachSource: one prompt forked into branches scored by a
 // verifier and labeled by a person, one branch merging another before its
 // reply; a second prompt whose branches' tool calls were approved or
-// rejected, one branch merging the approved one. Every source makes its
+// rejected, one branch merging the approved one; a third whose branches a
+// rollout's selector chose among, one merging another. Every source makes its
 // pairs and names itself; the prompt is the fork point even across the
 // merges; --from keeps only the sources asked; provenance verifies; an
 // unrelated session never pairs. On SQLite and Postgres.
@@ -106,6 +107,20 @@ func testPairsFromEachSource(t *testing.T, st store.Store) {
 	mid2 := br(root2, session.Assistant("checking first"))
 	merged2 := must[session.Session](t)(mid2.Merge(ctx, approved))
 	merged2End := step(t, merged2, "rollout", "solver", session.User("done?"), session.Assistant("yes, cleaned"))
+	// A rollout's selector chose x among x, y and z; z merged y before
+	// its reply.
+	root3 := must[session.Session](t)(session.New(ctx, st, session.User("name a prime")))
+	x, y := br(root3, session.Assistant("7")), br(root3, session.Assistant("8"))
+	midZ := br(root3, session.Assistant("hmm"))
+	z := step(t, must[session.Session](t)(midZ.Merge(ctx, y)), "rollout", "solver", session.User("so?"), session.Assistant("9"))
+	decision := step(t, root3, "rollout", "judge", must[session.Chunk](t)(session.Evidence(session.KindSelectorDecision, map[string]any{
+		"selector": "judge", "candidates": []string{"x", "y", "z"}, "reply": "0", "choice": 0,
+		"branches": []session.ID{x.ID(), y.ID(), z.ID()},
+	})))
+	// A selector loop's decision names no branches: no pairs.
+	step(t, root3, "rollout", "router", must[session.Chunk](t)(session.Evidence(session.KindSelectorDecision, map[string]any{
+		"selector": "router", "candidates": []string{"a", "b"}, "reply": "1", "choice": 1,
+	})))
 	// An unrelated session with a score never pairs.
 	other := must[session.Session](t)(session.New(ctx, st, session.User("3+3?")))
 	otherEnd := step(t, other, "rollout", "solver", session.Assistant("6"))
@@ -122,6 +137,8 @@ func testPairsFromEachSource(t *testing.T, st store.Store) {
 		{trainset.FromLabels, mergedEnd.ID(), bad.ID()}:         root.ID(),
 		{trainset.FromApproval, approved.ID(), rejected.ID()}:   root2.ID(),
 		{trainset.FromApproval, merged2End.ID(), rejected.ID()}: root2.ID(),
+		{trainset.FromSelector, x.ID(), y.ID()}:                 root3.ID(),
+		{trainset.FromSelector, x.ID(), z.ID()}:                 root3.ID(),
 	}
 	pairs, stats, _ := pairsOf(t, st, trainset.PairOptions{})
 	got := map[key]trainset.Pair{}
@@ -171,8 +188,13 @@ func testPairsFromEachSource(t *testing.T, st store.Store) {
 		t.Errorf("approval pair across the merge: %+v chosen %+v", p.Provenance, p.Chosen)
 	}
 
+	if p := got[key{trainset.FromSelector, x.ID(), z.ID()}]; p.Provenance.SelectorDecision == nil || *p.Provenance.SelectorDecision != decision.ID() ||
+		*p.Rejected[len(p.Rejected)-1].Content != "9" || len(p.Rejected) != 4 || stats.Decisions != 1 {
+		t.Errorf("selector pair across the merge: %+v rejected %+v (stats %+v)", p.Provenance, p.Rejected, stats)
+	}
 	// --from keeps the sources asked, and only those.
-	for _, from := range [][]trainset.PairSource{{trainset.FromScores}, {trainset.FromLabels}, {trainset.FromApproval}, {trainset.FromLabels, trainset.FromApproval}} {
+	for _, from := range [][]trainset.PairSource{{trainset.FromScores}, {trainset.FromLabels}, {trainset.FromApproval}, {trainset.FromSelector},
+		{trainset.FromLabels, trainset.FromApproval}} {
 		ps, _, _ := pairsOf(t, st, trainset.PairOptions{From: from})
 		var names []string
 		for _, p := range ps {
@@ -251,13 +273,13 @@ func TestPairsNeverExportARedactedBranch(t *testing.T) {
 }
 
 func TestParsePairSources(t *testing.T) {
-	if got, err := trainset.ParsePairSources(nil); err != nil || fmt.Sprint(got) != "[labels scores approval]" {
+	if got, err := trainset.ParsePairSources(nil); err != nil || fmt.Sprint(got) != "[labels scores approval selector]" {
 		t.Errorf("default: %v %v", got, err)
 	}
 	if got, err := trainset.ParsePairSources([]string{"scores", " approval"}); err != nil || fmt.Sprint(got) != "[scores approval]" {
 		t.Errorf("scores,approval: %v %v", got, err)
 	}
-	for _, bad := range [][]string{{"votes"}, {"selector"}, {"scores", "scores"}, {""}} {
+	for _, bad := range [][]string{{"votes"}, {"scores", "scores"}, {""}} {
 		if _, err := trainset.ParsePairSources(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
