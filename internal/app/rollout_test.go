@@ -187,3 +187,55 @@ func testDeclarativeRollout(t *testing.T, s *stack) {
 	}
 	t.Fatalf("rerun %s has no step 1.b2.2: %+v", re.ID, re.Steps)
 }
+
+// TestDeclarativeRolloutSelector: a rollout with a verifier and a
+// selector, driven by the coordinator: the selector's choice (the wrong
+// answer here) is the output although it scored lower, its decision names
+// the branch versions, pairs come from both, each naming its source, and
+// a strict replay reproduces the decision.
+func TestDeclarativeRolloutSelector(t *testing.T) {
+	t.Parallel()
+	s := startDev(t, "", app.DevConfig{Workers: 2})
+	ctx := context.Background()
+	file := strings.Replace(rolloutFile, "steps:\n", "  judge:\n    model: scripted\n    script: [\"1\"]\nsteps:\n", 1)
+	file = strings.Replace(file, "      branches: [right, wrong, none]\n", "      branches: [right, wrong, none]\n      selector: judge\n", 1)
+	r, err := s.cl.StartWorkflow(ctx, client.WorkflowRequest{Workflow: file, Message: "What is 6 x 7? Save it in answer.txt."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = waitClientRun(t, s.cl, r.ID)
+	if r.Status != "succeeded" || len(r.Steps) != 7 {
+		t.Fatalf("run %s (%s) with %d steps, want succeeded with 3 agent, 3 verify and 1 select steps", r.Status, r.Error, len(r.Steps))
+	}
+	outputs := map[string]session.ID{}
+	for _, st := range r.Steps {
+		outputs[st.Key] = *st.Output
+	}
+	if r.Output == nil || *r.Output != outputs["1.b1.1"] {
+		t.Fatalf("output %v, want the selected branch %s", r.Output, outputs["1.b1.1"])
+	}
+	var buf bytes.Buffer
+	stats, err := s.cl.ExportPairs(ctx, api.ExportPairsRequest{Run: r.ID, From: []string{"selector", "scores"}}, &buf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bySource := map[trainset.PairSource]int{}
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var p trainset.Pair
+		if err := json.Unmarshal([]byte(line), &p); err != nil {
+			t.Fatal(err)
+		}
+		bySource[p.Provenance.Source]++
+		if p.Provenance.Source == trainset.FromSelector &&
+			(p.Provenance.Chosen.VersionID != outputs["1.b1.1"] || p.Provenance.SelectorDecision == nil || *p.Provenance.SelectorDecision != outputs["2"]) {
+			t.Errorf("selector pair %+v", p.Provenance)
+		}
+	}
+	if bySource[trainset.FromSelector] != 2 || bySource[trainset.FromScores] != 3 || stats.Decisions != 1 {
+		t.Fatalf("pairs by source %v, stats %+v", bySource, stats)
+	}
+	rep, err := s.cl.ReplayRun(ctx, r.ID, api.RunReplayRequest{Strict: true})
+	if err != nil || !rep.Identical || len(rep.Steps) != 7 {
+		t.Fatalf("replay: %v, %+v", err, rep)
+	}
+}
