@@ -400,7 +400,10 @@ func decisionIn(ctx context.Context, src Source, id session.ID) (branchDecision,
 		Branches []session.ID `json:"branches"`
 		Choice   int          `json:"choice"`
 	}
-	if json.Unmarshal(v.Chunks[0].Payload(), &d) != nil || len(d.Branches) < 2 || d.Choice < 0 || d.Choice >= len(d.Branches) {
+	// A decision that does not parse, or names no branches (a selector
+	// loop's), ranks nothing: it is no error of the export.
+	ok := json.Unmarshal(v.Chunks[0].Payload(), &d) == nil
+	if !ok || len(d.Branches) < 2 || d.Choice < 0 || d.Choice >= len(d.Branches) {
 		return branchDecision{}, false, nil
 	}
 	return branchDecision{version: id, branches: d.Branches, choice: d.Choice}, true, nil
