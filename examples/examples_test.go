@@ -6,7 +6,7 @@
 //
 // The examples start their own throwaway `rathctl dev` (examples/lib.sh);
 // the test only hands them one prebuilt rathctl (RATHCTL) so the ladder
-// does not rebuild it seventeen times (and RATH_BIN, the coordinator, worker
+// does not rebuild it once per example (and RATH_BIN, the coordinator, worker
 // and natsd of the examples that start the system as separate processes),
 // and clears RATH_SERVER, RATH_STORE, RATH_TOKEN, RATH_MODEL, the OPENAI_*
 // variables and the like so nothing of the caller's environment leaks in.
