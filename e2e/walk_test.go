@@ -326,7 +326,7 @@ func walkSteps(dev bool) []walkStep {
 		walkStep{name: "export trajectories", as: "read", args: []string{"export", "trajectories", "--run", "{run3}", "--quiet"},
 			want: []string{`"messages":[`, `"provenance":{`, `"version_id":"{out3}"`, `"run":"{run3}"`}, wantErr: []string{"exported 1 records"}},
 		walkStep{name: "label", as: "submit", args: []string{"label", "{out3}", "--score", "1", "--by", "walk"}, want: []string{"labeled {out3}"}},
-		walkStep{name: "export pairs -o json", as: "read", args: []string{"export", "pairs", "--run", "{run3}", "-o", "json"},
+		walkStep{name: "export pairs -o json", as: "read", args: []string{"export", "pairs", "--run", "{run3}", "--from", "labels,scores", "-o", "json"},
 			wantErr: []string{`"labeled":1`, `"written":0`}},
 	)
 	if !dev {

@@ -6,7 +6,7 @@
 //
 // The examples start their own throwaway `rathctl dev` (examples/lib.sh);
 // the test only hands them one prebuilt rathctl (RATHCTL) so the ladder
-// does not rebuild it seventeen times (and RATH_BIN, the coordinator, worker
+// does not rebuild it once per example (and RATH_BIN, the coordinator, worker
 // and natsd of the examples that start the system as separate processes),
 // and clears RATH_SERVER, RATH_STORE, RATH_TOKEN, RATH_MODEL, the OPENAI_*
 // variables and the like so nothing of the caller's environment leaks in.
@@ -255,6 +255,20 @@ var want = map[string][]string{
 		`Output hash: .[0-9a-f]{64}.`,
 		`The hash chain verifies: 2 versions and 8 chunks`,
 		`dossier\.html: \d+ bytes, 1 graph\(s\)`,
+	},
+	"18_training_data": {
+		`task 01: run run_\S+ succeeded`,
+		`task 20: run run_\S+ succeeded`,
+		`/1\.b2\.2 +committed`,
+		`1\.b0\.2: .*"rath_label":\{"by":"verifier","note":"exit 0, score from stdout","score":1\}`,
+		`1\.b1\.2: .*"rath_label":\{"by":"verifier","note":"exit 0, score from stdout","score":0\.25\}`,
+		`1\.b2\.2: .*"rath_label":\{"by":"verifier","note":"exit 1","score":0\}`,
+		`exported 60 records \(0 skipped`,
+		`exported 60 pairs from 60 labeled trajectory ends`,
+		`sft\.jsonl: 60 records; pairs\.jsonl: 60 pairs`,
+		`sft\.jsonl: 60 SFT records, 200 messages, all valid`,
+		`pairs\.jsonl: 60 DPO pairs, all valid \(by source: map\[scores:60\]\)`,
+		`verified 80 distinct versions named by the records and pairs`,
 	},
 }
 

@@ -31,10 +31,12 @@ func newExportPairsCmd(env *Env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "pairs",
 		Short: "write DPO preference pairs {prompt, chosen, rejected} from labeled sibling branches, with both versions' provenance",
-		Long: "export pairs finds the trajectory ends the selection keeps (as export trajectories does) that carry a label\n" +
-			"(rathctl label VERSION --score X | --prefer), and writes one pair for every two of them that share a prompt (their\n" +
-			"nearest common base holds a user message) and are ranked apart: a preference beats none, then the higher score.\n" +
-			"Records go to stdout (or --out FILE), counts to stderr.",
+		Long: "export pairs finds the trajectory ends the selection keeps (as export trajectories does) that something judged,\n" +
+			"and writes one pair for every two of them that share a prompt (their nearest common base holds a user message) and\n" +
+			"that a source of --from ranks apart: labels (rathctl label: a preference beats none, then the higher score), scores\n" +
+			"(a rollout verifier's: the higher wins), approval (a branch whose tool calls were approved over one with a rejected\n" +
+			"call), selector (the branch a rollout's selector chose over the others). Each pair's provenance.source names its\n" +
+			"source. Records go to stdout (or --out FILE), counts to stderr.",
 		Args: cobra.NoArgs,
 		RunE: f.with(func(ctx context.Context, t target, _ []string) error {
 			return f.pairs(ctx, env, t)
@@ -42,6 +44,7 @@ func newExportPairsCmd(env *Env) *cobra.Command {
 	}
 	f.register(c)
 	f.selection(c, "pair")
+	c.Flags().StringSliceVar(&f.from, "from", nil, "the decisions that rank branches: labels, scores, approval, selector (comma-separated; default all)")
 	return c
 }
 
@@ -51,6 +54,10 @@ func (f *exportFlags) pairs(ctx context.Context, env *Env, t target) (err error)
 	if err != nil {
 		return err
 	}
+	from, err := trainset.ParsePairSources(f.from)
+	if err != nil {
+		return &exitError{code: 2, err: fmt.Errorf("--from: %w", err)}
+	}
 	w, done, err := f.sink(env)
 	if err != nil {
 		return err
@@ -58,10 +65,11 @@ func (f *exportFlags) pairs(ctx context.Context, env *Env, t target) (err error)
 	defer func() { err = errors.Join(err, done()) }()
 	var stats trainset.PairStats
 	if t.cl != nil {
-		stats, err = t.cl.ExportPairs(ctx, api.ExportPairsRequest{Run: req.Run, Agent: req.Agent, Since: req.Since, Until: req.Until, Redacted: req.Redacted}, w, nil)
+		stats, err = t.cl.ExportPairs(ctx, api.ExportPairsRequest{Run: req.Run, Agent: req.Agent, Since: req.Since, Until: req.Until,
+			Redacted: req.Redacted, From: f.from}, w, nil)
 	} else {
 		sel := trainset.Selector{Run: req.Run, Agent: req.Agent, Since: req.Since, Until: req.Until}
-		stats, err = trainset.Pairs(ctx, t.st, sel, trainset.Redacted(req.Redacted), w)
+		stats, err = trainset.Pairs(ctx, t.st, sel, trainset.PairOptions{Redacted: trainset.Redacted(req.Redacted), From: from}, w)
 	}
 	if err != nil {
 		return err
@@ -98,6 +106,7 @@ type exportFlags struct {
 	run, agent, since, until string
 	format, redacted, after  string
 	tools, out, where        string
+	from                     []string
 	quiet                    bool
 }
 

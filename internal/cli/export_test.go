@@ -126,15 +126,30 @@ func TestExportTrajectoriesCommand(t *testing.T) {
 	}
 	run(2, append([]string{"label", ends[0].String()}, admin...)...)
 	run(0, append([]string{"label", ends[0].String(), "--score", "1", "--by", "verifier"}, admin...)...)
-	run(0, "label", ends[1].String(), "--score", "0", "--store", storeURL)
+	run(0, "label", ends[1].String(), "--score", "0", "--by", "verifier", "--store", storeURL)
 	pairsAPI, _ := run(0, append([]string{"export", "pairs", "--run", "run-p"}, server...)...)
 	pairsStore, _ := run(0, "export", "pairs", "--run", "run-p", "--store", storeURL)
 	if pairsAPI != pairsStore || strings.Count(pairsAPI, "\n") != 1 {
 		t.Fatalf("pairs through the coordinator:\n%s\nfrom the store:\n%s", pairsAPI, pairsStore)
 	}
 	var pair trainset.Pair
-	if err := json.Unmarshal([]byte(pairsAPI), &pair); err != nil || pair.Provenance.Chosen.VersionID != ends[0] || *pair.Rejected[0].Content != "8" {
+	if err := json.Unmarshal([]byte(pairsAPI), &pair); err != nil || pair.Provenance.Chosen.VersionID != ends[0] || *pair.Rejected[0].Content != "8" ||
+		pair.Provenance.Source != trainset.FromScores {
 		t.Fatalf("pair %s: %v", pairsAPI, err)
+	}
+	// Scores by "verifier" are the scores source: --from scores keeps the
+	// pair, --from labels (a person's labels) has none, both ways.
+	if out, _ := run(0, append([]string{"export", "pairs", "--run", "run-p", "--from", "scores"}, server...)...); out != pairsAPI {
+		t.Errorf("--from scores: %s", out)
+	}
+	for _, where := range [][]string{server, {"--store", storeURL}} {
+		if out, _ := run(0, append([]string{"export", "pairs", "--run", "run-p", "--from", "labels,approval,selector"}, where...)...); out != "" {
+			t.Errorf("--from labels,approval,selector %v: %s", where[0], out)
+		}
+		if _, errOut := run(2, append([]string{"export", "pairs", "--from", "votes"}, where...)...); !strings.Contains(errOut, "--from") ||
+			!strings.Contains(errOut, `"votes"`) {
+			t.Errorf("--from votes %v: %s", where[0], errOut)
+		}
 	}
 	// The labels did not become trajectories.
 	if out, _ := run(0, append([]string{"export", "trajectories", "--run", "run-p", "--quiet"}, server...)...); strings.Count(out, "\n") != 2 {
@@ -159,6 +174,9 @@ func TestExportTrajectoriesCommand(t *testing.T) {
 	}
 	if _, err := cl.ExportPairs(ctx, api.ExportPairsRequest{Redacted: "keep"}, &strings.Builder{}, nil); err == nil || !strings.Contains(err.Error(), "redacted") {
 		t.Errorf("pairs with a bad redacted: %v", err)
+	}
+	if _, err := cl.ExportPairs(ctx, api.ExportPairsRequest{From: []string{"votes"}}, &strings.Builder{}, nil); err == nil || !strings.Contains(err.Error(), "from") {
+		t.Errorf("pairs from votes: %v", err)
 	}
 
 	// --where: store only.

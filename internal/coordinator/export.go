@@ -68,12 +68,17 @@ func (c *Coordinator) exportPairs(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, badRequest("%v", err))
 		return
 	}
+	from, err := trainset.ParsePairSources(req.From)
+	if err != nil {
+		c.fail(w, r, badRequest("from: %v", err))
+		return
+	}
 	holdConn(w, transferWindow)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Trailer", api.TrailerExportError+", "+api.TrailerExportStats)
 	w.WriteHeader(http.StatusOK)
 	sel := trainset.Selector{Run: req.Run, Agent: req.Agent, Since: req.Since, Until: req.Until}
-	stats, err := trainset.Pairs(r.Context(), c.graph, sel, red, w)
+	stats, err := trainset.Pairs(r.Context(), c.graph, sel, trainset.PairOptions{Redacted: red, From: from}, w)
 	if b, merr := json.Marshal(stats); merr == nil {
 		w.Header().Set(api.TrailerExportStats, string(b))
 	}

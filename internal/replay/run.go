@@ -90,6 +90,8 @@ func LoadRun(ctx context.Context, rs *runs.Store, id string) (RecordedRun, error
 //     selector_decision chunk's reply) and a compressor step with its
 //     recorded summary, each through [flow.Execute], exactly one model
 //     call each;
+//   - a rollout's verify step appends its recorded score chunk again (the
+//     verifier's command does not run);
 //   - the versions between steps — a fan-out's forks, fan-in merges, what
 //     the workflow appended, placements — are rebuilt from the graph on
 //     the replayed versions: a merge of the replayed branches, a fork of
@@ -178,6 +180,8 @@ func (rr *runReplayer) step(ctx context.Context, st RunStep) error {
 		out, err = rr.agentStep(ctx, st, in, orig, &row)
 	case flow.KindSelect, flow.KindCompress:
 		out, err = rr.oneShot(ctx, st, in, orig, &row)
+	case flow.KindVerify:
+		out, err = rr.verifyStep(ctx, in, orig)
 	default:
 		err = fmt.Errorf("step kind %q: %w", st.Call.Kind, ErrNotReplayable)
 	}
@@ -215,6 +219,19 @@ func (rr *runReplayer) agentStep(ctx context.Context, st RunStep, in session.Ses
 	prod.Worker = rr.opts.Worker
 	return in.Extend(ctx, session.Extension{Op: session.OpReplay, Chunks: res.Chunks, Usage: res.Usage, Producer: prod,
 		Extras: []session.Extra{session.StringExtra("replay.of", orig.ID.String())}})
+}
+
+// verifyStep replays a rollout's verify step from its recording: the
+// score chunk it committed is appended again on the replayed branch, like
+// a recorded tool result. The verifier's command does not run again.
+func (rr *runReplayer) verifyStep(ctx context.Context, in session.Session, orig *session.Version) (session.Session, error) {
+	if _, err := flow.ScoreOf(session.Wrap(nil, orig)); err != nil {
+		return session.Session{}, fmt.Errorf("recorded score: %w: %w", ErrNotReplayable, err)
+	}
+	prod := orig.Producer
+	prod.Worker = rr.opts.Worker
+	extras := append(slices.Clone(orig.Extras), session.StringExtra("replay.of", orig.ID.String()))
+	return in.Extend(ctx, session.Extension{Op: session.OpReplay, Chunks: orig.Chunks, Producer: prod, Extras: extras})
 }
 
 // oneShot replays a selector or compressor step through flow.Execute,

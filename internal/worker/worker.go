@@ -439,6 +439,9 @@ func (w *Worker) execute(ctx context.Context, job bus.Job, g session.Graph) (ses
 		return session.Session{}, permanent(err)
 	}
 	spec := call.Agent
+	if call.Kind == flow.KindVerify {
+		return w.verify(ctx, job, call, g)
+	}
 	provider, model, err := w.resolve(spec)
 	if err != nil {
 		return session.Session{}, permanent(fmt.Errorf("resolve model %q: %w", spec.Model, err))
@@ -482,6 +485,50 @@ func (w *Worker) execute(ctx context.Context, job bus.Job, g session.Graph) (ses
 		return out, err
 	}
 	return w.step(ctx, job, spec, provider, model, s)
+}
+
+// verify runs a rollout branch's verifier (flow.KindVerify) in the
+// sandbox of the branch's workspace, under the same operator policy as an
+// agent step's tools, and commits its score. No model is called.
+func (w *Worker) verify(ctx context.Context, job bus.Job, call flow.Call, g session.Graph) (session.Session, error) {
+	input, err := session.ParseID(job.Input)
+	if err != nil {
+		return session.Session{}, permanent(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.StepTimeout)
+	defer cancel()
+	s, err := session.Open(ctx, g, input)
+	if err != nil {
+		if errors.Is(err, session.ErrNotFound) {
+			return session.Session{}, permanent(err)
+		}
+		return session.Session{}, err
+	}
+	if w.cfg.Workspaces == nil {
+		return session.Session{}, permanent(fmt.Errorf("verify %s: this worker opens no sandboxes", call.Agent.Name))
+	}
+	env := flow.Env{
+		Resolve: func(agent.Spec) (llm.Provider, string, error) {
+			return nil, "", errors.New("a verifier calls no model")
+		},
+		Producer: session.Producer{Run: job.RunID, Step: job.StepID, Worker: w.cfg.Name},
+		Workspace: func(ctx context.Context, in *session.Version) (sandbox.Sandbox, func(context.Context, bool) (session.Placement, error), error) {
+			placed, _, err := w.placed(in)
+			if err != nil {
+				return nil, nil, permanent(fmt.Errorf("verify %s: %w", call.Agent.Name, err))
+			}
+			sb, done, err := w.cfg.Workspaces.Open(ctx, placed)
+			if err != nil {
+				return nil, nil, err
+			}
+			return sb, done, nil
+		},
+	}
+	out, err := flow.Execute(ctx, env, job.StepID, call, s)
+	if errors.Is(err, flow.ErrBadVerifierOutput) {
+		return out, permanent(err)
+	}
+	return out, err
 }
 
 // placed checks in's placement against the operator's sandbox policy and

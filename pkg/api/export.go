@@ -45,4 +45,9 @@ type ExportPairsRequest struct {
 	Until time.Time `json:"until,omitzero"`
 	// Redacted is "drop-record" (the default) or "drop-chunk".
 	Redacted string `json:"redacted,omitempty"`
+	// From are the decisions pairs are made from: "labels" (a person's
+	// rathctl label), "scores" (a rollout verifier's), "approval"
+	// (approved over rejected tool calls), "selector" (a rollout
+	// selector's choice); empty is all four.
+	From []string `json:"from,omitempty"`
 }

@@ -94,6 +94,10 @@ type Env struct {
 //     instruction (or [DefaultCompressInstruction]). The step commits a
 //     version of op compress whose parent is in and whose transcript is one
 //     summary chunk {"content": reply}.
+//   - [KindVerify]: no model call: the verifier's command runs in the
+//     sandbox env.Workspace opens for in (the branch's workspace), and the
+//     step commits a version (op step) whose one chunk is the label chunk
+//     of its score ([VerifierScore], [trainset.LabelChunk]).
 //
 // A selector or compressor reply with tool calls, an empty one or one that
 // finished otherwise than stop/length/content_filter is [ErrBadReply].
@@ -107,13 +111,17 @@ func Execute(ctx context.Context, env Env, key string, call Call, in session.Ses
 	if err := call.Validate(); err != nil {
 		return session.Session{}, err
 	}
-	provider, model, err := env.Resolve(call.Agent)
-	if err != nil {
-		return session.Session{}, fmt.Errorf("resolve model %q: %w", call.Agent.Model, err)
-	}
 	prod := env.Producer
 	if prod.Step == "" {
 		prod.Step = key
+	}
+	if call.Kind == KindVerify {
+		// A verifier calls no model: its command runs in the workspace.
+		return executeVerify(ctx, env, key, call, prod, in)
+	}
+	provider, model, err := env.Resolve(call.Agent)
+	if err != nil {
+		return session.Session{}, fmt.Errorf("resolve model %q: %w", call.Agent.Model, err)
 	}
 	switch call.Kind {
 	case KindAgent:
@@ -231,6 +239,9 @@ type Decision struct {
 	Candidates []string `json:"candidates"`
 	Reply      string   `json:"reply"`
 	Choice     int      `json:"choice"`
+	// Branches are the versions the candidates describe when a rollout's
+	// selector chose among its branches ([Call.Branches]).
+	Branches []session.ID `json:"branches,omitempty"`
 }
 
 // DecisionOf returns the decision a select step recorded: the
@@ -290,7 +301,7 @@ func executeSelect(ctx context.Context, env Env, key string, call Call, provider
 	}
 	prod.Agent, prod.Model = call.Agent.Name, orString(resp.Model, model)
 	d := Decision{Selector: call.Agent.Name, Model: prod.Model, Candidates: call.Candidates, Reply: resp.Content,
-		Choice: ParseChoice(resp.Content, len(call.Candidates))}
+		Choice: ParseChoice(resp.Content, len(call.Candidates)), Branches: call.Branches}
 	c, err := session.Evidence(session.KindSelectorDecision, d)
 	if err != nil {
 		return session.Session{}, err

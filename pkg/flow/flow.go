@@ -82,6 +82,10 @@ const (
 	// KindCompress replaces the transcript with one summary chunk (op
 	// compress), one model call with tools off.
 	KindCompress Kind = "compress"
+	// KindVerify runs Call.Verifier's command in the sandbox of the input
+	// session's workspace and records its score as a label chunk (a
+	// version whose one chunk is what `rathctl label --score` writes).
+	KindVerify Kind = "verify"
 )
 
 // Call is one step: what to forward the step's input through. It is the
@@ -96,6 +100,13 @@ type Call struct {
 	// Instruction is a compressor's final user instruction; empty means the
 	// default.
 	Instruction string `json:"instruction,omitempty"`
+	// Verifier is the command of a [KindVerify] call; the agent is then the
+	// branch's agent, which names the step and no model is called.
+	Verifier *Verifier `json:"verifier,omitempty"`
+	// Branches, on a select call of a [Rollout], are the branch outputs
+	// the candidates describe, in order: the decision records them, so
+	// the choice ranks those versions (pairs from selector decisions).
+	Branches []session.ID `json:"branches,omitempty"`
 }
 
 // Runtime executes steps.

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rath-run/rath/pkg/agent"
+	"github.com/rath-run/rath/pkg/session"
 )
 
 // Limits on a [Call].
@@ -20,19 +21,19 @@ const (
 	// MaxInstructionBytes bounds a compressor's instruction.
 	MaxInstructionBytes = 64 << 10
 	// MaxTargetBytes bounds an encoded Call.
-	MaxTargetBytes = agent.MaxSpecBytes + MaxCandidates*MaxDescriptionBytes + MaxInstructionBytes + 4096
+	MaxTargetBytes = agent.MaxSpecBytes + MaxCandidates*MaxDescriptionBytes + MaxInstructionBytes + MaxVerifierCommandBytes + 4096
 )
 
 // ErrInvalidCall wraps every validation error of a [Call].
 var ErrInvalidCall = errors.New("rath: invalid step call")
 
 // Kinds lists every call kind, in a stable order.
-func Kinds() []Kind { return []Kind{KindAgent, KindSelect, KindCompress} }
+func Kinds() []Kind { return []Kind{KindAgent, KindSelect, KindCompress, KindVerify} }
 
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool {
 	switch k {
-	case KindAgent, KindSelect, KindCompress:
+	case KindAgent, KindSelect, KindCompress, KindVerify:
 		return true
 	}
 	return false
@@ -45,6 +46,8 @@ type callJSON struct {
 	Agent       json.RawMessage `json:"agent"`
 	Candidates  []string        `json:"candidates"`
 	Instruction string          `json:"instruction"`
+	Verifier    *Verifier       `json:"verifier"`
+	Branches    []session.ID    `json:"branches"`
 }
 
 // ParseTarget decodes a step job's target: a Call envelope (a JSON object
@@ -96,7 +99,7 @@ func parseEnvelope(b []byte) (Call, error) {
 	if err != nil {
 		return Call{}, fmt.Errorf("agent: %w", err)
 	}
-	c := Call{Kind: j.Kind, Agent: spec, Candidates: j.Candidates, Instruction: j.Instruction}
+	c := Call{Kind: j.Kind, Agent: spec, Candidates: j.Candidates, Instruction: j.Instruction, Verifier: j.Verifier, Branches: j.Branches}
 	if err := c.Validate(); err != nil {
 		return Call{}, err
 	}
@@ -130,6 +133,24 @@ func (c *Call) Validate() error {
 		return bad("instruction", "%d bytes, limit %d", len(c.Instruction), MaxInstructionBytes)
 	case !utf8.ValidString(c.Instruction):
 		return bad("instruction", "not valid UTF-8")
+	case c.Kind == KindVerify && c.Verifier == nil:
+		return bad("verifier", "a verify call needs a verifier (its command)")
+	case c.Kind != KindVerify && c.Verifier != nil:
+		return bad("verifier", "only a verify call takes a verifier (kind is %s)", c.Kind)
+	case c.Kind != KindSelect && len(c.Branches) > 0:
+		return bad("branches", "only a select call takes branches (kind is %s)", c.Kind)
+	case len(c.Branches) > 0 && len(c.Branches) != len(c.Candidates):
+		return bad("branches", "%d branches for %d candidates: give one per candidate", len(c.Branches), len(c.Candidates))
+	}
+	for i, b := range c.Branches {
+		if b == (session.ID{}) {
+			return bad(fmt.Sprintf("branches[%d]", i), "not a version id")
+		}
+	}
+	if c.Verifier != nil {
+		if err := c.Verifier.Validate(); err != nil {
+			return fmt.Errorf("%w: verifier.%w", ErrInvalidCall, err)
+		}
 	}
 	for i, d := range c.Candidates {
 		field := fmt.Sprintf("candidates[%d]", i)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"go.yaml.in/yaml/v3"
 
@@ -126,6 +127,30 @@ func (b *builder) step(st Step) (flow.Workflow, error) {
 			p.Branches = append(p.Branches, w)
 		}
 		return p, nil
+	case st.Rollout != nil:
+		r := &flow.Rollout{Verifier: st.Rollout.Verifier, Limit: st.Rollout.Limit}
+		if name := st.Rollout.Selector; name != "" {
+			a, ok := b.agents[name]
+			if !ok {
+				return nil, fmt.Errorf("%w: unknown agent %q", ErrInvalid, name)
+			}
+			r.Selector = a
+		}
+		names := st.Rollout.Branches
+		if names == nil {
+			names = make([]string, st.Rollout.N)
+			for i := range names {
+				names[i] = st.Rollout.Agent
+			}
+		}
+		for _, name := range names {
+			a, ok := b.agents[name]
+			if !ok {
+				return nil, fmt.Errorf("%w: unknown agent %q", ErrInvalid, name)
+			}
+			r.Branches = append(r.Branches, a)
+		}
+		return r, nil
 	case st.Compress != nil:
 		a, ok := b.agents[st.Compress.Agent]
 		if !ok {
@@ -250,6 +275,29 @@ func encodeSteps(steps []Step) *yaml.Node {
 				fk.Content = append(fk.Content, scalar("limit"), intNode(st.Fork.Limit))
 			}
 			kv("fork", fk)
+		case st.Rollout != nil:
+			r := &yaml.Node{Kind: yaml.MappingNode}
+			if st.Rollout.Branches != nil {
+				r.Content = append(r.Content, scalar("branches"), names(st.Rollout.Branches))
+			} else {
+				r.Content = append(r.Content, scalar("n"), intNode(st.Rollout.N), scalar("agent"), scalar(st.Rollout.Agent))
+			}
+			if st.Rollout.Limit > 0 {
+				r.Content = append(r.Content, scalar("limit"), intNode(st.Rollout.Limit))
+			}
+			if st.Rollout.Verifier.Command != "" {
+				v := &yaml.Node{Kind: yaml.MappingNode}
+				v.Content = append(v.Content, scalar("command"), scalar(st.Rollout.Verifier.Command))
+				if t := st.Rollout.Verifier.TimeoutSeconds; t > 0 {
+					v.Content = append(v.Content, scalar("timeout_seconds"),
+						&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: strconv.FormatFloat(t, 'g', -1, 64)})
+				}
+				r.Content = append(r.Content, scalar("verifier"), v)
+			}
+			if st.Rollout.Selector != "" {
+				r.Content = append(r.Content, scalar("selector"), scalar(st.Rollout.Selector))
+			}
+			kv("rollout", r)
 		case st.Compress != nil:
 			c := &yaml.Node{Kind: yaml.MappingNode}
 			c.Content = append(c.Content, scalar("agent"), scalar(st.Compress.Agent))

@@ -34,10 +34,14 @@
 //	                                # both merge their branches at the end
 //	  - compress: summarizer        # or {agent: summarizer, instruction: …}
 //	  - select: {selector: router, candidates: [writer, fixer], max_rounds: 5}
+//	  - rollout: {n: 4, agent: writer, verifier: "sh check.sh"} # or
+//	                                # branches: [writer, fixer]; verifier
+//	                                # also {command, timeout_seconds};
+//	                                # selector: judge chooses a branch
 //	  - sequence: [{agent: writer}, {agent: fixer}]
 //
 // Each step is a mapping with exactly one of the keys agent, run, fork,
-// compress, select and sequence. Names in fork branches and select
+// compress, select, rollout and sequence. Names in fork branches and select
 // candidates may be agents or workflows (the two share one namespace).
 //
 // A fork step is a fan-out with an implicit fan-in: every branch gets a
@@ -45,7 +49,11 @@
 // merged in branch order (see [flow.Parallel]). There is no separate merge
 // step. A select step is a bounded loop ([selector.Loop]): choose a
 // candidate, run it, repeat until the selector chooses none (-1) or
-// max_rounds candidates have run; max_rounds is required.
+// max_rounds candidates have run; max_rounds is required. A rollout step
+// ([flow.Rollout]) forks the input once per branch (agents only), runs
+// each branch's agent, scores each branch with the verifier command in the
+// branch's sandbox (a score chunk on the branch) and continues with the
+// best-scored branch; the verifier is required.
 //
 // # Sandboxes
 //
@@ -196,6 +204,7 @@ type Step struct {
 	Fork     *Fork
 	Compress *Compress
 	Select   *Select
+	Rollout  *Rollout
 	Sequence []Step
 	// Line and Column locate the step in the file.
 	Line, Column int
@@ -209,6 +218,21 @@ type Fork struct {
 	Branches []string
 	// Limit bounds the branches running at once; 0 runs all.
 	Limit int
+}
+
+// Rollout forks the input N times (copies of Agent, or one branch per
+// agent of Branches), runs each branch's agent and scores it with
+// Verifier; see [flow.Rollout].
+type Rollout struct {
+	N        int
+	Agent    string
+	Branches []string
+	Limit    int
+	// Verifier is zero when the rollout has only a selector.
+	Verifier flow.Verifier
+	// Selector names the agent that chooses among the branches ("" for
+	// none).
+	Selector string
 }
 
 // Compress names the agent whose model compresses, and the instruction.
@@ -729,7 +753,7 @@ func (p *parser) workflows(f *File, n *yaml.Node) error {
 	return nil
 }
 
-var stepKinds = []string{"agent", "run", "fork", "compress", "select", "sequence"}
+var stepKinds = []string{"agent", "run", "fork", "compress", "select", "rollout", "sequence"}
 
 func (p *parser) steps(n *yaml.Node, field string, depth int) ([]Step, error) {
 	if depth > MaxDepth {
@@ -783,6 +807,8 @@ func (p *parser) step(n *yaml.Node, field string, depth int) (Step, error) {
 			st.Compress, err = p.compress(v, f)
 		case "select":
 			st.Select, err = p.selectStep(v, f)
+		case "rollout":
+			st.Rollout, err = p.rollout(v, f)
 		}
 	}
 	return st, err
@@ -827,6 +853,103 @@ func (p *parser) fork(n *yaml.Node, field string) (*Fork, error) {
 		}
 	}
 	return fk, nil
+}
+
+func (p *parser) rollout(n *yaml.Node, field string) (*Rollout, error) {
+	vals, _, err := p.mapping(n, field, "n", "agent", "branches", "limit", "verifier", "selector")
+	if err != nil {
+		return nil, err
+	}
+	r := &Rollout{}
+	switch {
+	case vals["branches"] != nil && (vals["n"] != nil || vals["agent"] != nil):
+		return nil, p.errAt(n, field, "use either n and agent (copies of one) or branches (one per agent), not both")
+	case vals["branches"] != nil:
+		var nodes []*yaml.Node
+		if r.Branches, nodes, err = p.names(vals["branches"], field+".branches", MaxForkN); err != nil {
+			return nil, err
+		}
+		for i, b := range r.Branches {
+			p.use(nodes[i], fmt.Sprintf("%s.branches[%d]", field, i), b, refAgent)
+		}
+		if len(r.Branches) == 0 {
+			return nil, p.errAt(vals["branches"], field+".branches", "at least one branch is required")
+		}
+	case vals["n"] == nil:
+		return nil, p.errAt(n, field+".n", "required (1..%d) with agent, or give branches", MaxForkN)
+	case vals["agent"] == nil:
+		return nil, p.errAt(n, field+".agent", "required: the agent each branch runs")
+	default:
+		if r.N, err = p.intIn(vals["n"], field+".n", 1, MaxForkN); err != nil {
+			return nil, err
+		}
+		if r.Agent, err = p.name(vals["agent"], field+".agent"); err != nil {
+			return nil, err
+		}
+		p.use(vals["agent"], field+".agent", r.Agent, refAgent)
+	}
+	if l := vals["limit"]; l != nil {
+		if r.Limit, err = p.intIn(l, field+".limit", 1, MaxForkN); err != nil {
+			return nil, err
+		}
+	}
+	if sn := vals["selector"]; sn != nil {
+		if r.Selector, err = p.name(sn, field+".selector"); err != nil {
+			return nil, err
+		}
+		p.use(sn, field+".selector", r.Selector, refAgent)
+		if len(r.Branches) > flow.MaxCandidates || r.N > flow.MaxCandidates {
+			return nil, p.errAt(sn, field+".selector", "a selector chooses among at most %d branches", flow.MaxCandidates)
+		}
+	}
+	vn := vals["verifier"]
+	if vn == nil {
+		if r.Selector != "" {
+			return r, nil
+		}
+		return nil, p.errAt(n, field+".verifier", "required: the command that scores each branch (exit code 0 is 1.0, else 0.0; or stdout {\"score\": N}), unless a selector chooses")
+	}
+	if r.Verifier, err = p.verifier(vn, field+".verifier"); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// verifier parses a verifier: a command string or {command,
+// timeout_seconds}.
+func (p *parser) verifier(n *yaml.Node, field string) (flow.Verifier, error) {
+	var v flow.Verifier
+	cmdNode := n
+	if n.Kind == yaml.MappingNode {
+		vals, _, err := p.mapping(n, field, "command", "timeout_seconds")
+		if err != nil {
+			return v, err
+		}
+		if vals["command"] == nil {
+			return v, p.errAt(n, field+".command", "required: run with /bin/sh -c in the branch's workspace")
+		}
+		cmdNode = vals["command"]
+		if t := vals["timeout_seconds"]; t != nil {
+			if t.Kind != yaml.ScalarNode || (t.Tag != "!!int" && t.Tag != "!!float") {
+				return v, p.errAt(t, field+".timeout_seconds", "must be a number of seconds in 0..%d", flow.MaxVerifierTimeoutSeconds)
+			}
+			f, err := strconv.ParseFloat(t.Value, 64)
+			if err != nil || f < 0 || f > flow.MaxVerifierTimeoutSeconds {
+				return v, p.errAt(t, field+".timeout_seconds", "%s is outside 0..%d", t.Value, flow.MaxVerifierTimeoutSeconds)
+			}
+			v.TimeoutSeconds = f
+		}
+		field += ".command"
+	}
+	cmd, err := p.str(cmdNode, field, flow.MaxVerifierCommandBytes)
+	if err != nil {
+		return v, err
+	}
+	v.Command = cmd
+	if err := v.Validate(); err != nil {
+		return v, p.errAt(cmdNode, field, "%s", strings.TrimPrefix(err.Error(), "command: "))
+	}
+	return v, nil
 }
 
 func (p *parser) compress(n *yaml.Node, field string) (*Compress, error) {

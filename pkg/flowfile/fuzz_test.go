@@ -27,6 +27,7 @@ func FuzzParse(f *testing.F) {
 		"agents:\n  a:\n    model: scripted\n    script: [x]\n    sandbox: {backend: docker, image: rath-sandbox:busybox, network: none, timeout_seconds: 5}\nsteps:\n  - agent: a\n",
 		"agents:\n  a:\n    model: scripted\n    script: [x]\n    sandbox:\n      backend: local\n      limits: {x: 1}\nsteps:\n  - agent: a\n",
 		"agents:\n  a:\n    model: scripted\n    script: [x]\n    tools: [builtin, x]\n    mcp:\n      - {name: m, command: /bin/sh}\nsteps:\n  - agent: a\n",
+		agents + "steps:\n  - rollout: {n: 2, agent: a, limit: 1, verifier: {command: 'test -f x', timeout_seconds: 2.5}}\n  - rollout: {branches: [a, b], verifier: make}\n",
 		"steps: []", "", "- 1", "a: &x [*x]", "steps:\n  - agent: a\n",
 	} {
 		f.Add([]byte(s))

@@ -28,4 +28,12 @@
 // memory does not grow with the number of versions exported. Every record
 // carries a cursor; passing it as [Options.After] resumes the export just
 // after that record.
+//
+// # Preference pairs
+//
+// [Pairs] writes DPO pairs from sibling branches that share a prompt and
+// that something ranked apart: a person's label ([FromLabels], `rathctl
+// label`), a rollout verifier's score ([FromScores], a [Label] by
+// [VerifierBy]) or approval decisions on the branches' tool calls
+// ([FromApproval]). Each pair names its [PairSource].
 package trainset
