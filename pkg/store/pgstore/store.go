@@ -85,6 +85,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		cfg.MaxConns = opts.MaxConns
 	}
 	ApplySessionDefaults(cfg.ConnConfig)
+	ConfigFromContext(ctx, cfg.ConnConfig)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, translate("open postgres store", err)
