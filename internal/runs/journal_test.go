@@ -54,8 +54,8 @@ func TestJournal(t *testing.T) {
 // each end as they would alone: every entry recorded once under its step,
 // two writers of one entry both answered (the last write kept), and an
 // entry the database refuses (a NUL byte in Postgres text) fails only its
-// own append, whatever group it shared. Cancelled appends write nothing
-// they did not send.
+// own append, whatever group it shared. An append whose context has
+// ended fails.
 func TestJournalGroupedAppends(t *testing.T) {
 	backends(t, func(t *testing.T, url string) {
 		ctx := context.Background()
