@@ -72,6 +72,11 @@ type Target struct {
 	// StoreURL, when set, is the Session Graph store: the commit-rate limit
 	// is measured on its database and storage growth is read from it.
 	StoreURL string
+	// Statements, when set, counts the statements the target's own Postgres
+	// connections make (installed with pgstore.WithQueryTracer on an
+	// in-process stack); without it statements per step come from
+	// pg_stat_statements when the server has it loaded.
+	Statements *StatementCounter
 	// Memory, when set, is the memory store the recall scenario loads.
 	Memory memory.Store
 	// StartStack, when set, starts another stack like this one with the
@@ -201,12 +206,17 @@ func measureLimits(ctx context.Context, r *Report, t *Target, cfg Config, p *pro
 			if err != nil {
 				r.note("limits: %v; the in-process commit loop stands in", err)
 			} else {
-				p.set("pgbench")
-				tps, err := pgbenchRate(ctx, pgb, t.StoreURL, cfg.Dir, d)
-				if err != nil {
-					return err
+				for _, c := range []struct {
+					name    string
+					clients int
+				}{{LimitPgbench, 1}, {LimitPgbench16, 16}} {
+					p.set("pgbench, %d clients", c.clients)
+					tps, err := pgbenchRate(ctx, pgb, t.StoreURL, cfg.Dir, c.clients, d)
+					if err != nil {
+						return err
+					}
+					r.Limits = append(r.Limits, Limit{Name: c.name, Value: tps, Unit: "commits/s", How: fmt.Sprintf("pgbench -n -c %d, one-row INSERT per transaction, same database", c.clients)})
 				}
-				r.Limits = append(r.Limits, Limit{Name: LimitPgbench, Value: tps, Unit: "commits/s", How: "pgbench -n -c 1, one-row INSERT per transaction, same database"})
 			}
 		}
 	} else {

@@ -22,12 +22,14 @@ import (
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/sandbox/docker"
+	"github.com/rath-run/rath/pkg/store/pgstore"
 )
 
 func devTarget(t *testing.T, storeURL string, workers int) *bench.Target {
 	t.Helper()
 	dir := t.TempDir()
-	d, err := app.StartDev(t.Context(), app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", StoreURL: storeURL, Workers: workers, Slots: 4, Logger: slog.New(slog.DiscardHandler)})
+	stmts := bench.NewStatementCounter()
+	d, err := app.StartDev(pgstore.WithQueryTracer(t.Context(), stmts), app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", StoreURL: storeURL, Workers: workers, Slots: 4, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +41,7 @@ func devTarget(t *testing.T, storeURL string, workers int) *bench.Target {
 	if storeURL == "" {
 		storeURL = "sqlite:" + filepath.Join(dir, "rath.db")
 	}
-	return &bench.Target{Name: "test dev stack", Client: cl, NC: d.Backend.NC, StoreURL: storeURL, Memory: d.Backend.Memory}
+	return &bench.Target{Name: "test dev stack", Client: cl, NC: d.Backend.NC, StoreURL: storeURL, Memory: d.Backend.Memory, InProcess: true, Statements: stmts}
 }
 
 func shortConfig(t *testing.T, scenarios ...string) bench.Config {
@@ -171,6 +173,42 @@ func TestStepsOnPostgresMeasuresPgbench(t *testing.T) {
 		t.Errorf("neither a pgbench limit nor a note saying why not: %+v %q", r.Limits, r.Notes)
 	}
 	checkFigures(t, r, "steps")
+	// CPU per step for this process and the (local) Postgres backends,
+	// and the statements a step makes, counted by the tracer.
+	for _, want := range []string{"rath: this process", "postgres: backends", "total"} {
+		j := slices.IndexFunc(r.CPU, func(c bench.ProcessCPU) bool { return strings.HasPrefix(c.Process, want) })
+		if j < 0 || r.CPU[j].NA != "" || !(r.CPU[j].PerStepUS > 0) {
+			t.Errorf("CPU per step of %q: not measured (all: %+v)", want, r.CPU)
+		}
+	}
+	i = slices.IndexFunc(r.Figures, func(f bench.Figure) bool { return strings.HasPrefix(f.Name, "Postgres statements per step") })
+	// A step is at least submit's commit, StartStep and the version's commit.
+	if i < 0 || !(r.Figures[i].Value >= 3) || !strings.Contains(r.Figures[i].Name, "pgx tracer") {
+		t.Errorf("statements per step: %+v", r.Figures)
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "CPU PER STEP") {
+		t.Errorf("the table has no CPU per step section:\n%s", table.String())
+	}
+}
+
+func TestStepsOnARemoteTargetSaysWhatIsNotMeasured(t *testing.T) {
+	tg := devTarget(t, testdb.Postgres(t), 1)
+	tg.InProcess, tg.Statements = false, nil
+	rep, err := bench.Run(t.Context(), tg, shortConfig(t, "steps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := decode(t, rep)
+	if !slices.ContainsFunc(r.CPU, func(c bench.ProcessCPU) bool { return c.NA == "n/a (remote)" && strings.HasPrefix(c.Process, "rath") }) {
+		t.Errorf("no n/a (remote) row for the Rath processes: %+v", r.CPU)
+	}
+	if slices.ContainsFunc(r.CPU, func(c bench.ProcessCPU) bool { return strings.HasPrefix(c.Process, "total") }) {
+		t.Errorf("a total without the Rath processes: %+v", r.CPU)
+	}
 }
 
 func TestSandboxAgainstDockerExec(t *testing.T) {

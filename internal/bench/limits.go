@@ -22,6 +22,7 @@ import (
 const (
 	LimitCommit    = "commits/s"         // single-row INSERT+COMMIT, one client, the store's database
 	LimitPgbench   = "pgbench commits/s" // the same through pgbench, when present
+	LimitPgbench16 = "pgbench 16 clients commits/s"
 	LimitJetStream = "jetstream pub+ack/s"
 	LimitDockerCLI = "docker exec ms"
 	LimitBudget    = "docs/architecture.md §10 budget"
@@ -131,7 +132,7 @@ func findPgbench(getenv func(string) string) (string, error) {
 
 // pgbenchRate runs pgbench for d with one client and a one-row INSERT per
 // transaction against url, and returns its tps.
-func pgbenchRate(ctx context.Context, pgbench, url, dir string, d time.Duration) (float64, error) {
+func pgbenchRate(ctx context.Context, pgbench, url, dir string, clients int, d time.Duration) (float64, error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return 0, fmt.Errorf("pgbench: connect: %w", err)
@@ -151,7 +152,7 @@ func pgbenchRate(ctx context.Context, pgbench, url, dir string, d time.Duration)
 	}
 	defer func() { _ = os.Remove(script) }()
 	secs := max(1, int(d.Round(time.Second)/time.Second))
-	out, err := exec.CommandContext(ctx, pgbench, "-n", "-c", "1", "-T", strconv.Itoa(secs), "-f", script, url).CombinedOutput()
+	out, err := exec.CommandContext(ctx, pgbench, "-n", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(clients, 2)), "-T", strconv.Itoa(secs), "-f", script, url).CombinedOutput()
 	if err != nil {
 		return 0, fmt.Errorf("pgbench: %w: %s", err, lastLine(out))
 	}

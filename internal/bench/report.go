@@ -53,15 +53,30 @@ type Series struct {
 
 // Report is what a bench run produces: the JSON report's schema.
 type Report struct {
-	Started   time.Time `json:"started"`
-	Elapsed   float64   `json:"elapsed_s"`
-	Target    string    `json:"target"`
-	Machine   Machine   `json:"machine"`
-	Limits    []Limit   `json:"limits"`
-	Figures   []Figure  `json:"figures"`
-	Series    []Series  `json:"series,omitempty"`
-	Notes     []string  `json:"notes,omitempty"`
-	Scenarios []string  `json:"scenarios"`
+	Started time.Time `json:"started"`
+	Elapsed float64   `json:"elapsed_s"`
+	Target  string    `json:"target"`
+	Machine Machine   `json:"machine"`
+	Limits  []Limit   `json:"limits"`
+	Figures []Figure  `json:"figures"`
+	Series  []Series  `json:"series,omitempty"`
+	// CPU is CPU time per step by process, from the steps scenario's
+	// loaded phase.
+	CPU       []ProcessCPU `json:"cpu_per_step,omitempty"`
+	Notes     []string     `json:"notes,omitempty"`
+	Scenarios []string     `json:"scenarios"`
+}
+
+// ProcessCPU is the CPU time one process (or group of processes) spent
+// per step. NA, when set, says why it was not measured ("n/a (remote)");
+// PerStepUS is then 0.
+type ProcessCPU struct {
+	Process   string  `json:"process"`
+	PerStepUS float64 `json:"per_step_us"`
+	NA        string  `json:"na,omitempty"`
+	// InTotal: counted in the "total" row (the shared Postgres background
+	// processes are not: they also serve other databases).
+	InTotal bool `json:"in_total"`
 }
 
 // Machine describes where the bench ran.
@@ -139,6 +154,16 @@ func (r *Report) WriteTable(w io.Writer) error {
 			lim = fmt.Sprintf("%s (%s)", f.Limit, num(f.LimitValue))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s\t%s\n", f.Scenario, f.Name, num(f.Value), f.Unit, lim, ratio)
+	}
+	if len(r.CPU) > 0 {
+		fmt.Fprintf(tw, "\nPROCESS\tCPU PER STEP\n")
+		for _, c := range r.CPU {
+			v := fmt.Sprintf("%s µs", num(c.PerStepUS))
+			if c.NA != "" {
+				v = c.NA
+			}
+			fmt.Fprintf(tw, "%s\t%s\n", c.Process, v)
+		}
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(tw, "\nnote: %s", n)

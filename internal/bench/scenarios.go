@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 
-	"github.com/rath-run/rath/internal/cpustat"
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/memory"
@@ -272,27 +271,19 @@ func (b *runner) steps(ctx context.Context) error {
 	}{{"serial submit→commit p50", 0.50, budget(3)}, {"serial submit→commit p95", 0.95, 0}, {"serial submit→commit p99", 0.99, budget(15)}} {
 		b.r.add(Figure{Scenario: "steps", Name: q.name, Value: quantile(serial, q.p), Unit: "ms", Limit: limit(q.budget), LimitValue: q.budget})
 	}
-	db := dbCPU{url: b.t.StoreURL}
-	db0, dbOK := db.read(ctx)
-	cpu0, cpuOK := cpustat.Self()
+	m := b.startMeter(ctx)
 	loaded, el, err := drive(ctx, b.cfg.Concurrency, b.cfg.Duration*2/3, b.p, "loaded", op)
 	if err != nil {
 		return err
 	}
 	rate := float64(len(loaded)) / el.Seconds()
-	if db1, ok := db.read(ctx); ok && dbOK && len(loaded) > 0 {
-		b.r.add(Figure{Scenario: "steps", Name: "database CPU per step, loaded (Postgres backends on this machine)",
-			Value: float64(db1-db0) / float64(time.Microsecond) / float64(len(loaded)), Unit: "µs"})
-	}
-	if cpu1, ok := cpustat.Self(); ok && cpuOK && b.t.InProcess && len(loaded) > 0 {
-		// The whole in-process stack: coordinator, workers, embedded NATS
-		// and this load generator; the database's own CPU is not in it.
-		b.r.add(Figure{Scenario: "steps", Name: "CPU per step, loaded (this process: API, workers, NATS, load generator)",
-			Value: float64(cpu1-cpu0) / float64(time.Microsecond) / float64(len(loaded)), Unit: "µs"})
-	}
+	m.report(ctx, b.r, len(loaded))
 	b.r.add(Figure{Scenario: "steps", Name: fmt.Sprintf("steps/s, %d in flight", b.cfg.Concurrency), Value: rate, Unit: "steps/s", Limit: LimitCommit, HigherIsBetter: true})
 	if _, ok := b.r.limit(LimitPgbench); ok {
 		b.r.add(Figure{Scenario: "steps", Name: fmt.Sprintf("steps/s, %d in flight", b.cfg.Concurrency), Value: rate, Unit: "steps/s", Limit: LimitPgbench, HigherIsBetter: true})
+	}
+	if _, ok := b.r.limit(LimitPgbench16); ok {
+		b.r.add(Figure{Scenario: "steps", Name: fmt.Sprintf("steps/s, %d in flight", b.cfg.Concurrency), Value: rate, Unit: "steps/s", Limit: LimitPgbench16, HigherIsBetter: true})
 	}
 	if _, ok := b.r.limit(LimitJetStream); ok {
 		b.r.add(Figure{Scenario: "steps", Name: fmt.Sprintf("steps/s, %d in flight", b.cfg.Concurrency), Value: rate, Unit: "steps/s", Limit: LimitJetStream, HigherIsBetter: true})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -113,7 +114,7 @@ func (b *Bus) WatchRun(ctx context.Context, runID string) (<-chan Event, func() 
 	if err := validRunID(runID); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
-	return plain(b.watch(ctx, "rath.events."+runID+".>", 0))
+	return plain(b.watch(ctx, 0, "rath.events."+runID+".>"))
 }
 
 // dropConsumer deletes a finished watch's consumer at once rather than
@@ -133,18 +134,32 @@ func (b *Bus) dropConsumer(ctx context.Context, cons jetstream.Consumer) {
 }
 
 // WatchAll streams every event stored from now on (DeliverNew) until ctx
-// ends, with the same channel contract as [Bus.WatchRun].
-func (b *Bus) WatchAll(ctx context.Context) (<-chan Event, func() error, error) {
-	return plain(b.watch(ctx, EventsSubjects, deliverNew))
+// ends, with the same channel contract as [Bus.WatchRun]. With types, only
+// the events of those types, of every run: a type may end in ".>" for
+// every type under it ("run.>"). The server filters, so the events a
+// watcher does not want are neither delivered nor decoded.
+func (b *Bus) WatchAll(ctx context.Context, types ...string) (<-chan Event, func() error, error) {
+	if len(types) == 0 {
+		return plain(b.watch(ctx, deliverNew, EventsSubjects))
+	}
+	filters := make([]string, len(types))
+	for i, typ := range types {
+		if err := validEventType(strings.TrimSuffix(typ, ".>")); err != nil {
+			return nil, nil, fmt.Errorf("%w: watch: %w", ErrInvalidEvent, err)
+		}
+		filters[i] = "rath.events.*." + typ
+	}
+	return plain(b.watch(ctx, deliverNew, filters...))
 }
 
 // deliverNew, as watch's after, starts at the next event stored.
 const deliverNew = ^uint64(0)
 
-// watch streams the events on filter stored after stream sequence after
-// (0: from the start; deliverNew: from now on).
-func (b *Bus) watch(ctx context.Context, filter string, after uint64) (<-chan StoredEvent, func() error, error) {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
+// watch streams the events on the filter subjects stored after stream
+// sequence after (0: from the start; deliverNew: from now on).
+func (b *Bus) watch(ctx context.Context, after uint64, filters ...string) (<-chan StoredEvent, func() error, error) {
+	filter := strings.Join(filters, ",")
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy}
 	switch {
 	case after == deliverNew:
 		cfg.DeliverPolicy = jetstream.DeliverNewPolicy

@@ -114,6 +114,47 @@ func TestWatchAll(t *testing.T) {
 	}
 }
 
+// WatchAll with types delivers only the events of those types, of every
+// run, in order; a bad type is refused naming it.
+func TestWatchAllOfTypes(t *testing.T) {
+	t.Parallel()
+	b, _, _ := bustest.New(t)
+	ctx := testCtx(t)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if _, _, err := b.WatchAll(wctx, "Step.X"); !errors.Is(err, bus.ErrInvalidEvent) || !strings.Contains(err.Error(), "Step.X") {
+		t.Fatalf("bad type: %v, want ErrInvalidEvent naming it", err)
+	}
+	ch, errf, err := b.WatchAll(wctx, bus.EventStepCommitted, "run.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, run := range []string{"r1", "r2"} {
+		for _, typ := range []string{bus.EventStepStarted, "step.token", bus.EventStepCommitted, "step.failed", "run.completed"} {
+			if err := b.PublishEvent(ctx, bus.Event{RunID: run, StepID: "s", Type: typ}); err != nil {
+				t.Fatal(err)
+			}
+			if typ == bus.EventStepCommitted || typ == "run.completed" {
+				want = append(want, run+" "+typ)
+			}
+		}
+	}
+	for _, w := range want {
+		e := recv(t, ch, 5*time.Second)
+		if got := e.RunID + " " + e.Type; got != w {
+			t.Fatalf("got %s, want %s", got, w)
+		}
+	}
+	cancel()
+	for e := range ch {
+		t.Errorf("after the wanted events: %s %s", e.RunID, e.Type)
+	}
+	if err := errf(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestEventValidation(t *testing.T) {
 	t.Parallel()
 	b, _, _ := bustest.New(t)

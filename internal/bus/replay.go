@@ -43,7 +43,7 @@ func (b *Bus) WatchRunAfter(ctx context.Context, runID string, after uint64) (<-
 	if after == deliverNew {
 		after--
 	}
-	return b.watch(ctx, "rath.events."+runID+".>", after)
+	return b.watch(ctx, after, "rath.events."+runID+".>")
 }
 
 // ReplayRun calls fn with each event of runID stored after stream sequence

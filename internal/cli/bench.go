@@ -21,6 +21,7 @@ import (
 	"github.com/rath-run/rath/pkg/memory"
 	"github.com/rath-run/rath/pkg/memory/pgmem"
 	"github.com/rath-run/rath/pkg/memory/sqlitemem"
+	"github.com/rath-run/rath/pkg/store/pgstore"
 )
 
 // maxBenchToolRounds is the most --tool-rounds takes: the agent's rounds
@@ -229,6 +230,8 @@ func isTerminal(w io.Writer) bool {
 
 // devTarget starts an in-process dev stack in dir for the bench.
 func devTarget(ctx context.Context, dir, storeURL string, workers, slots int) (*bench.Target, func(), error) {
+	stmts := bench.NewStatementCounter()
+	ctx = pgstore.WithQueryTracer(ctx, stmts)
 	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", StoreURL: storeURL, Workers: workers, Slots: slots, Getenv: os.Getenv, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("dev stack: %w", err)
@@ -249,6 +252,7 @@ func devTarget(ctx context.Context, dir, storeURL string, workers, slots int) (*
 	return &bench.Target{
 		Name:   fmt.Sprintf("in-process dev stack (%s store, embedded NATS, %d workers × %d slots)", kind, workers, slots),
 		Client: cl, NC: d.Backend.NC, StoreURL: url, Memory: d.Backend.Memory, InProcess: true,
+		Statements: stmts,
 	}, d.Close, nil
 }
 

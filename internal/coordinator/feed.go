@@ -34,7 +34,10 @@ func (f *EventFeed) run(ctx context.Context) {
 		return
 	}
 	for ctx.Err() == nil {
-		events, _, err := aw.WatchAll(ctx)
+		// Only the events stepWaiters.notify acts on (it ignores
+		// run.submitted among run.>): the feed is not sent a step's
+		// started, token and reply events, several per step.
+		events, _, err := aw.WatchAll(ctx, "step.committed", "step.failed", "run.>")
 		if err != nil {
 			f.log.DebugContext(ctx, "step waiters: watch events", slog.Any("error", err))
 			t := time.NewTimer(time.Second)

@@ -328,7 +328,7 @@ type stepWaiters struct {
 
 // allWatcher is a bus that can stream every event (the real bus).
 type allWatcher interface {
-	WatchAll(ctx context.Context) (<-chan bus.Event, func() error, error)
+	WatchAll(ctx context.Context, types ...string) (<-chan bus.Event, func() error, error)
 }
 
 func (sw *stepWaiters) wait(runID, stepID string) (<-chan struct{}, func()) {

@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -31,33 +33,143 @@ const maxJournalData = 16 << 20
 // would survive a crash. An entry recorded again under the same (round,
 // call id, kind) replaces the old one: a resumed step that runs a call
 // again records what it got.
+//
+// On Postgres, concurrent appends are grouped like the graph store's
+// commits: with none in flight an append goes alone at once; appends
+// arriving while one is in flight go together as the next statement, one
+// transaction and one WAL flush for the group. A group refused (a row a
+// policy refuses, two writes of one entry) wrote nothing and each of its
+// appends is retried alone, so each caller gets its own answer.
 func (s *Store) AppendJournal(ctx context.Context, stepID string, es ...JournalEntry) error {
 	if len(es) == 0 {
 		return nil
 	}
-	var q strings.Builder
-	q.WriteString(`INSERT INTO step_journal (step_id, round, call_id, kind, worker, data, recorded_at) VALUES `)
-	args := make([]any, 0, 7*len(es))
-	now := s.ts()
-	for i, e := range es {
+	for _, e := range es {
 		if len(e.Data) > maxJournalData {
 			return fmt.Errorf("journal of step %s: entry %s (round %d, call %q) has %d bytes of data, over the limit of %d",
 				stepID, e.Kind, e.Round, e.CallID, len(e.Data), maxJournalData)
 		}
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		n := len(args)
-		fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7)
-		args = append(args, stepID, e.Round, e.CallID, e.Kind, e.Worker, string(e.Data), now)
 	}
-	q.WriteString(` ON CONFLICT (step_id, round, call_id, kind) DO UPDATE
-		 SET worker = excluded.worker, data = excluded.data, recorded_at = excluded.recorded_at`)
-	if _, err := s.db.ExecContext(ctx, q.String(), args...); err != nil {
+	a := &journalAppend{stepID: stepID, es: es, now: s.ts()}
+	var err error
+	if s.relaxed && s.journal != nil {
+		err = s.journal.append(ctx, s, a)
+	} else {
+		err = s.insertJournal(ctx, a)
+	}
+	if err != nil {
 		last := es[len(es)-1]
 		return fmt.Errorf("journal of step %s: record %s (round %d, call %q): %w", stepID, last.Kind, last.Round, last.CallID, err)
 	}
 	return nil
+}
+
+// journalAppend is one AppendJournal call's rows.
+type journalAppend struct {
+	stepID string
+	es     []JournalEntry
+	now    time.Time
+	done   chan struct{} // closed when err is set (grouped appends)
+	err    error
+}
+
+// insertJournal writes the appends' rows in one statement.
+func (s *Store) insertJournal(ctx context.Context, as ...*journalAppend) error {
+	var q strings.Builder
+	q.WriteString(`INSERT INTO step_journal (step_id, round, call_id, kind, worker, data, recorded_at) VALUES `)
+	args := make([]any, 0, 7*len(as))
+	for _, a := range as {
+		for _, e := range a.es {
+			if len(args) > 0 {
+				q.WriteString(", ")
+			}
+			n := len(args)
+			fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7)
+			args = append(args, a.stepID, e.Round, e.CallID, e.Kind, e.Worker, string(e.Data), a.now)
+		}
+	}
+	q.WriteString(` ON CONFLICT (step_id, round, call_id, kind) DO UPDATE
+		 SET worker = excluded.worker, data = excluded.data, recorded_at = excluded.recorded_at`)
+	_, err := s.db.ExecContext(ctx, q.String(), args...)
+	return err
+}
+
+// journalGroup groups concurrent journal appends (AppendJournal).
+type journalGroup struct {
+	mu    sync.Mutex
+	busy  bool             // a statement is in flight
+	queue []*journalAppend // arrived meanwhile; not sent yet
+}
+
+// maxJournalGroup bounds a group, in appends (Postgres allows 65,535
+// parameters a statement; an append is a few rows of 7).
+const maxJournalGroup = 256
+
+// groupTimeout bounds a group sent on behalf of other callers.
+const groupTimeout = 30 * time.Second
+
+func (g *journalGroup) append(ctx context.Context, s *Store, a *journalAppend) error {
+	g.mu.Lock()
+	if !g.busy {
+		g.busy = true
+		g.mu.Unlock()
+		err := s.insertJournal(ctx, a)
+		g.next(ctx, s)
+		return err
+	}
+	a.done = make(chan struct{})
+	g.queue = append(g.queue, a)
+	g.mu.Unlock()
+	select {
+	case <-a.done:
+		return a.err
+	case <-ctx.Done():
+		g.mu.Lock()
+		if i := slices.Index(g.queue, a); i >= 0 {
+			// Not sent: nothing of it is written.
+			g.queue = slices.Delete(g.queue, i, i+1)
+			g.mu.Unlock()
+			return ctx.Err()
+		}
+		g.mu.Unlock()
+		// Sent: its statement is in flight; its result is the answer.
+		<-a.done
+		return a.err
+	}
+}
+
+// next sends the appends queued while a statement was in flight, as one
+// group, from a goroutine of its own (the caller that sent the last
+// statement returns at once), and so on until none are queued.
+func (g *journalGroup) next(ctx context.Context, s *Store) {
+	g.mu.Lock()
+	if len(g.queue) == 0 {
+		g.busy = false
+		g.mu.Unlock()
+		return
+	}
+	n := min(len(g.queue), maxJournalGroup)
+	group := slices.Clone(g.queue[:n])
+	g.queue = slices.Delete(g.queue, 0, n)
+	g.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
+		defer cancel()
+		err := s.insertJournal(ctx, group...)
+		if err != nil && len(group) > 1 {
+			// Refused as a group: nothing was written; each alone.
+			for _, a := range group {
+				a.err = s.insertJournal(ctx, a)
+				close(a.done)
+			}
+		} else {
+			for _, a := range group {
+				a.err = err
+				close(a.done)
+			}
+		}
+		g.next(ctx, s)
+	}()
 }
 
 // LoadJournal returns step stepID's journal in the order it was recorded

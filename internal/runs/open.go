@@ -27,6 +27,7 @@ func Open(ctx context.Context, url string) (*Store, *sql.DB, error) {
 			return nil, nil, fmt.Errorf("run store: the database URL does not parse")
 		}
 		pgstore.ApplySessionDefaults(cfg)
+		pgstore.ConfigFromContext(ctx, cfg)
 		db = stdlib.OpenDB(*cfg)
 		{
 			// Keep every connection idle in the pool: database/sql keeps 2 by

@@ -22,6 +22,8 @@ type Store struct {
 	// relaxed: the database is Postgres, where the transactions of
 	// StartStep and CommitStep skip waiting for their WAL flush.
 	relaxed bool
+	// journal groups concurrent journal appends (journal.go; Postgres).
+	journal *journalGroup
 }
 
 // NewStore returns a Store over db. now is the clock (time.Now when nil).
@@ -29,7 +31,7 @@ func NewStore(db *sql.DB, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{db: db, now: now}
+	return &Store{db: db, now: now, journal: &journalGroup{}}
 }
 
 func (s *Store) ts() time.Time { return s.now().UTC().Truncate(time.Microsecond) }

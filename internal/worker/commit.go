@@ -38,6 +38,41 @@ type stepGraph struct {
 	plain bool
 	// span starts the "store commit" span of the step's version.
 	span func(context.Context, string) (context.Context, func(error))
+	// input is the step's input version; when the graph is an
+	// inputLoader, Get reads it with its transcript, kept in
+	// inputChunks for the step's Transcript of it.
+	input       session.ID
+	inputChunks []session.Chunk
+}
+
+// inputLoader reads a version and its transcript with one redaction-epoch
+// check (pgstore.Store): a step opens its input and then reads its
+// transcript, so one round trip less per step.
+type inputLoader interface {
+	VersionAndTranscript(ctx context.Context, id session.ID) (*session.Version, []session.Chunk, error)
+}
+
+// Get implements session.Graph: the step's input comes with its
+// transcript when the graph can read both at once.
+func (g *stepGraph) Get(ctx context.Context, id session.ID) (*session.Version, error) {
+	l, ok := g.Graph.(inputLoader)
+	if !ok || id != g.input || g.inputChunks != nil {
+		return g.Graph.Get(ctx, id)
+	}
+	v, t, err := l.VersionAndTranscript(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	g.inputChunks = t
+	return v, nil
+}
+
+// Transcript implements session.Graph: the input's, as Get read it.
+func (g *stepGraph) Transcript(ctx context.Context, id session.ID) ([]session.Chunk, error) {
+	if id == g.input && g.inputChunks != nil {
+		return g.inputChunks, nil
+	}
+	return g.Graph.Transcript(ctx, id)
 }
 
 // graphFor returns the graph step stepID commits through: a stepGraph
@@ -53,7 +88,8 @@ func (w *Worker) graphFor(job bus.Job) (session.Graph, *stepGraph) {
 	if !ok {
 		return w.graph, nil
 	}
-	g := &stepGraph{Graph: w.graph, putter: putter, committer: committer, stepID: stepID,
+	input, _ := session.ParseID(job.Input) // a bad input fails the step where it is opened
+	g := &stepGraph{Graph: w.graph, putter: putter, committer: committer, stepID: stepID, input: input,
 		span: func(ctx context.Context, name string) (context.Context, func(error)) { return w.span(ctx, name, job) }}
 	return g, g
 }

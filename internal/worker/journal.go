@@ -43,13 +43,21 @@ type stepJournal struct {
 }
 
 // journalFor returns step stepID's journal and what it holds, or nil when
-// the run store keeps none.
-func (w *Worker) journalFor(ctx context.Context, stepID string) (*stepJournal, error) {
+// the run store keeps none. On the step's first attempt (StartStep counted
+// 1) the journal is not read: it is empty, since only a started step's
+// worker records in it (a review records only for a step that waits, after
+// its start), and a recorded entry implies a durable start before it (the
+// relaxed StartStep's commit precedes the entry's synchronous one in the
+// WAL), so a step with a journal starts again with an attempt of 2 or more.
+func (w *Worker) journalFor(ctx context.Context, stepID string, attempt int) (*stepJournal, error) {
 	js, ok := w.steps.(Journals)
 	if !ok {
 		return nil, nil
 	}
 	j := &stepJournal{w: w, store: js, stepID: stepID}
+	if attempt == 1 {
+		return j, nil
+	}
 	es, err := js.LoadJournal(ctx, stepID)
 	if err != nil {
 		return nil, err

@@ -349,7 +349,7 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		Data: mustJSON(map[string]any{"worker": w.cfg.Name, "attempt": st.Attempts})})
 
 	g, sg := w.graphFor(job)
-	out, err := w.execute(ctx, job, g)
+	out, err := w.execute(ctx, job, g, st.Attempts)
 	if w.waitIfPaused(ctx, d, log, job, err) {
 		obs.end("waiting", nil)
 		return
@@ -433,7 +433,9 @@ func (w *Worker) touchEvery(ctx context.Context, stepID string, abort context.Ca
 
 // execute runs the job's target (flow.ParseTarget: an agent spec, or a
 // selector or compressor call) on its input in g and commits the result.
-func (w *Worker) execute(ctx context.Context, job bus.Job, g session.Graph) (session.Session, error) {
+// attempt is the step's attempt as StartStep counted it (1 for its first
+// start), which says whether it can have a journal to resume from.
+func (w *Worker) execute(ctx context.Context, job bus.Job, g session.Graph, attempt int) (session.Session, error) {
 	call, err := w.targets.parse(job.Target)
 	if err != nil {
 		return session.Session{}, permanent(err)
@@ -484,7 +486,7 @@ func (w *Worker) execute(ctx context.Context, job bus.Job, g session.Graph) (ses
 		w.agentDone(span, out, err)
 		return out, err
 	}
-	return w.step(ctx, job, spec, provider, model, s)
+	return w.step(ctx, job, spec, provider, model, s, attempt)
 }
 
 // verify runs a rollout branch's verifier (flow.KindVerify) in the
@@ -554,7 +556,7 @@ func (w *Worker) placed(in *session.Version) (*session.Version, bool, error) {
 // step runs the agent loop with the spec's tools and, when it has any, a
 // sandbox from Workspaces; the committed version records the placement the
 // workspace hands back.
-func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provider llm.Provider, model string, s session.Session) (session.Session, error) {
+func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provider llm.Provider, model string, s session.Session, attempt int) (session.Session, error) {
 	tools, err := w.cfg.Tools.Select(spec.Tools)
 	if err != nil {
 		return session.Session{}, permanent(fmt.Errorf("agent %s: %w", spec.Name, err))
@@ -582,7 +584,7 @@ func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provide
 	if b := job.Budget; b != nil {
 		meta.Run = agent.Budget{MaxTokens: b.MaxTokens, UsedTokens: b.UsedTokens, MaxCostUSD: b.MaxCostUSD, UsedCostUSD: b.UsedCostUSD}
 	}
-	j, err := w.journalFor(ctx, job.StepID)
+	j, err := w.journalFor(ctx, job.StepID, attempt)
 	if err != nil {
 		return session.Session{}, fmt.Errorf("agent %s: %w", spec.Name, err)
 	}

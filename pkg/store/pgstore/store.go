@@ -85,6 +85,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		cfg.MaxConns = opts.MaxConns
 	}
 	ApplySessionDefaults(cfg.ConnConfig)
+	ConfigFromContext(ctx, cfg.ConnConfig)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, translate("open postgres store", err)
@@ -383,35 +384,49 @@ SELECT c.kind, c.payload FROM seg JOIN chunks c ON c.lane = seg.lane AND c.ord <
 
 // Transcript implements [session.Graph]: one recursive query, then cached.
 func (d *db) Transcript(ctx context.Context, id session.ID) ([]session.Chunk, error) {
-	useCache := d.fresh(ctx)
-	if useCache {
+	_, t, err := d.transcript(ctx, id, d.fresh(ctx), false)
+	return t, err
+}
+
+// VersionAndTranscript returns version id and its transcript, as Get and
+// Transcript would one after the other, with one redaction-epoch check for
+// both (a worker opening its step's input reads both: one round trip less).
+func (d *db) VersionAndTranscript(ctx context.Context, id session.ID) (*session.Version, []session.Chunk, error) {
+	return d.transcript(ctx, id, d.fresh(ctx), true)
+}
+
+// transcript reads id's transcript, from the cache when useCache (the
+// caller synced it with [db.fresh]); with needVersion it returns the
+// version too.
+func (d *db) transcript(ctx context.Context, id session.ID, useCache, needVersion bool) (*session.Version, []session.Chunk, error) {
+	if useCache && !needVersion {
 		if t, ok := d.cache.Transcript(id); ok {
-			return t, nil
+			return nil, t, nil
 		}
 	}
 	e := d.cache.Epoch()
 	v, err := d.get(ctx, id, useCache)
 	if err != nil {
-		return nil, fmt.Errorf("transcript: %w", err)
+		return nil, nil, fmt.Errorf("transcript: %w", err)
 	}
 	if useCache {
 		if t, ok := d.cache.Transcript(id); ok {
-			return t, nil
+			return v, t, nil
 		}
 	}
 	if v.Base == nil {
 		d.addTranscript(id, v.Chunks, e)
-		return v.Chunks, nil
+		return v, v.Chunks, nil
 	}
 	t, err := d.loadTranscript(ctx, id)
 	if err != nil {
-		return nil, translate(fmt.Sprintf("transcript %s", id), err)
+		return nil, nil, translate(fmt.Sprintf("transcript %s", id), err)
 	}
 	if len(t) != v.Len {
-		return nil, fmt.Errorf("transcript %s: %w: %d chunks stored, len %d", id, session.ErrHashMismatch, len(t), v.Len)
+		return nil, nil, fmt.Errorf("transcript %s: %w: %d chunks stored, len %d", id, session.ErrHashMismatch, len(t), v.Len)
 	}
 	d.addTranscript(id, t, e)
-	return t, nil
+	return v, t, nil
 }
 
 // addTranscript caches a transcript read at epoch e, unless it was read

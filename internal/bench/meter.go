@@ -1,0 +1,104 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rath-run/rath/internal/cpustat"
+)
+
+// meter measures a phase's cost per step: CPU by process (this process;
+// the Postgres backends serving the store and the server's background
+// processes, when the server is on this machine) and Postgres statements
+// and round trips.
+type meter struct {
+	t           *Target
+	db          dbProbe
+	db0         dbSample
+	dbErr       error
+	self0       time.Duration
+	selfOK      bool
+	stmts0, rt0 int64
+}
+
+func (b *runner) startMeter(ctx context.Context) *meter {
+	m := &meter{t: b.t, db: dbProbe{url: b.t.StoreURL}}
+	if m.db.postgres() {
+		m.db0, m.dbErr = m.db.read(ctx)
+	}
+	if b.t.Statements != nil {
+		m.stmts0, m.rt0 = b.t.Statements.Counts()
+	}
+	m.self0, m.selfOK = cpustat.Self()
+	return m
+}
+
+// report adds the phase's per-step figures for n steps to r.
+func (m *meter) report(ctx context.Context, r *Report, n int) {
+	if n == 0 {
+		return
+	}
+	self1, selfOK := cpustat.Self()
+	perStep := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(n) }
+	var total float64
+	row := func(name string, d time.Duration, inTotal bool) {
+		v := perStep(d)
+		if inTotal {
+			total += v
+		}
+		r.CPU = append(r.CPU, ProcessCPU{Process: name, PerStepUS: v, InTotal: inTotal})
+	}
+	na := func(name, why string) { r.CPU = append(r.CPU, ProcessCPU{Process: name, NA: why}) }
+	complete := true
+	switch {
+	case !m.selfOK || !selfOK:
+		na("rathctl bench (this process)", "n/a (getrusage)")
+		complete = false
+	case m.t.InProcess:
+		// The whole in-process stack: coordinator, workers, embedded NATS
+		// and the load generator.
+		row("rath: this process (API, workers, embedded NATS, load generator)", self1-m.self0, true)
+	default:
+		row("rathctl bench (load generator only)", self1-m.self0, false)
+		na("rath coordinator, workers, NATS", "n/a (remote)")
+		complete = false
+	}
+	if m.db.postgres() {
+		db1, err := m.db.read(ctx)
+		switch {
+		case m.dbErr != nil || err != nil:
+			na("postgres backends", fmt.Sprintf("n/a (%v)", firstErr(m.dbErr, err)))
+			complete = false
+		case !m.db0.local || !db1.local:
+			na("postgres backends", "n/a (remote)")
+			complete = false
+		default:
+			row(fmt.Sprintf("postgres: backends of the store's database (%d)", len(db1.backends)), cpuDelta(m.db0.backends, db1.backends), true)
+			row("postgres: background processes (WAL writer, checkpointer…; shared with other databases)", cpuDelta(m.db0.background, db1.background), false)
+		}
+		switch {
+		case m.t.Statements != nil:
+			s1, rt1 := m.t.Statements.Counts()
+			r.add(Figure{Scenario: "steps", Name: "Postgres statements per step, loaded (pgx tracer; BEGIN/COMMIT included)", Value: float64(s1-m.stmts0) / float64(n), Unit: "statements"})
+			r.add(Figure{Scenario: "steps", Name: "Postgres round trips per step, loaded (pgx tracer)", Value: float64(rt1-m.rt0) / float64(n), Unit: "round trips"})
+		case err == nil && m.dbErr == nil && m.db0.callsOK && db1.callsOK:
+			r.add(Figure{Scenario: "steps", Name: "Postgres statements per step, loaded (pg_stat_statements)", Value: float64(db1.calls-m.db0.calls) / float64(n), Unit: "statements"})
+		default:
+			r.note("steps: statements per step not measured (no in-process tracer and no pg_stat_statements)")
+		}
+	}
+	if complete {
+		r.CPU = append(r.CPU, ProcessCPU{Process: "total (rows above marked in the total)", PerStepUS: total})
+		r.add(Figure{Scenario: "steps", Name: "CPU per step, loaded, Rath + Postgres backends", Value: total, Unit: "µs"})
+	}
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}

@@ -1,0 +1,42 @@
+package pgstore
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// tracerKey carries a pgx.QueryTracer for the pools opened under a context.
+type tracerKey struct{}
+
+// WithQueryTracer returns a context under which [Open] (and the run store's
+// Postgres connections, which use [ConfigFromContext]) install tr on every
+// connection: `rathctl bench` counts the statements a step makes with it.
+func WithQueryTracer(ctx context.Context, tr pgx.QueryTracer) context.Context {
+	return context.WithValue(ctx, tracerKey{}, tr)
+}
+
+// QueryTracerFromContextSafely returns the tracer [WithQueryTracer] set,
+// and whether there was one.
+func QueryTracerFromContextSafely(ctx context.Context) (pgx.QueryTracer, bool) {
+	tr, ok := ctx.Value(tracerKey{}).(pgx.QueryTracer)
+	return tr, ok && tr != nil
+}
+
+// QueryTracerFromContext is [QueryTracerFromContextSafely] for callers that
+// set one: it panics when there is none.
+func QueryTracerFromContext(ctx context.Context) pgx.QueryTracer {
+	tr, ok := QueryTracerFromContextSafely(ctx)
+	if !ok {
+		panic("pgstore: no query tracer in context")
+	}
+	return tr
+}
+
+// ConfigFromContext applies what the context carries for connections (a
+// query tracer) to cfg.
+func ConfigFromContext(ctx context.Context, cfg *pgx.ConnConfig) {
+	if tr, ok := QueryTracerFromContextSafely(ctx); ok {
+		cfg.Tracer = tr
+	}
+}
