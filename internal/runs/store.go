@@ -142,18 +142,57 @@ type ListParams struct {
 	Limit int
 	// Before pages backwards: only runs created before this run id.
 	Before string
+	// Status lists only runs in this state as List shows it:
+	// RunNeedsReview lists the waiting runs a review decides, RunWaiting
+	// the other waiting runs.
 	Status RunStatus
 }
 
-// List returns runs newest first, without their steps.
+// List returns runs newest first, without their steps. A waiting run one
+// of whose waiting steps stopped on an ambiguous call no review has
+// decided yet is listed as RunNeedsReview (derived in the same query,
+// never stored; [Store.PendingReviews] lists the calls).
 func (s *Store) List(ctx context.Context, p ListParams) ([]Run, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 50
 	}
 	limit = min(limit, 1000)
-	q := `SELECT ` + runCols + ` FROM runs WHERE ($1 = '' OR status = $1) AND ($2 = '' OR id < $2) ORDER BY id DESC LIMIT $3`
-	return queryAll(ctx, s.db, "list runs", scanRun, q, string(p.Status), p.Before, limit)
+	where := `($1 = '' OR status = $1)`
+	switch p.Status {
+	case RunNeedsReview:
+		where = `($1 <> '' AND status = 'waiting' AND ` + awaitsReview + `)`
+	case RunWaiting:
+		where = `($1 <> '' AND status = 'waiting' AND NOT ` + awaitsReview + `)`
+	}
+	q := `SELECT ` + runCols + `, CASE WHEN status = 'waiting' AND ` + awaitsReview + ` THEN 1 ELSE 0 END
+	        FROM runs WHERE ` + where + ` AND ($2 = '' OR id < $2) ORDER BY id DESC LIMIT $3`
+	return queryAll(ctx, s.db, "list runs", func(sc scanner) (Run, error) {
+		var review int
+		r, err := scanRun(extraScanner{sc, []any{&review}})
+		if err == nil && review == 1 {
+			r.Status = RunNeedsReview
+		}
+		return r, err
+	}, q, string(p.Status), p.Before, limit)
+}
+
+// awaitsReview holds, in a query over runs, for a run one of whose
+// waiting steps waits on an ambiguous call without a review (what
+// pendingReviews lists). The journal's key and steps_run_idx answer it.
+const awaitsReview = `EXISTS (SELECT 1 FROM steps s JOIN step_journal j ON j.step_id = s.id
+	 WHERE s.run_id = runs.id AND s.status = 'waiting' AND j.kind = 'ambiguous'
+	   AND NOT EXISTS (SELECT 1 FROM step_journal d WHERE d.step_id = j.step_id AND d.round = j.round
+	                   AND d.call_id = j.call_id AND d.kind = 'review'))`
+
+// extraScanner scans a row into a scanner's columns, then into extra.
+type extraScanner struct {
+	sc    scanner
+	extra []any
+}
+
+func (e extraScanner) Scan(dest ...any) error {
+	return e.sc.Scan(append(dest, e.extra...)...)
 }
 
 // GetStep returns one step.
