@@ -71,6 +71,10 @@ func testReviewAPI(t *testing.T, storeURL string) {
 	if got := listed(api.RunWaiting); got != "" {
 		t.Errorf("GET /v1/runs?status=waiting: %s, want none (the run needs a review, not an approval)", got)
 	}
+	// Still an active run (rath_active_runs).
+	if n, err := app.ActiveRuns(rs)(ctx); err != nil || n != 1 {
+		t.Errorf("active runs: %d, %v; want 1 (the needs_review run)", n, err)
+	}
 	if _, err := s.cl.ListRuns(ctx, api.ListRunsParams{Status: "reviewing"}); !isStatus(err, http.StatusBadRequest) ||
 		!strings.Contains(err.Error(), `status: "reviewing"`) || !strings.Contains(err.Error(), "needs_review") {
 		t.Errorf("GET /v1/runs?status=reviewing: %v, want 400 naming status and the states", err)
