@@ -421,3 +421,71 @@ func TestAttackLoginCSRF(t *testing.T) {
 		t.Fatalf("same-origin POST /ui/login: %d, cookies %v; want 303 and the cookie", code, cookies)
 	}
 }
+
+// TestAttackUICookieWrites: the web UI's cookie authenticates one write,
+// the review button (POST /v1/runs/{id}/review with the X-Rath-UI header
+// from the server's own origin), and nothing else. A cross-site form (no
+// header), another origin, a missing Origin, or any other write (submit,
+// cancel, approvals) with the cookie is unauthenticated: 401. The button's
+// request gets the token's own scope and tenant: a read token's is 403,
+// another tenant's run is 404, and the owner's reaches the review (409:
+// nothing waits for one).
+func TestAttackUICookieWrites(t *testing.T) {
+	t.Parallel()
+	s := newSecured(t)
+	acme, acmeRead, umbrella := s.mint("submit", "acme"), s.mint("read", "acme"), s.mint("submit", "umbrella")
+	run := s.liveRun(acme)
+	post := func(cookie, origin, path, body string, uiHeader bool) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, s.server+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.AddCookie(&http.Cookie{Name: "rath_ui_token", Value: cookie})
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		if uiHeader {
+			req.Header.Set("X-Rath-UI", "1")
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	review := "/v1/runs/" + run + "/review"
+	retry := `{"decision":"retry"}`
+	for _, c := range []struct {
+		name, cookie, origin, path, body string
+		header                           bool
+		want                             int
+	}{
+		{"the button, the owner's token", acme, s.server, review, retry, true, http.StatusConflict},
+		{"the button, a read token", acmeRead, s.server, review, retry, true, http.StatusForbidden},
+		{"the button, another tenant's token", umbrella, s.server, review, retry, true, http.StatusNotFound},
+		{"a form (no UI header)", acme, s.server, review, retry, false, http.StatusUnauthorized},
+		{"another site", acme, "http://evil.example", review, retry, true, http.StatusUnauthorized},
+		{"no Origin", acme, "", review, retry, true, http.StatusUnauthorized},
+		{"Origin null", acme, "null", review, retry, true, http.StatusUnauthorized},
+		{"submit", acme, s.server, "/v1/runs", `{"driver":"client","message":"planted"}`, true, http.StatusUnauthorized},
+		{"cancel", acme, s.server, "/v1/runs/" + run + "/cancel", "", true, http.StatusUnauthorized},
+		{"approve", acme, s.server, "/v1/runs/" + run + "/approvals", `{"decision":"approve"}`, true, http.StatusUnauthorized},
+	} {
+		if code, body := post(c.cookie, c.origin, c.path, c.body, c.header); code != c.want {
+			t.Errorf("%s: POST %s with the UI cookie: %d %s, want %d", c.name, c.path, code, body, c.want)
+		}
+	}
+	res, err := s.api(context.Background(), acme, http.MethodGet, "/v1/runs/"+run, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var r struct{ Status string }
+	if err := json.NewDecoder(res.Body).Decode(&r); err != nil || r.Status != "pending" {
+		t.Errorf("the run after the attempts: %q, %v; want pending as submitted (not canceled)", r.Status, err)
+	}
+}

@@ -50,6 +50,35 @@ func testReviewAPI(t *testing.T, storeURL string) {
 	if c := got.Reviews[0]; c.CallID != "pay1" || c.Tool != "pay" || c.Arguments != `{"eur":5}` || c.Worker != "w0" || c.Round != 1 || c.StepID != stepID {
 		t.Fatalf("review call %+v", c)
 	}
+	listed := func(status api.RunStatus) string {
+		t.Helper()
+		l, err := s.cl.ListRuns(ctx, api.ListRunsParams{Status: status})
+		if err != nil {
+			t.Fatalf("list %q: %v", status, err)
+		}
+		var out []string
+		for _, lr := range l.Runs {
+			out = append(out, lr.ID+"="+string(lr.Status))
+		}
+		return strings.Join(out, " ")
+	}
+	if got, want := listed(""), r.ID+"=needs_review"; got != want {
+		t.Errorf("GET /v1/runs: %s, want %s", got, want)
+	}
+	if got, want := listed(api.RunNeedsReview), r.ID+"=needs_review"; got != want {
+		t.Errorf("GET /v1/runs?status=needs_review: %s, want %s", got, want)
+	}
+	if got := listed(api.RunWaiting); got != "" {
+		t.Errorf("GET /v1/runs?status=waiting: %s, want none (the run needs a review, not an approval)", got)
+	}
+	// Still an active run (rath_active_runs).
+	if n, err := app.ActiveRuns(rs)(ctx); err != nil || n != 1 {
+		t.Errorf("active runs: %d, %v; want 1 (the needs_review run)", n, err)
+	}
+	if _, err := s.cl.ListRuns(ctx, api.ListRunsParams{Status: "reviewing"}); !isStatus(err, http.StatusBadRequest) ||
+		!strings.Contains(err.Error(), `status: "reviewing"`) || !strings.Contains(err.Error(), "needs_review") {
+		t.Errorf("GET /v1/runs?status=reviewing: %v, want 400 naming status and the states", err)
+	}
 
 	for _, bad := range []struct {
 		req  api.ReviewRequest
@@ -116,6 +145,12 @@ func testReviewAPI(t *testing.T, storeURL string) {
 	}
 	if got.Status != api.RunRunning || len(got.Reviews) != 0 {
 		t.Fatalf("after the review: run %s, reviews %+v; want running, none", got.Status, got.Reviews)
+	}
+	if got, want := listed(""), r.ID+"=running"; got != want {
+		t.Errorf("GET /v1/runs after the review: %s, want %s", got, want)
+	}
+	if got := listed(api.RunNeedsReview); got != "" {
+		t.Errorf("GET /v1/runs?status=needs_review after the review: %s, want none", got)
 	}
 	if _, err := s.cl.Review(ctx, r.ID, api.ReviewRequest{Decision: "retry"}); !isStatus(err, http.StatusConflict) {
 		t.Fatalf("a second review: %v, want 409", err)

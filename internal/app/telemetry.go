@@ -62,12 +62,12 @@ func RegisterBackendMetrics(ctx context.Context, reg prometheus.Registerer, b *B
 	return nil
 }
 
-// ActiveRuns counts runs not yet ended (pending, running or waiting), up
-// to 1,000 of each status.
+// ActiveRuns counts runs not yet ended (pending, running, waiting or
+// needs_review), up to 1,000 of each status.
 func ActiveRuns(rs *runs.Store) telemetry.CountFunc {
 	return func(ctx context.Context) (int, error) {
 		n := 0
-		for _, st := range []runs.RunStatus{runs.RunPending, runs.RunRunning, runs.RunWaiting} {
+		for _, st := range []runs.RunStatus{runs.RunPending, runs.RunRunning, runs.RunWaiting, runs.RunNeedsReview} {
 			list, err := rs.List(ctx, runs.ListParams{Limit: 1000, Status: st})
 			if err != nil {
 				return 0, fmt.Errorf("count %s runs: %w", st, err)

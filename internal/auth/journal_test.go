@@ -134,3 +134,80 @@ func (g captureGraph) Put(_ context.Context, v *session.Version) (*session.Versi
 	g.put(v)
 	return v, nil
 }
+
+// TestNeedsReviewListStaysWithItsTenant: the needs_review a run list
+// derives from the step journal is the tenant's own: acme's connection
+// lists its run as needs_review, umbrella's lists none of acme's runs
+// under any filter and its own waiting run as waiting.
+func TestNeedsReviewListStaysWithItsTenant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, dbURL := migrated(t)
+	openRuns := func(url string) *runs.Store {
+		rs, db, err := runs.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		return rs
+	}
+	owner := openRuns(dbURL)
+	running := func(tenant string) runs.Run {
+		st, err := pgstore.Open(ctx, asTenant(t, dbURL, tenant), pgstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		in, err := session.FromUserMessage(ctx, st, tenant+"'s input")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := runs.Run{ID: runs.NewRunID(), Queue: "q", Target: []byte(`{}`), Input: in.ID(), Kind: runs.KindAgent}
+		if err := openRuns(asTenant(t, dbURL, tenant)).Create(ctx, &r, []runs.Step{{Ordinal: 0, Input: in.ID()}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := owner.StartStep(ctx, r.Steps[0].ID, "w"); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	acme, umbrella := running("acme"), running("umbrella")
+	if _, err := owner.NeedsReview(ctx, acme.Steps[0].ID, 1, "c1", "w", []byte(`{"tool":"send"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.WaitStep(ctx, umbrella.Steps[0].ID, umbrella.Input); err != nil {
+		t.Fatal(err)
+	}
+
+	list := func(rs *runs.Store, st runs.RunStatus) string {
+		t.Helper()
+		got, err := rs.List(ctx, runs.ListParams{Status: st})
+		if err != nil {
+			t.Fatalf("list %q: %v", st, err)
+		}
+		var out []string
+		for _, r := range got {
+			name := map[string]string{acme.ID: "acme", umbrella.ID: "umbrella"}[r.ID]
+			out = append(out, name+"="+string(r.Status))
+		}
+		return strings.Join(out, " ")
+	}
+	acmeConn, umbrellaConn := openRuns(asTenant(t, dbURL, "acme")), openRuns(asTenant(t, dbURL, "umbrella"))
+	for _, c := range []struct {
+		who    string
+		rs     *runs.Store
+		status runs.RunStatus
+		want   string
+	}{
+		{"acme", acmeConn, "", "acme=needs_review"},
+		{"acme", acmeConn, runs.RunNeedsReview, "acme=needs_review"},
+		{"acme", acmeConn, runs.RunWaiting, ""},
+		{"umbrella", umbrellaConn, "", "umbrella=waiting"},
+		{"umbrella", umbrellaConn, runs.RunNeedsReview, ""},
+		{"umbrella", umbrellaConn, runs.RunWaiting, "umbrella=waiting"},
+	} {
+		if got := list(c.rs, c.status); got != c.want {
+			t.Errorf("%s lists %q: %q, want %q", c.who, c.status, got, c.want)
+		}
+	}
+}

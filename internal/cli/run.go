@@ -388,7 +388,7 @@ func newRunsCmd(env *Env) *cobra.Command {
 	}
 	lf.register(list)
 	list.Flags().IntVar(&limit, "limit", 50, "how many runs")
-	list.Flags().StringVar(&status, "status", "", "only runs in this status (pending, running, waiting, succeeded, failed, canceled, timed_out)")
+	list.Flags().StringVar(&status, "status", "", "only runs in this status (pending, running, waiting, needs_review, succeeded, failed, canceled, timed_out; waiting: those an approval decides)")
 	list.Flags().StringVar(&before, "before", "", "only runs older than this run id (the next page after a list's last run)")
 
 	var sf serverFlags

@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rath-run/rath/internal/bus"
@@ -113,12 +115,35 @@ func (c *Coordinator) listRuns(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	list, err := c.runsOf(r.Context()).List(r.Context(), runs.ListParams{Limit: limit, Before: q.Get("before"), Status: runs.RunStatus(q.Get("status"))})
+	status, err := listStatus(q.Get("status"))
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	list, err := c.runsOf(r.Context()).List(r.Context(), runs.ListParams{Limit: limit, Before: q.Get("before"), Status: status})
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, api.RunList{Runs: runs.APIRuns(list)})
+}
+
+// listStatus checks the status filter of GET /v1/runs: a run state, or
+// needs_review (the waiting runs a review decides; waiting lists the
+// others).
+func listStatus(s string) (runs.RunStatus, error) {
+	if s == "" {
+		return "", nil
+	}
+	all := append(runs.RunStatuses(), runs.RunNeedsReview)
+	if slices.Contains(all, runs.RunStatus(s)) {
+		return runs.RunStatus(s), nil
+	}
+	names := make([]string, len(all))
+	for i, st := range all {
+		names[i] = string(st)
+	}
+	return "", badRequest("status: %q is not a run status (one of %s)", s, strings.Join(names, ", "))
 }
 
 func (c *Coordinator) getRun(w http.ResponseWriter, r *http.Request) {
@@ -483,7 +508,8 @@ func (c *Coordinator) fail(w http.ResponseWriter, r *http.Request, err error) {
 		status, code = http.StatusNotFound, "not_found"
 	case errors.Is(err, flow.ErrNondeterministic):
 		status, code = http.StatusConflict, api.CodeNondeterministic
-	case errors.Is(err, session.ErrIncompatiblePlacement), errors.Is(err, session.ErrConflict), errors.Is(err, runs.ErrTerminal):
+	case errors.Is(err, session.ErrIncompatiblePlacement), errors.Is(err, session.ErrConflict), errors.Is(err, runs.ErrTerminal),
+		errors.Is(err, runs.ErrNotWaiting), errors.Is(err, runs.ErrNoReview):
 		status, code = http.StatusConflict, "conflict"
 	case errors.Is(err, session.ErrTooLarge), errors.Is(err, bus.ErrTooLarge):
 		status, code = http.StatusRequestEntityTooLarge, "too_large"

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 
@@ -37,10 +36,6 @@ func (c *Coordinator) decideHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := c.runSvc.Decide(r.Context(), c.scopeOf(r.Context()), r.PathValue("id"), req)
-	if errors.Is(err, runs.ErrNotWaiting) {
-		writeError(w, http.StatusConflict, "conflict", err.Error())
-		return
-	}
 	if err != nil {
 		c.fail(w, r, err)
 		return

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -31,10 +30,6 @@ func (c *Coordinator) reviewHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := c.runSvc.Review(r.Context(), c.scopeOf(r.Context()), r.PathValue("id"), req)
-	if errors.Is(err, runs.ErrNoReview) {
-		writeError(w, http.StatusConflict, "conflict", err.Error())
-		return
-	}
 	if err != nil {
 		c.fail(w, r, err)
 		return

@@ -18,12 +18,15 @@ const UICookie = "rath_ui_token"
 // uiCredentials lets the web UI's cookie stand in for the bearer token on
 // read-only requests: a GET or HEAD without an Authorization header but
 // with the UI cookie is authenticated as if it carried "Bearer <cookie>".
-// Writes always need the header, so a cookie can never submit or change
-// anything. This is the one place the UI's credentials meet the API's
-// auth; swap it to change how browsers authenticate.
+// The one write it lends the cookie to is the UI's review button, POST
+// /v1/runs/{id}/review, and only from a page of this server (uiDecision).
+// Every other write needs the header, so a cookie can submit nothing and
+// change nothing else. This is the one place the UI's credentials meet the
+// API's auth; swap it to change how browsers authenticate. The token's
+// scopes and tenant apply unchanged (a review needs submit scope).
 func uiCredentials(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") == "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		if r.Header.Get("Authorization") == "" && (r.Method == http.MethodGet || r.Method == http.MethodHead || uiDecision(r)) {
 			if ck, err := r.Cookie(UICookie); err == nil && ck.Value != "" {
 				r = r.Clone(r.Context())
 				r.Header.Set("Authorization", "Bearer "+ck.Value)
@@ -31,6 +34,22 @@ func uiCredentials(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// UIHeader is the header the web UI's decision buttons send: an HTML form
+// cannot set it, and a script on another site cannot send it without a
+// CORS preflight this server never answers.
+const UIHeader = "X-Rath-UI"
+
+// uiDecision reports whether r is the web UI's review button: POST
+// /v1/runs/{id}/review with the UI header from a page of this server
+// (sameOrigin; the cookie is SameSite=Strict besides).
+func uiDecision(r *http.Request) bool {
+	if r.Method != http.MethodPost || r.Header.Get(UIHeader) == "" || sameOrigin(r) != nil {
+		return false
+	}
+	parts := strings.Split(r.URL.Path, "/")
+	return len(parts) == 5 && parts[0] == "" && parts[1] == "v1" && parts[2] == "runs" && parts[3] != "" && parts[4] == "review"
 }
 
 // uiRoutes mounts the web UI: its files under /ui/, its settings at

@@ -12,30 +12,47 @@ func TestUICredentials(t *testing.T) {
 	t.Parallel()
 	var got []string
 	h := uiCredentials(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-		got = append(got, r.Method+" "+r.Header.Get("Authorization"))
+		got = append(got, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
 	}))
+	const review = "/v1/runs/r1/review"
+	ui := map[string]string{"Origin": "http://rath.example", UIHeader: "1"}
 	for _, c := range []struct {
-		method, header string
-		cookie         bool
+		method, path string
+		headers      map[string]string
+		cookie       bool
+		want         string
 	}{
-		{http.MethodGet, "", true},
-		{http.MethodHead, "", true},
-		{http.MethodPost, "", true},                  // writes never use the cookie
-		{http.MethodGet, "Bearer from-header", true}, // the header wins
-		{http.MethodGet, "", false},
+		{http.MethodGet, "/v1/runs", nil, true, "Bearer tok"},
+		{http.MethodHead, "/v1/runs", nil, true, "Bearer tok"},
+		{http.MethodPost, "/v1/runs", nil, true, ""},                                                   // writes never use the cookie
+		{http.MethodPost, "/v1/runs", ui, true, ""},                                                    // not even from the UI
+		{http.MethodGet, "/v1/runs", map[string]string{"Authorization": "Bearer h"}, true, "Bearer h"}, // the header wins
+		{http.MethodGet, "/v1/runs", nil, false, ""},
+		// The review button: POST …/review from the UI's own page.
+		{http.MethodPost, review, ui, true, "Bearer tok"},
+		{http.MethodPost, review, ui, false, ""},
+		{http.MethodPost, review, map[string]string{"Origin": "http://rath.example"}, true, ""},                // no UI header (a form)
+		{http.MethodPost, review, map[string]string{UIHeader: "1"}, true, ""},                                  // no Origin
+		{http.MethodPost, review, map[string]string{"Origin": "http://evil.example", UIHeader: "1"}, true, ""}, // another site
+		{http.MethodPost, review, map[string]string{"Origin": "null", UIHeader: "1"}, true, ""},
+		{http.MethodPost, "/v1/runs/r1/approvals", ui, true, ""},
+		{http.MethodPost, "/v1/runs/r1/cancel", ui, true, ""},
+		{http.MethodPost, "/v1/runs/r1/review/x", ui, true, ""},
+		{http.MethodPost, "/v1/runs//review", ui, true, ""},
+		{http.MethodPut, review, ui, true, ""},
 	} {
-		r := httptest.NewRequest(c.method, "/v1/runs", nil)
-		if c.header != "" {
-			r.Header.Set("Authorization", c.header)
+		r := httptest.NewRequest(c.method, "http://rath.example"+c.path, nil)
+		for k, v := range c.headers {
+			r.Header.Set(k, v)
 		}
 		if c.cookie {
 			r.AddCookie(&http.Cookie{Name: UICookie, Value: "tok"})
 		}
+		got = got[:0]
 		h.ServeHTTP(httptest.NewRecorder(), r)
-	}
-	want := []string{"GET Bearer tok", "HEAD Bearer tok", "POST ", "GET Bearer from-header", "GET "}
-	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Fatalf("Authorization seen: %q, want %q", got, want)
+		if want := c.method + " " + c.path + " " + c.want; len(got) != 1 || got[0] != want {
+			t.Errorf("%s %s %v cookie %v: handler saw %q, want %q", c.method, c.path, c.headers, c.cookie, got, want)
+		}
 	}
 }
 

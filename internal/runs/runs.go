@@ -61,10 +61,14 @@ const (
 	RunRunning = api.RunRunning
 	// RunWaiting: a step of the run waits for a decision (an approval);
 	// nothing of the run executes until it is made.
-	RunWaiting   = api.RunWaiting
-	RunSucceeded = api.RunSucceeded
-	RunFailed    = api.RunFailed
-	RunCanceled  = api.RunCanceled
+	RunWaiting = api.RunWaiting
+	// RunNeedsReview: a waiting run whose step stopped on an ambiguous
+	// tool call. The store keeps it as RunWaiting; List derives it (see
+	// review.go).
+	RunNeedsReview = api.RunNeedsReview
+	RunSucceeded   = api.RunSucceeded
+	RunFailed      = api.RunFailed
+	RunCanceled    = api.RunCanceled
 	// RunTimedOut: the run's deadline passed before it ended.
 	RunTimedOut = api.RunTimedOut
 )

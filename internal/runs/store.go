@@ -144,18 +144,63 @@ type ListParams struct {
 	Limit int
 	// Before pages backwards: only runs created before this run id.
 	Before string
+	// Status lists only runs in this state as List shows it:
+	// RunNeedsReview lists the waiting runs a review decides, RunWaiting
+	// the other waiting runs.
 	Status RunStatus
 }
 
-// List returns runs newest first, without their steps.
+// List returns runs newest first, without their steps. A waiting run one
+// of whose waiting steps stopped on an ambiguous call no review has
+// decided yet is listed as RunNeedsReview (derived in the same query,
+// never stored; [Store.PendingReviews] lists the calls).
 func (s *Store) List(ctx context.Context, p ListParams) ([]Run, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 50
 	}
 	limit = min(limit, 1000)
-	q := `SELECT ` + runCols + ` FROM runs WHERE ($1 = '' OR status = $1) AND ($2 = '' OR id < $2) ORDER BY id DESC LIMIT $3`
-	return queryAll(ctx, s.db, "list runs", scanRun, q, string(p.Status), p.Before, limit)
+	where := `($1 = '' OR status = $1)`
+	switch p.Status {
+	case RunNeedsReview:
+		where = `($1 <> '' AND status = 'waiting' AND (` + reviewProbe + `) = 1)`
+	case RunWaiting:
+		where = `($1 <> '' AND status = 'waiting' AND (` + reviewProbe + `) IS NULL)`
+	}
+	// The CASE probes the journal only for the page's waiting runs, one
+	// indexed lookup each: a scalar subquery, which Postgres never turns
+	// into a hashed scan of every waiting step (it may for an EXISTS) and
+	// plans quickly; the filters probe the waiting runs (runs_status_idx)
+	// the same way.
+	q := `SELECT ` + runCols + `, CASE WHEN status <> 'waiting' THEN 0 WHEN (` + reviewProbe + `) = 1 THEN 1 ELSE 0 END
+	        FROM runs WHERE ` + where + ` AND ($2 = '' OR id < $2) ORDER BY id DESC LIMIT $3`
+	return queryAll(ctx, s.db, "list runs", func(sc scanner) (Run, error) {
+		var review int
+		r, err := scanRun(extraScanner{sc, []any{&review}})
+		if err == nil && review == 1 {
+			r.Status = RunNeedsReview
+		}
+		return r, err
+	}, q, string(p.Status), p.Before, limit)
+}
+
+// reviewProbe is 1, in a query over runs, for a run one of whose waiting
+// steps waits on an ambiguous call without a review (what pendingReviews
+// lists), else NULL. The journal's key and steps_run_idx answer it.
+const reviewProbe = `SELECT 1 FROM steps s JOIN step_journal j ON j.step_id = s.id
+	 WHERE s.run_id = runs.id AND s.status = 'waiting' AND j.kind = 'ambiguous'
+	   AND NOT EXISTS (SELECT 1 FROM step_journal d WHERE d.step_id = j.step_id AND d.round = j.round
+	                   AND d.call_id = j.call_id AND d.kind = 'review')
+	 LIMIT 1`
+
+// extraScanner scans a row into a scanner's columns, then into extra.
+type extraScanner struct {
+	sc    scanner
+	extra []any
+}
+
+func (e extraScanner) Scan(dest ...any) error {
+	return e.sc.Scan(append(dest, e.extra...)...)
 }
 
 // GetStep returns one step.

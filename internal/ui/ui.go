@@ -1,15 +1,17 @@
-// Package ui is Rath's read-only web UI: a few files of our own HTML, CSS
-// and JavaScript, embedded in the binary (no CDN, no build step), served
-// by the coordinator under /ui/. The pages call the coordinator's /v1 API
-// from the browser: the runs list with each run's steps, a run page that
-// follows the run live over server-sent events (each event shown at its
-// own time; each step not yet committed drawn as a pending node that fills
-// in with its streamed text and tool calls; a waiting run's pending calls
-// with the rathctl commands that decide them), the run's session graph
-// drawn as SVG from GET /v1/runs/{id}/graph?format=json in a zoomable,
-// pannable viewport, and a version panel (transcript, tool calls and
-// results, workspace files and diff, memory hits, trace link). Steps link
-// to their spans in Jaeger when the coordinator knows its URL.
+// Package ui is Rath's web UI, read-only but for deciding a review: a few
+// files of our own HTML, CSS and JavaScript, embedded in the binary (no
+// CDN, no build step), served by the coordinator under /ui/. The pages call
+// the coordinator's /v1 API from the browser: the runs list with each run's
+// steps, a run page that follows the run live over server-sent events (each
+// event shown at its own time; each step not yet committed drawn as a
+// pending node that fills in with its streamed text and tool calls; a
+// waiting run's pending calls with the rathctl commands that decide them; a
+// needs_review run's ambiguous calls with the rathctl review commands and
+// buttons that POST /v1/runs/{id}/review), the run's session graph drawn as
+// SVG from GET /v1/runs/{id}/graph?format=json in a zoomable, pannable
+// viewport, and a version panel (transcript, tool calls and results,
+// workspace files and diff, memory hits, trace link). Steps link to their
+// spans in Jaeger when the coordinator knows its URL.
 // docs/observability.md describes it.
 package ui
 

@@ -39,6 +39,19 @@ async function api(path) {
   return body;
 }
 
+// post sends a decision (POST path with body as JSON). The UI header and
+// the page's own Origin let the UI cookie authenticate it (the review
+// route only; internal/coordinator/ui.go).
+async function post(path, body) {
+  const resp = await fetch(path, {
+    method: "POST", credentials: "same-origin", body: JSON.stringify(body),
+    headers: { Accept: "application/json", "Content-Type": "application/json", "X-Rath-UI": "1" },
+  });
+  const out = await resp.json().catch(() => ({}));
+  if (!resp.ok) throw new Error((out.error && out.error.message) || resp.statusText);
+  return out;
+}
+
 const view = () => document.getElementById("view");
 const short = (id) => (id ? String(id).slice(-8) : ""); // UUIDv7s share their time prefix
 const when = (t) => (t ? new Date(t).toLocaleString() : "");
@@ -258,10 +271,13 @@ async function runPage(id) {
     for (const st of run.steps || []) {
       if (st.status === "committed" || st.status === "failed" || st.status === "canceled") live.delete(st.id);
       else {
-        // Queued, running or waiting: a pending node until it commits.
+        // Queued, running, waiting or needs_review: a pending node until
+        // it commits.
         const l = liveOf(st.id);
-        // The stored state is the truth once it moved past the events'.
-        if (st.status === "waiting" || l.status === "pending") l.status = st.status;
+        // The stored state is the truth once it moved past the events'
+        // (a decided review makes a needs_review step pending again).
+        const paused = (x) => x === "waiting" || x === "needs_review";
+        if (paused(st.status) || paused(l.status) || l.status === "pending") l.status = st.status;
         if (!l.since && st.started_at) l.since = st.started_at;
       }
     }
@@ -275,7 +291,7 @@ async function runPage(id) {
     const g = await api("/v1/runs/" + encodeURIComponent(id) + "/graph?format=json");
     ctx.graph = g;
     drawRunGraph(graphWrap, ctx);
-    drawWaiting(waiting, run, pending);
+    drawWaiting(waiting, run, pending, () => refresh().catch(showError));
     drawSteps(stepsBox, run);
     return run;
   };
@@ -315,6 +331,13 @@ async function runPage(id) {
         if (step) step.status = "waiting";
         if (ev.step_id) pending.set(ev.step_id, { version: data.version, calls: data.pending || [], time: ev.time });
         break;
+      case "step.needs_review":
+      case "run.needs_review":
+        if (step) step.status = "needs_review";
+        break;
+      case "review.decided":
+        if (step) step.status = "pending";
+        break;
       case "approval.decided": {
         const p = pending.get(ev.step_id);
         if (p) p.calls = p.calls.filter((c) => c.call_id !== data.call_id);
@@ -334,27 +357,51 @@ async function runPage(id) {
     events.append(h("li", { "data-type": type, "data-time": ev.time || "" },
       h("time", { class: "t", datetime: ev.time || "", title: ev.time ? new Date(ev.time).toISOString() : "" }, ev.time ? eventTime(ev.time) : ""),
       type, ev.step_id ? "  " + ev.step_id : "",
-      type === "step.tool_call" ? "  → " + data.name : "", type === "step.tool_result" ? "  ← " + data.name + (data.ok === false ? " (failed)" : "") : ""));
+      type === "step.tool_call" ? "  → " + data.name : "", type === "step.tool_result" ? "  ← " + data.name + (data.ok === false ? " (failed)" : "") : "",
+      type === "step.needs_review" ? "  ? " + (data.tool || "") + " " + (data.call_id || "") : "",
+      type === "review.decided" ? "  " + (data.decision || "") + " " + (data.call_id || "") : ""));
     events.scrollTop = events.scrollHeight;
     later();
     // The stream replays the run from its start and ends after its end
-    // event; a waiting run's stream ends at run.waiting, and EventSource
+    // event; a waiting run's stream ends at run.waiting (or
+    // run.needs_review), and EventSource
     // reopens it after the last event (Last-Event-ID) to follow the run on.
     if (["run.completed", "run.failed", "run.canceled", "run.timed_out"].includes(type)) src.close();
   };
   for (const t of ["run.submitted", "step.started", "step.token", "step.committed", "step.failed", "step.tool_call", "step.tool_result",
     "step.memory_recall", "step.waiting", "run.waiting", "approval.decided", "step.continued", "step.changed", "run.changes_accepted",
+    "step.needs_review", "run.needs_review", "review.decided",
     "events.missing", "run.completed", "run.failed", "run.canceled", "run.timed_out", "message"]) {
     src.addEventListener(t, onEvent);
   }
   src.onerror = () => { if (src.readyState === EventSource.CLOSED) state.source = null; };
 }
 
-// drawWaiting shows, for a waiting run, which calls wait and the exact
-// commands that decide them.
-function drawWaiting(box, run, pending) {
+// drawWaiting shows, for a waiting or needs_review run, which calls wait
+// and the exact commands that decide them; a review also has buttons.
+// The box is kept, with what was typed in it, while what it shows is the
+// same (the page redraws on every event). decided refreshes the page.
+function drawWaiting(box, run, pending, decided) {
   const waitingSteps = (run.steps || []).filter((st) => st.status === "waiting");
-  if (run.status !== "waiting" && !waitingSteps.length) { box.hidden = true; box.replaceChildren(); return; }
+  const reviews = run.reviews || [];
+  const review = run.status === "needs_review" || reviews.length > 0;
+  if (run.status !== "waiting" && !waitingSteps.length && !review) {
+    box.hidden = true; box.replaceChildren(); delete box.dataset.key; return;
+  }
+  const key = JSON.stringify([run.id, run.status, reviews, waitingSteps.map((st) => [st.id, st.output, (pending.get(st.id) || {}).calls])]);
+  if (!box.hidden && box.dataset.key === key) return;
+  box.dataset.key = key;
+  const kids = [];
+  if (review) kids.push(...reviewRows(run, reviews, decided));
+  if (run.status === "waiting" || waitingSteps.length) kids.push(...approvalRows(run, waitingSteps, pending));
+  box.classList.toggle("review", review);
+  box.replaceChildren(...kids);
+  box.hidden = false;
+}
+
+// approvalRows: the calls waiting steps paused before, with the rathctl
+// commands that approve or reject them.
+function approvalRows(run, waitingSteps, pending) {
   const rows = [];
   for (const st of waitingSteps) {
     const p = pending.get(st.id);
@@ -373,9 +420,70 @@ function drawWaiting(box, run, pending) {
     }
   }
   if (!waitingSteps.length) rows.push(h("p", { class: "muted" }, "A step waits; reload to see which."));
-  box.replaceChildren(h("h2", {}, "Waiting for a decision"),
-    h("p", { class: "muted" }, "Nothing of this run executes until each call below is approved or rejected (a reason is required to reject; the model reads it)."), ...rows);
-  box.hidden = false;
+  return [h("h2", {}, "Waiting for a decision"),
+    h("p", { class: "muted" }, "Nothing of this run executes until each call below is approved or rejected (a reason is required to reject; the model reads it)."), ...rows];
+}
+
+// reviewRows: the ambiguous calls a needs_review run's steps stopped on
+// (tool, arguments, round, worker), the rathctl review commands, and
+// buttons that POST /v1/runs/{id}/review (retry; skip with a result; fail
+// with a reason).
+function reviewRows(run, reviews, decided) {
+  const rows = [h("h2", {}, "Needs review"),
+    h("p", { class: "muted" }, "A worker started the call below and died before recording its result, and the tool is not declared idempotent: " +
+      "whether its effect happened is unknown. Nothing of this run executes until a review decides: retry runs the call again, " +
+      "skip uses the result you give without running it, fail fails the step with a reason.")];
+  if (!reviews.length) rows.push(h("p", { class: "muted" }, "A step needs a review; reload to see which."));
+  const many = reviews.length > 1;
+  for (const c of reviews) {
+    const st = (run.steps || []).find((x) => x.id === c.step_id);
+    const call = many ? ` --call ${c.call_id}` : "";
+    const result = h("textarea", { class: "result", rows: "2", "aria-label": "result (JSON) to skip with", placeholder: '{"ok": true}' });
+    const reason = h("input", { class: "reason", type: "text", "aria-label": "reason to fail with", placeholder: "why the step fails" });
+    const msg = h("p", { class: "review-msg", role: "status" });
+    const buttons = [];
+    const decide = (decision) => async () => {
+      const body = { call_id: c.call_id, decision };
+      msg.className = "review-msg error";
+      if (decision === "skip") {
+        try { body.result = JSON.parse(result.value); } catch (e) { msg.textContent = "result: not valid JSON (the JSON the tool would have returned)"; return; }
+      }
+      if (decision === "fail") {
+        body.reason = reason.value.trim();
+        if (!body.reason) { msg.textContent = "reason: required to fail the step"; return; }
+      }
+      buttons.forEach((b) => { b.disabled = true; });
+      msg.textContent = "";
+      try {
+        const res = await post("/v1/runs/" + encodeURIComponent(run.id) + "/review", body);
+        msg.className = "review-msg muted";
+        msg.textContent = `${res.decision}: recorded; step ${res.step ? res.step.status : ""}.`;
+        decided();
+      } catch (err) {
+        msg.textContent = String(err.message || err);
+        buttons.forEach((b) => { b.disabled = false; });
+      }
+    };
+    const btn = (decision, label) => {
+      const b = h("button", { type: "button", "data-decision": decision, onclick: decide(decision) }, label);
+      buttons.push(b);
+      return b;
+    };
+    rows.push(h("h3", {}, "Step ", h("span", { class: "mono" }, st ? st.key : c.step_id), st && st.worker ? h("span", { class: "muted" }, "  last on " + st.worker) : ""),
+      h("div", { class: "pending-call review-call", "data-call": c.call_id, "data-step": c.step_id },
+        h("div", {}, h("b", { class: "tool" }, c.tool), " ", h("span", { class: "mono muted" }, c.call_id),
+          h("span", { class: "muted" }, `  round ${c.round} · started on worker `), h("span", { class: "mono worker" }, c.worker || "?")),
+        h("pre", { class: "args" }, c.arguments || ""),
+        cmd(`rathctl review ${run.id}${call} --retry`),
+        cmd(`rathctl review ${run.id}${call} --skip --result '{…}'`),
+        cmd(`rathctl review ${run.id}${call} --fail --reason '…'`),
+        h("div", { class: "decide" },
+          h("div", {}, btn("retry", "Retry the call")),
+          h("div", {}, result, btn("skip", "Skip with this result")),
+          h("div", {}, reason, btn("fail", "Fail the step"))),
+        msg));
+  }
+  return rows;
 }
 
 function cmd(text) {
@@ -505,7 +613,7 @@ function drawRunGraph(wrap, ctx) {
   const nodes = g.nodes.concat(extra);
   const edges = (g.edges || []).concat(extra.filter((n) => n.input && known.has(n.input)).map((n) => ({ from: n.input, to: n.id, kind: "live", ordinal: 0 })));
   const { pos, width, height } = layout(nodes, edges);
-  const waitingSteps = new Set(((ctx.run && ctx.run.steps) || []).filter((st) => st.status === "waiting").map((st) => st.id));
+  const waitingSteps = new Set(((ctx.run && ctx.run.steps) || []).filter((st) => st.status === "waiting" || st.status === "needs_review").map((st) => st.id));
 
   // Keep the zoom and scroll across redraws.
   const prev = wrap.querySelector(".viewport");
