@@ -88,7 +88,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("open sqlite store: %w: %w", session.ErrUnavailable, err)
 		}
 	}
-	w, err := sql.Open("sqlite", dsn(path, false))
+	w, err := openDB(dsn(path, false))
 	if err != nil {
 		return nil, translate("open sqlite store", err)
 	}
@@ -102,7 +102,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	r := w
 	if path != Memory {
-		if r, err = sql.Open("sqlite", dsn(path, true)); err != nil {
+		if r, err = openDB(dsn(path, true)); err != nil {
 			w.Close()
 			return nil, translate("open sqlite store", err)
 		}
