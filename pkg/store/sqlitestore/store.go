@@ -37,7 +37,9 @@ type Options struct {
 	// Migrate applies the embedded migrations on open. Default false.
 	Migrate bool
 	// CachedVersions and CachedTranscripts bound the caches, in entries:
-	// 0 picks the defaults (4096 and 256), negative disables a cache.
+	// 0 picks the defaults (4096 and 256), negative disables a cache. The
+	// caches are also bounded in bytes (graphrow.DefaultCachedVersionBytes
+	// and DefaultCachedTranscriptBytes).
 	CachedVersions    int
 	CachedTranscripts int
 	// Readers bounds the read-only connections of a file database; 0 means 4.

@@ -2,7 +2,10 @@ package graphrow
 
 import (
 	"bytes"
+	"strings"
 	"testing"
+
+	"github.com/rath-run/rath/pkg/session"
 )
 
 // The arena's copies equal their sources and survive the source's reuse,
@@ -39,5 +42,47 @@ func TestArenaCopiesAndBoundsBlocks(t *testing.T) {
 		if limit := 2*copied + arenaMinBlock; allocated > limit {
 			t.Errorf("sizes %v: %d bytes of blocks for %d copied; want at most %d", sizes, allocated, copied, limit)
 		}
+	}
+}
+
+// The caches stay within their byte bounds whatever the entry counts
+// allow, evicting the least recently used; a value over the bound is not
+// cached; replacing a value accounts for the old one's bytes.
+func TestCacheByteBound(t *testing.T) {
+	const bound = 64 << 10
+	c := newCache(1000, 1000, bound, bound)
+	c.Sync(1)
+	e := c.Epoch()
+	chunk := func(n int) session.Chunk {
+		return session.User(strings.Repeat("x", n))
+	}
+	var ids []session.ID
+	for i := range 100 {
+		id := session.NewID()
+		ids = append(ids, id)
+		c.AddTranscript(id, []session.Chunk{chunk(4000)}, e)
+		if i == 0 {
+			// Replaced by a smaller value, then by the same one.
+			c.AddTranscript(id, []session.Chunk{chunk(10)}, e)
+			c.AddTranscript(id, []session.Chunk{chunk(4000)}, e)
+		}
+		if used := c.transcripts.bytes(); used > bound {
+			t.Fatalf("after %d adds: %d bytes cached, over the %d bound", i+1, used, bound)
+		}
+	}
+	if _, ok := c.Transcript(ids[0]); ok {
+		t.Error("the least recently used transcript survived 100 adds of 4 KB into 64 KiB")
+	}
+	if _, ok := c.Transcript(ids[99]); !ok {
+		t.Error("the last transcript added is not cached")
+	}
+	big := session.NewID()
+	c.AddTranscript(big, []session.Chunk{chunk(bound)}, e)
+	if _, ok := c.Transcript(big); ok {
+		t.Error("a transcript over the byte bound was cached")
+	}
+	c.Sync(2) // a new redaction epoch purges
+	if used := c.transcripts.bytes(); used != 0 {
+		t.Errorf("after a purge %d bytes are still accounted", used)
 	}
 }
