@@ -1,14 +1,18 @@
 package app_test
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -49,8 +53,9 @@ func heapInUseMiB(t *testing.T, name string) float64 {
 }
 
 // TestWorkerHeap reports the heap a worker adds to its process on
-// Postgres, idle and with 1,000 sessions in flight at once (a scripted
-// model answering after 3 s, 1,000 slots), and after the load, idle again.
+// Postgres, idle and with 1,000 sessions in flight at once (a fake OpenAI
+// model that answers once all 1,000 requests are waiting on it, 1,000
+// slots), and after the load, idle again.
 // The worker has its own backend (store with its caches, NATS connection,
 // run store), as in `rath worker`; the coordinator runs in the same
 // process, and its heap is taken before the worker starts and subtracted.
@@ -59,7 +64,15 @@ func heapInUseMiB(t *testing.T, name string) float64 {
 // block every cached transcript held showed (93 MiB before the fix).
 func TestWorkerHeap(t *testing.T) {
 	pg := testdb.Postgres(t)
-	s := startDev(t, pg, app.DevConfig{Workers: -1})
+	const sessions = 1000
+	// The fake model runs in its own process (this test binary, see
+	// gatedModel), so its heap is not counted. Once held, it answers no
+	// request until released: the 1,000 steps are then in flight at once
+	// however slowly they are submitted.
+	model := startGatedModel(t)
+	env := map[string]string{"OPENAI_API_KEY": "sk-heap-test", "OPENAI_BASE_URL": model + "/v1"}
+	getenv := func(k string) string { return env[k] }
+	s := startDev(t, pg, app.DevConfig{Workers: -1, Getenv: getenv})
 	ctx := context.Background()
 
 	base := heapInUseMiB(t, "coordinator")
@@ -71,8 +84,7 @@ func TestWorkerHeap(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = wb.Close() })
-	const sessions = 1000
-	w, err := app.NewWorker(ctx, wb, func(string) string { return "" }, worker.Config{
+	w, err := app.NewWorker(ctx, wb, getenv, worker.Config{
 		Name: "heap-worker", Slots: sessions, Heartbeat: 5 * time.Second, ShutdownTimeout: 10 * time.Second,
 	})
 	if err != nil {
@@ -84,10 +96,14 @@ func TestWorkerHeap(t *testing.T) {
 	t.Cleanup(func() { stop(); <-done })
 
 	// Warm up: one run through, so the worker's lazy state exists.
-	s.waitRun(t, s.submit(t, scriptedSpec, "warm up").ID)
+	const spec = `{"name":"slow","model":"gpt-heap-test"}`
+	if r := s.waitRun(t, s.submit(t, spec, "warm up").ID); r.Status != runs.RunSucceeded {
+		t.Fatalf("warm-up run: %s: %s", r.Status, r.Error)
+	}
+	gateModel(t, model, "/hold")
+	t.Cleanup(func() { gateModel(t, model, "/release") })
 	idle := heapInUseMiB(t, "worker-idle") - base
 
-	spec := `{"name":"slow","model":"scripted","script":[{"content":"done","delay_ms":3000}]}`
 	ids := make([]string, sessions)
 	var wg sync.WaitGroup
 	for g := range 32 {
@@ -115,13 +131,14 @@ func TestWorkerHeap(t *testing.T) {
 	}
 	defer db.Close()
 	var running int
-	testenv.Eventually(t, 60*time.Second, "1,000 steps running at once", func() bool {
+	testenv.Eventually(t, 2*time.Minute, "1,000 steps running at once", func() bool {
 		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM steps WHERE status = 'running' AND worker = 'heap-worker'`).Scan(&running); err != nil {
 			t.Fatal(err)
 		}
-		return running >= sessions*9/10
+		return running == sessions
 	})
 	load := heapInUseMiB(t, "worker-load") - base
+	gateModel(t, model, "/release")
 	for _, id := range ids {
 		if r := s.waitRun(t, id); r.Status != runs.RunSucceeded {
 			t.Fatalf("run %s: %s", id, r.Status)
@@ -133,4 +150,34 @@ func TestWorkerHeap(t *testing.T) {
 	if idle > 64 || load > 128 || after > 64 {
 		t.Errorf("worker heap: idle %.1f, at load %.1f, idle after %.1f MiB: over the 64/128/64 MiB goals", idle, load, after)
 	}
+}
+
+// startGatedModel runs this test binary as gatedModel and returns its URL.
+func startGatedModel(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "RATH_TEST_GATED_MODEL=1") // see TestMain
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("gated model: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+func gateModel(t *testing.T, url, op string) {
+	t.Helper()
+	resp, err := http.Post(url+op, "text/plain", nil)
+	if err != nil {
+		t.Fatalf("gated model %s: %v", op, err)
+	}
+	_ = resp.Body.Close()
 }
