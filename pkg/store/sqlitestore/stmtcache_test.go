@@ -32,33 +32,40 @@ func TestStmtCacheNestedSameQuery(t *testing.T) {
 	}
 	defer func() { _ = tx.Rollback() }()
 	const q = `SELECT v FROM t WHERE k >= ? ORDER BY k`
-	outer, err := tx.QueryContext(ctx, q, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for outer.Next() {
-		var v string
-		if err := outer.Scan(&v); err != nil {
-			t.Fatal(err)
-		}
-		inner, err := tx.QueryContext(ctx, q, 3)
+	count := func(from int) (int, error) {
+		rows, err := tx.QueryContext(ctx, q, from)
 		if err != nil {
-			t.Fatal(err)
+			return 0, err
 		}
+		defer rows.Close()
 		n := 0
-		for inner.Next() {
+		for rows.Next() {
 			n++
 		}
-		if err := inner.Close(); err != nil {
-			t.Fatal(err)
+		return n, rows.Err()
+	}
+	nested := func() ([]string, error) {
+		outer, err := tx.QueryContext(ctx, q, 0)
+		if err != nil {
+			return nil, err
 		}
-		got = append(got, fmt.Sprint(v, ":", n))
+		defer outer.Close()
+		var got []string
+		for outer.Next() {
+			var v string
+			if err := outer.Scan(&v); err != nil {
+				return nil, err
+			}
+			n, err := count(3)
+			if err != nil {
+				return nil, err
+			}
+			got = append(got, fmt.Sprint(v, ":", n))
+		}
+		return got, outer.Err()
 	}
-	if err := outer.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := outer.Close(); err != nil {
+	got, err := nested()
+	if err != nil {
 		t.Fatal(err)
 	}
 	if want := "[v0:2 v1:2 v2:2 v3:2 v4:2]"; fmt.Sprint(got) != want {
