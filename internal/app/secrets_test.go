@@ -18,10 +18,14 @@ import (
 const hideHelperEnv = "RATH_TEST_HIDESECRETS_HELPER"
 
 // TestMain doubles the test binary as a process that hides its secrets
-// (TestHideSecretsReexec).
+// (TestHideSecretsReexec) and as a gated fake model (TestWorkerHeap).
 func TestMain(m *testing.M) {
 	if os.Getenv(hideHelperEnv) == "1" {
 		hideHelper()
+		return
+	}
+	if os.Getenv(gatedModelEnv) == "1" {
+		gatedModel()
 		return
 	}
 	os.Exit(m.Run())

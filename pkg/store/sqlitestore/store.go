@@ -37,7 +37,9 @@ type Options struct {
 	// Migrate applies the embedded migrations on open. Default false.
 	Migrate bool
 	// CachedVersions and CachedTranscripts bound the caches, in entries:
-	// 0 picks the defaults (4096 and 256), negative disables a cache.
+	// 0 picks the defaults (4096 and 256), negative disables a cache. The
+	// caches are also bounded in bytes (graphrow.DefaultCachedVersionBytes
+	// and DefaultCachedTranscriptBytes).
 	CachedVersions    int
 	CachedTranscripts int
 	// Readers bounds the read-only connections of a file database; 0 means 4.
@@ -88,7 +90,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("open sqlite store: %w: %w", session.ErrUnavailable, err)
 		}
 	}
-	w, err := sql.Open("sqlite", dsn(path, false))
+	w, err := openDB(dsn(path, false))
 	if err != nil {
 		return nil, translate("open sqlite store", err)
 	}
@@ -102,7 +104,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	r := w
 	if path != Memory {
-		if r, err = sql.Open("sqlite", dsn(path, true)); err != nil {
+		if r, err = openDB(dsn(path, true)); err != nil {
 			w.Close()
 			return nil, translate("open sqlite store", err)
 		}

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"sync"
 
-	lru "github.com/hashicorp/golang-lru/v2"
-
 	"github.com/rath-run/rath/pkg/session"
 )
 
@@ -144,8 +142,8 @@ func FromNull(s *string) string {
 // Header fields (id, hash, len, links) are never changed by a redaction;
 // link checks read them from the cache without a Sync.
 type Cache struct {
-	versions    *lru.Cache[session.ID, *session.Version]
-	transcripts *lru.Cache[session.ID, []session.Chunk]
+	versions    *sizedLRU[*session.Version]
+	transcripts *sizedLRU[[]session.Chunk]
 
 	mu    sync.RWMutex // guards following; held for reading by adds, for writing by Sync and Purge
 	epoch int64        // the database's redaction epoch, as last synced
@@ -160,9 +158,14 @@ const (
 )
 
 // NewCache returns a cache holding up to nVersions versions and
-// nTranscripts transcripts; 0 picks the defaults, a negative size disables
-// that cache.
+// nTranscripts transcripts, and at most DefaultCachedVersionBytes and
+// DefaultCachedTranscriptBytes of them; 0 picks the default counts, a
+// negative count disables that cache.
 func NewCache(nVersions, nTranscripts int) *Cache {
+	return newCache(nVersions, nTranscripts, DefaultCachedVersionBytes, DefaultCachedTranscriptBytes)
+}
+
+func newCache(nVersions, nTranscripts int, versionBytes, transcriptBytes int64) *Cache {
 	c := &Cache{}
 	if nVersions == 0 {
 		nVersions = DefaultCachedVersions
@@ -171,10 +174,10 @@ func NewCache(nVersions, nTranscripts int) *Cache {
 		nTranscripts = DefaultCachedTranscripts
 	}
 	if nVersions > 0 {
-		c.versions, _ = lru.New[session.ID, *session.Version](nVersions)
+		c.versions = newSizedLRU(nVersions, versionBytes, versionBytesOf)
 	}
 	if nTranscripts > 0 {
-		c.transcripts, _ = lru.New[session.ID, []session.Chunk](nTranscripts)
+		c.transcripts = newSizedLRU(nTranscripts, transcriptBytes, chunksBytes)
 	}
 	return c
 }

@@ -49,17 +49,31 @@ func OpOf(b []byte) session.Op {
 	return session.Op(b)
 }
 
-// Arena copies payloads read from a driver's reused buffers into large
+// Arena copies payloads read from a driver's reused buffers into shared
 // blocks, so a transcript of thousands of chunks costs a few allocations.
-// The copies are never modified.
-type Arena struct{ block []byte }
+// The copies are never modified. Blocks grow with what was copied so far
+// (each the size of all before it, from 1 KiB up to 64 KiB), so the unused
+// tail a result keeps alive is at most about half of what it holds: a
+// fixed 64 KiB first block made every cached one-chunk transcript or
+// version hold 64 KiB, which was most of a worker's heap.
+type Arena struct {
+	block  []byte
+	copied int // bytes copied so far
+}
+
+const (
+	arenaMinBlock = 1 << 10
+	arenaMaxBlock = 64 << 10
+)
 
 // Copy returns a copy of b that shares a block with earlier copies.
 func (a *Arena) Copy(b []byte) []byte {
 	if cap(a.block)-len(a.block) < len(b) {
-		a.block = make([]byte, 0, max(64<<10, len(b)))
+		size := min(max(a.copied, arenaMinBlock), arenaMaxBlock)
+		a.block = make([]byte, 0, max(size, len(b)))
 	}
 	n := len(a.block)
 	a.block = append(a.block, b...)
+	a.copied += len(b)
 	return a.block[n : n+len(b) : n+len(b)]
 }
