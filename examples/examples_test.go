@@ -241,9 +241,9 @@ var want = map[string][]string{
 		`replay of run run_\S+: output \S+, replay \S+, identical=true`,
 		`(?m)^1 +agent +\S+ +\S+ +6 +true +-$`, // the scribe's step: its tool results from the recording
 		`(?m)^2 +agent +\S+ +\S+ +3 +true +-$`, // the checker's
-		`verified 3 versions, 10 chunks: ok`,    // the run's output
-		`verified 3 versions, 10 chunks: ok`,    // the replay's: the same input, its own two steps
-		`verified 5 versions, 19 chunks: ok`,    // --all: the replay's versions too
+		`verified 3 versions, 10 chunks: ok`,   // the run's output
+		`verified 3 versions, 10 chunks: ok`,   // the replay's: the same input, its own two steps
+		`verified 5 versions, 19 chunks: ok`,   // --all: the replay's versions too
 	},
 	"17_dossier": {
 		`run run_\S+ succeeded`,
