@@ -459,11 +459,8 @@ func (w *Worker) execute(ctx context.Context, job bus.Job, g session.Graph, atte
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	s, err := session.Open(ctx, g, input)
+	s, err := openInput(ctx, g, input)
 	if err != nil {
-		if errors.Is(err, session.ErrNotFound) {
-			return session.Session{}, permanent(err)
-		}
 		return session.Session{}, err
 	}
 	if call.Kind != flow.KindAgent {
@@ -489,6 +486,16 @@ func (w *Worker) execute(ctx context.Context, job bus.Job, g session.Graph, atte
 	return w.step(ctx, job, spec, provider, model, s, attempt)
 }
 
+// openInput opens a step's input session; an input that is not in the
+// graph fails the step for good (no redelivery will find it).
+func openInput(ctx context.Context, g session.Graph, input session.ID) (session.Session, error) {
+	s, err := session.Open(ctx, g, input)
+	if errors.Is(err, session.ErrNotFound) {
+		return session.Session{}, permanent(err)
+	}
+	return s, err
+}
+
 // verify runs a rollout branch's verifier (flow.KindVerify) in the
 // sandbox of the branch's workspace, under the same operator policy as an
 // agent step's tools, and commits its score. No model is called.
@@ -499,11 +506,8 @@ func (w *Worker) verify(ctx context.Context, job bus.Job, call flow.Call, g sess
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.StepTimeout)
 	defer cancel()
-	s, err := session.Open(ctx, g, input)
+	s, err := openInput(ctx, g, input)
 	if err != nil {
-		if errors.Is(err, session.ErrNotFound) {
-			return session.Session{}, permanent(err)
-		}
 		return session.Session{}, err
 	}
 	if w.cfg.Workspaces == nil {

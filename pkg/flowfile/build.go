@@ -265,26 +265,9 @@ func encodeSteps(steps []Step) *yaml.Node {
 		case st.Sequence != nil:
 			kv("sequence", encodeSteps(st.Sequence))
 		case st.Fork != nil:
-			fk := &yaml.Node{Kind: yaml.MappingNode}
-			if st.Fork.Branches != nil {
-				fk.Content = append(fk.Content, scalar("branches"), names(st.Fork.Branches))
-			} else {
-				fk.Content = append(fk.Content, scalar("n"), intNode(st.Fork.N), scalar("agent"), scalar(st.Fork.Agent))
-			}
-			if st.Fork.Limit > 0 {
-				fk.Content = append(fk.Content, scalar("limit"), intNode(st.Fork.Limit))
-			}
-			kv("fork", fk)
+			kv("fork", branchesNode(st.Fork.Branches, st.Fork.N, st.Fork.Agent, st.Fork.Limit))
 		case st.Rollout != nil:
-			r := &yaml.Node{Kind: yaml.MappingNode}
-			if st.Rollout.Branches != nil {
-				r.Content = append(r.Content, scalar("branches"), names(st.Rollout.Branches))
-			} else {
-				r.Content = append(r.Content, scalar("n"), intNode(st.Rollout.N), scalar("agent"), scalar(st.Rollout.Agent))
-			}
-			if st.Rollout.Limit > 0 {
-				r.Content = append(r.Content, scalar("limit"), intNode(st.Rollout.Limit))
-			}
+			r := branchesNode(st.Rollout.Branches, st.Rollout.N, st.Rollout.Agent, st.Rollout.Limit)
 			if st.Rollout.Verifier.Command != "" {
 				v := &yaml.Node{Kind: yaml.MappingNode}
 				v.Content = append(v.Content, scalar("command"), scalar(st.Rollout.Verifier.Command))
@@ -314,4 +297,19 @@ func encodeSteps(steps []Step) *yaml.Node {
 		out.Content = append(out.Content, m)
 	}
 	return out
+}
+
+// branchesNode encodes the branches a fork or a rollout makes: a list of
+// agents, or n copies of one, and the limit on how many run at once.
+func branchesNode(branches []string, n int, agent string, limit int) *yaml.Node {
+	m := &yaml.Node{Kind: yaml.MappingNode}
+	if branches != nil {
+		m.Content = append(m.Content, scalar("branches"), names(branches))
+	} else {
+		m.Content = append(m.Content, scalar("n"), intNode(n), scalar("agent"), scalar(agent))
+	}
+	if limit > 0 {
+		m.Content = append(m.Content, scalar("limit"), intNode(limit))
+	}
+	return m
 }
