@@ -74,7 +74,9 @@ type Meta struct {
 	Journal Journal
 	// Checkpoint, when set with Journal, snapshots the workspace at the
 	// end of each round; the id is recorded with the round's end, and a
-	// resumed step's workspace starts from the last one.
+	// resumed step's workspace starts from the last one. A round whose
+	// tools were all read-only (tool.Def.ReadOnly) or MCP tools records
+	// the delivery's previous checkpoint without calling it again.
 	Checkpoint func(ctx context.Context) (string, error)
 
 	rp *replay // the loaded journal, set by Run

@@ -51,7 +51,8 @@ type JournalEntry struct {
 //   - each tool call's start (JournalStart) before the call and its result
 //     (JournalResult) after it;
 //   - each round's end (JournalRound), with Meta.Checkpoint's workspace
-//     snapshot.
+//     snapshot (a round that ran only read-only or MCP tools reuses the
+//     delivery's last snapshot: tool.Def.ReadOnly promises no writes).
 //
 // On a step whose journal holds entries, the loop replays it: a recorded
 // reply is used instead of a model call, a recorded result instead of a
@@ -134,7 +135,10 @@ type replay struct {
 	results    map[callKey]string
 	started    map[callKey]string // worker that started it
 	lastRound  int                // last round whose end was recorded
-	mu         sync.Mutex         // guards err and pending
+	snapshot   string             // this delivery's last checkpoint
+	snapped    bool               // snapshot is set
+	mu         sync.Mutex         // guards err, pending and changed
+	changed    bool               // a tool that may change the workspace ran since the last checkpoint
 	err        error
 	pending    []JournalEntry // recorded with the next write
 	reviews    map[callKey]Review
@@ -337,19 +341,40 @@ func (rp *replay) failed() error {
 	return rp.err
 }
 
+// running notes that a call of t is about to run: when t may change the
+// workspace, the round's end takes a new checkpoint.
+func (rp *replay) running(t tool.Tool) {
+	if rp == nil || !rp.workspace(t) {
+		return
+	}
+	rp.mu.Lock()
+	rp.changed = true
+	rp.mu.Unlock()
+}
+
 // endRound records round's end with the workspace's snapshot (with the
-// next write), unless an earlier delivery did.
+// next write), unless an earlier delivery did. A round that ran no tool
+// that may change the workspace (only read-only and MCP tools, or recorded
+// results) reuses this delivery's last checkpoint instead of taking one:
+// the tree is the one that checkpoint recorded.
 func (rp *replay) endRound(ctx context.Context, round int) error {
 	if rp == nil || round <= rp.lastRound {
 		return nil
 	}
 	var d roundData
 	if rp.checkpoint != nil {
-		id, err := rp.checkpoint(ctx)
-		if err != nil {
-			return fmt.Errorf("journal: workspace snapshot after round %d: %w", round, err)
+		rp.mu.Lock()
+		changed := rp.changed
+		rp.changed = false
+		rp.mu.Unlock()
+		if changed || !rp.snapped {
+			id, err := rp.checkpoint(ctx)
+			if err != nil {
+				return fmt.Errorf("journal: workspace snapshot after round %d: %w", round, err)
+			}
+			rp.snapshot, rp.snapped = id, true
 		}
-		d.Snapshot = id
+		d.Snapshot = rp.snapshot
 	}
 	b, _ := json.Marshal(d)
 	rp.mu.Lock()

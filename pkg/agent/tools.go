@@ -114,6 +114,7 @@ func (a *Agent) runTools(ctx context.Context, round int, calls []session.ToolCal
 			if !m.rp.begin(ctx, round, c.id, c.t.Def().Name, c.args) {
 				return // the step fails: an unrecorded start must not run
 			}
+			m.rp.running(c.t)
 			bodies[c.i] = callTool(tool.WithCallID(ctx, c.id), c.t, env, c.args, timeout)
 			m.rp.end(ctx, round, c.id, bodies[c.i])
 		}

@@ -246,3 +246,35 @@ func BenchmarkFork100MBWorkspace(b *testing.B) {
 		b.ReportMetric(float64(streamBytes(b, bs)-before)/float64(b.N), "stored-B/op")
 	})
 }
+
+// BenchmarkCheckpointRound is a tool round's workspace checkpoint as the
+// step journal takes it (rathctl bench --tool-rounds): a small workspace
+// (10 files of 1 KiB) in which one file was rewritten since the previous
+// checkpoint, snapshotted with that checkpoint as its base (one blob and
+// the manifest stored).
+func BenchmarkCheckpointRound(b *testing.B) {
+	_, st := benchBus(b)
+	s := newBenchSnapshotter(b, st)
+	dir := b.TempDir()
+	fillWorkspace(b, dir, 10, 1024, 1)
+	prev, err := s.Snapshot(context.Background(), dir, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		if err := os.WriteFile(filepath.Join(dir, "bench.txt"), fmt.Appendf(nil, "round %d", i), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		res, err := s.Snapshot(context.Background(), dir, prev.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.ObjectsWritten != 2 {
+			b.Fatalf("wrote %d objects, want 2", res.ObjectsWritten)
+		}
+		prev = res
+	}
+}

@@ -108,6 +108,10 @@ func (s *jsStore) Put(ctx context.Context, name string, r io.Reader) (int64, err
 			return ctx.Err()
 		}
 	}
+	// The chunks, then the meta message, all published asynchronously on
+	// the one connection (the server stores them in that order), then one
+	// wait for their acks: an object of one chunk costs one round trip.
+	metaSent := false
 	err = func() error {
 		for {
 			// A fresh buffer per chunk (in flight until acked), sized by
@@ -133,39 +137,54 @@ func (s *jsStore) Put(ctx context.Context, name string, r io.Reader) (int64, err
 				}
 			}
 			if len(buf) < jsChunkSize {
-				for _, f := range pending {
-					if err := wait(f); err != nil {
-						return err
-					}
-				}
-				return nil
+				break
 			}
 		}
-	}()
-	if err == nil {
 		info.Digest = jetstream.GetObjectDigestValue(h)
-		err = s.putMeta(ctx, bucket, info)
-	}
+		m, err := metaMsg(bucket, info)
+		if err != nil {
+			return err
+		}
+		f, err := s.js.PublishMsgAsync(m)
+		if err != nil {
+			return err
+		}
+		metaSent = true
+		var errs []error
+		for _, f := range append(pending, f) {
+			if err := wait(f); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}()
 	if err != nil {
-		if st, serr := s.js.Stream(context.WithoutCancel(ctx), "OBJ_"+bucket); serr == nil {
-			_ = st.Purge(context.WithoutCancel(ctx), jetstream.WithPurgeSubject(chunkSubj))
+		// Withdraw what may have been stored: a meta message without its
+		// chunks must not be read as the object.
+		wctx := context.WithoutCancel(ctx)
+		if metaSent {
+			if derr := s.obs.Delete(wctx, name); derr != nil && !errors.Is(derr, jetstream.ErrObjectNotFound) {
+				err = errors.Join(err, fmt.Errorf("withdraw: %w", derr))
+			}
+		}
+		if st, serr := s.js.Stream(wctx, "OBJ_"+bucket); serr == nil {
+			_ = st.Purge(wctx, jetstream.WithPurgeSubject(chunkSubj))
 		}
 		return 0, fmt.Errorf("object store: put %s: %w", name, err)
 	}
 	return int64(info.Size), nil
 }
 
-// putMeta publishes the object's meta message, replacing earlier ones.
-func (s *jsStore) putMeta(ctx context.Context, bucket string, info jetstream.ObjectInfo) error {
+// metaMsg is the object's meta message, replacing earlier ones.
+func metaMsg(bucket string, info jetstream.ObjectInfo) (*nats.Msg, error) {
 	b, err := json.Marshal(info)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	m := nats.NewMsg("$O." + bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(info.Name)))
 	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 	m.Data = b
-	_, err = s.js.PublishMsg(ctx, m)
-	return err
+	return m, nil
 }
 
 func (s *jsStore) Exists(ctx context.Context, name string) (bool, error) {
