@@ -27,6 +27,7 @@ var notLiteral = map[string]string{
 	"README.md: rathctl token create --store \"$RATH_STORE\" --scope admin --name ops > ops.token   # the first token":   "needs a server with authentication on at the reader's URL (rath.example.com)",
 	"README.md: rathctl run --agent coder.yaml --message \"fix it\" --sandbox docker        # or local, or docker:IMAGE": "coder.yaml is the reader's own spec",
 	"BENCHMARKS.md: eval \"$(scripts/testpg.sh start)\"          # or any Postgres: an empty database":                   "starts a Postgres and benchmarks for minutes",
+	"BENCHMARKS.md: eval \"$(scripts/testpg.sh start)\"           # the worker's store: a private Postgres":              "starts a Postgres and runs a Go test of a worker's heap under 1,000 sessions (TestWorkerHeap runs it)",
 	"sandboxes.md: coordinator --sandbox-policy /etc/rath/sandbox-policy.yaml   # or RATH_SANDBOX_POLICY":                "starts the servers with the operator's policy file",
 	"sandboxes.md: scripts/sandbox-image.sh           # builds rath-sandbox:busybox once":                                "builds a Docker image and starts a second rathctl dev",
 	"security.md: # the operator, with database access: the first admin token":                                           "needs a server with authentication on at the reader's URL (rath.example.com)",
