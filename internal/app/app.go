@@ -70,12 +70,11 @@ func (b *Backend) Close() error {
 
 // SubmitInOneTx reports whether the coordinator should record a submitted
 // session and its run in one transaction (coordinator.Config.SameDatabase):
-// on Postgres, where that saves a fsync'd commit per submit. Not on SQLite:
-// its WAL commits do not sync (synchronous NORMAL), so there is nothing to
-// save, and the longer transaction holds the single writer longer (measured
-// slower in BenchmarkSpine).
+// always, since both stores share one database. On Postgres that saves a
+// fsync'd commit per submit; on SQLite (PutExec, without Tx's savepoints)
+// a commit's WAL frames and the writer's second transaction.
 func (b *Backend) SubmitInOneTx() bool {
-	return !b.Embedded()
+	return true
 }
 
 // Embedded reports whether the store is the embedded SQLite store, which

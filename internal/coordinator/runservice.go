@@ -20,6 +20,7 @@ import (
 	"github.com/rath-run/rath/pkg/flowfile"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
+	"github.com/rath-run/rath/pkg/store/sqlitestore"
 )
 
 // Scope is whom a call acts for: a tenant, the caller within it, and the
@@ -256,6 +257,11 @@ func (svc *RunService) createWithMessage(ctx context.Context, sc Scope, r *runs.
 		// batch, one round trip.
 		return svc.createWithMessageBatch(ctx, sc, g, r, text)
 	}
+	if g, ok := sc.Graph.(execPutter); ok {
+		// SQLite: the version's rows and the run's in one write
+		// transaction, without Tx's savepoints.
+		return svc.createWithMessageExec(ctx, sc, g, r, text)
+	}
 	err := sc.Graph.Tx(ctx, func(ctx context.Context, tx store.TxStore) error {
 		ex, ok := tx.(runs.Execer)
 		if !ok {
@@ -294,6 +300,34 @@ func (svc *RunService) createWithMessageBatch(ctx context.Context, sc Scope, g r
 		// A fresh random id cannot have been committed before.
 		err = fmt.Errorf("version %s already existed", v.ID)
 	}
+	if err != nil {
+		r.Input, r.Steps = session.ID{}, nil
+		return fmt.Errorf("submit: %w", err)
+	}
+	return nil
+}
+
+// execPutter is a graph store that can run statements in a new version's
+// write transaction: the SQLite store ([sqlitestore.Store.PutExec]).
+type execPutter interface {
+	PutExec(ctx context.Context, v *session.Version, after func(ctx context.Context, ex sqlitestore.Execer) error) (*session.Version, error)
+}
+
+// createWithMessageExec is createWithMessage through a store that runs the
+// run's statements in the version's write transaction (execPutter).
+func (svc *RunService) createWithMessageExec(ctx context.Context, sc Scope, g execPutter, r *runs.Run, text string) error {
+	v, err := session.Root(session.User(text))
+	if err != nil {
+		return fmt.Errorf("submit: create session: %w", err)
+	}
+	r.Input = v.ID
+	r.Conversation = r.Input.String()
+	_, err = g.PutExec(ctx, v, func(ctx context.Context, ex sqlitestore.Execer) error {
+		if err := sc.Runs.CreateIn(ctx, ex, r, []runs.Step{{Ordinal: 0, Input: r.Input}}); err != nil {
+			return fmt.Errorf("record run: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		r.Input, r.Steps = session.ID{}, nil
 		return fmt.Errorf("submit: %w", err)

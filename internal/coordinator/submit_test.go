@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/coordinator"
@@ -18,7 +20,7 @@ import (
 
 // TestSubmitOneTransaction checks that a submit with a message records the
 // new session and its run together (Config.SameDatabase, which the dev
-// stack and the coordinator binary set on Postgres): when the run cannot be
+// stack and the coordinator binary set): when the run cannot be
 // recorded, the session is rolled back with it. The negative control, a coordinator
 // without SameDatabase, leaves the session behind.
 func TestSubmitOneTransaction(t *testing.T) {
@@ -38,8 +40,8 @@ func TestSubmitOneTransaction(t *testing.T) {
 			}
 			t.Cleanup(d.Close)
 			b := d.Backend
-			if got, want := b.SubmitInOneTx(), backend == "postgres"; got != want {
-				t.Errorf("SubmitInOneTx() = %v on %s, want %v", got, backend, want)
+			if !b.SubmitInOneTx() {
+				t.Errorf("SubmitInOneTx() = false on %s, want true", backend)
 			}
 			one, err := coordinator.New(b.Store, b.Runs, b.Bus, coordinator.Config{SameDatabase: true})
 			if err != nil {
@@ -132,4 +134,53 @@ func versions(t *testing.T, st store.Store) int {
 		}
 		after = p.Next
 	}
+}
+
+// BenchmarkSubmit measures a submit with a message on the embedded SQLite
+// store, through the coordinator (spec parse, session and run records, the
+// step's publish to embedded NATS, run.submitted): one-tx records the
+// session and its run in one write transaction (Config.SameDatabase,
+// sqlitestore PutExec), two-tx in two (a Put, then the run's transaction).
+//
+//	go test -run '^$' -bench Submit -benchmem ./internal/coordinator/
+func BenchmarkSubmit(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		same bool
+	}{{"one-tx", true}, {"two-tx", false}} {
+		b.Run(mode.name, func(b *testing.B) {
+			ctx := context.Background()
+			dir := b.TempDir()
+			d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: -1, StoreURL: "sqlite:" + filepath.Join(dir, "rath.db")})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(d.Close)
+			c, err := coordinator.New(d.Backend.Store, d.Backend.Runs, d.Backend.Bus, coordinator.Config{SameDatabase: mode.same})
+			if err != nil {
+				b.Fatal(err)
+			}
+			req := coordinator.SubmitRequest{Agent: json.RawMessage(spec), Message: "bench"}
+			b.ReportAllocs()
+			cpu0 := processCPU(b)
+			n := 0
+			for b.Loop() {
+				if _, err := c.Submit(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(n), "cpu-µs/op")
+		})
+	}
+}
+
+// processCPU returns the process's user and system CPU time so far.
+func processCPU(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

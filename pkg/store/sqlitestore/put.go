@@ -254,3 +254,43 @@ func versionArgs(v *session.Version) ([]any, error) {
 		graphrow.NullString(v.Producer.Worker), graphrow.NullString(v.Producer.TraceID),
 		extras, graphrow.NullString(v.Key), v.CreatedAt.UTC().Format(timeLayout), v.Hash}, nil
 }
+
+// Execer runs a statement in the transaction [Store.PutExec] commits.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// PutExec commits v, which must be new, and runs after in the same write
+// transaction once v's rows are written: v and the caller's rows (another
+// table of this database: internal/runs records a submitted run with its
+// input session) are committed together or not at all, with one commit
+// where a Put and then the caller's own transaction take two. Unlike Put it
+// is not idempotent: v's id or key already stored is an error
+// ([session.ErrConflict]), and nothing of after's is written.
+func (s *Store) PutExec(ctx context.Context, v *session.Version, after func(ctx context.Context, ex Execer) error) (*session.Version, error) {
+	if v == nil {
+		return nil, fmt.Errorf("put: %w: nil version", session.ErrInvalidVersion)
+	}
+	e := s.cache.Epoch()
+	headers, err := s.headers(ctx, s.r, graphrow.LinkIDs(v))
+	if err != nil {
+		return nil, translate(fmt.Sprintf("put %s", v.ID), err)
+	}
+	if err := graphrow.VerifyAgainst(v, headers); err != nil {
+		return nil, fmt.Errorf("put %s: %w", v.ID, err)
+	}
+	err = s.write(ctx, func(q querier) error {
+		if err := insert(ctx, q, v, nil); err != nil {
+			if isUnique(err) {
+				return fmt.Errorf("put %s: %w: id or key already stored", v.ID, session.ErrConflict)
+			}
+			return translate(fmt.Sprintf("put %s", v.ID), err)
+		}
+		return after(ctx, q)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.remember(v, e)
+	return v, nil
+}
