@@ -170,16 +170,22 @@ func (b *Bus) asyncPublishFailed(_ jetstream.JetStream, msg *nats.Msg, err error
 }
 
 // FlushEvents waits until every event published so far with
-// [Bus.PublishEvent] has been acknowledged by the server (or has failed), or
-// until ctx ends. Call it before closing the connection when the last
-// events matter, and in tests.
+// [Bus.PublishEvent] has been acknowledged by the server (or has failed),
+// and the server has received every event published with
+// [Bus.PublishProgress], or until ctx ends. A progress event is stored once
+// an event published after it is acknowledged (one connection's publishes
+// are stored in order). Call it before closing the connection when the
+// last events matter, and in tests.
 func (b *Bus) FlushEvents(ctx context.Context) error {
 	select {
 	case <-b.js.PublishAsyncComplete():
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if err := b.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("flush events: %w", translate(ctx, err))
+	}
+	return nil
 }
 
 // isContextErr reports whether err is a context cancellation or deadline.

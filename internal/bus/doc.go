@@ -42,6 +42,8 @@
 // # Events
 //
 // [Bus.PublishEvent] publishes without waiting (events are best effort);
+// [Bus.PublishProgress] publishes without asking for an acknowledgement at
+// all, for the events inside a step that an acknowledged one follows;
 // [Bus.WatchRun] replays a run's events from the start and then follows it
 // live ([Bus.WatchRunAfter] from a stream sequence, with each event's
 // sequence), holding an ordered consumer while it lasts; [Bus.ReplayRun]

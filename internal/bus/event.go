@@ -76,32 +76,64 @@ func validEventType(typ string) error {
 // ErrTooLarge, or an error when the client's buffer of unacknowledged
 // publishes stays full. [Bus.FlushEvents] waits for outstanding events.
 func (b *Bus) PublishEvent(ctx context.Context, e Event) error {
-	if err := ctx.Err(); err != nil {
+	subj, data, err := b.encodeEvent(ctx, e)
+	if err != nil {
 		return err
 	}
+	if _, err := b.js.PublishAsync(subj, data); err != nil {
+		return fmt.Errorf("publish event %s/%s: %w", e.RunID, e.Type, translate(ctx, err))
+	}
+	return nil
+}
+
+// PublishProgress publishes e like [Bus.PublishEvent] (same validation,
+// subject and stream) but asks the server for no acknowledgement: the
+// server stores it without sending a PubAck back, so the event costs
+// neither an ack message on the connection nor the client's bookkeeping of
+// a pending publish. It is for the events inside a step (started, tokens,
+// the model's reply) that a later acknowledged event of the same run
+// follows: the stream stores one connection's publishes in the order they
+// were sent, so once a later event from the same bus is acknowledged
+// ([Bus.FlushEvents]), this one has been stored before it (or was lost:
+// with no acknowledgement, a failure to store it is not reported at all).
+// Watchers see the same events in the same order either way.
+func (b *Bus) PublishProgress(ctx context.Context, e Event) error {
+	subj, data, err := b.encodeEvent(ctx, e)
+	if err != nil {
+		return err
+	}
+	if err := b.nc.Publish(subj, data); err != nil {
+		return fmt.Errorf("publish event %s/%s: %w", e.RunID, e.Type, translate(ctx, err))
+	}
+	return nil
+}
+
+// encodeEvent validates e, stamps a zero Time with now, and returns its
+// subject and encoding.
+func (b *Bus) encodeEvent(ctx context.Context, e Event) (string, []byte, error) {
+	if err := ctx.Err(); err != nil {
+		return "", nil, err
+	}
 	if err := validRunID(e.RunID); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+		return "", nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
 	if err := validEventType(e.Type); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+		return "", nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
 	if len(e.Data) > 0 && !json.Valid(e.Data) {
-		return fmt.Errorf("%w: data is not valid JSON", ErrInvalidEvent)
+		return "", nil, fmt.Errorf("%w: data is not valid JSON", ErrInvalidEvent)
 	}
 	if e.Time.IsZero() {
 		e.Time = b.now().UTC()
 	}
 	data, err := json.Marshal(e)
 	if err != nil {
-		return fmt.Errorf("%w: encode: %w", ErrInvalidEvent, err)
+		return "", nil, fmt.Errorf("%w: encode: %w", ErrInvalidEvent, err)
 	}
 	if len(data) > MaxEventSize {
-		return fmt.Errorf("%w: event %s is %d bytes encoded, limit %d", ErrTooLarge, e.Type, len(data), MaxEventSize)
+		return "", nil, fmt.Errorf("%w: event %s is %d bytes encoded, limit %d", ErrTooLarge, e.Type, len(data), MaxEventSize)
 	}
-	if _, err := b.js.PublishAsync(EventSubject(e.RunID, e.Type), data); err != nil {
-		return fmt.Errorf("publish event %s/%s: %w", e.RunID, e.Type, translate(ctx, err))
-	}
-	return nil
+	return EventSubject(e.RunID, e.Type), data, nil
 }
 
 // WatchRun streams the events of one run from the beginning of the stream

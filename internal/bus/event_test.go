@@ -183,6 +183,10 @@ func TestEventValidation(t *testing.T) {
 			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.field) {
 				t.Fatalf("PublishEvent: err = %v, want %v naming %q", err, tt.want, tt.field)
 			}
+			err = b.PublishProgress(ctx, tt.e)
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("PublishProgress: err = %v, want %v naming %q", err, tt.want, tt.field)
+			}
 		})
 	}
 	if _, _, err := b.WatchRun(ctx, "a.>"); !errors.Is(err, bus.ErrInvalidEvent) {

@@ -98,3 +98,60 @@ func TestReplayRunAndWatchAfter(t *testing.T) {
 		}
 	}
 }
+
+// Progress events (published without a PubAck) and acknowledged events
+// interleaved on one bus are stored in the order they were published: once
+// the last acknowledged event's ack is in, a replay (direct gets, only what
+// is stored) finds every progress event before it, in order.
+func TestPublishProgressKeepsOrder(t *testing.T) {
+	t.Parallel()
+	b, _, _ := bustest.New(t)
+	ctx := testCtx(t)
+	const steps, tokens = 50, 4
+	var want []string
+	for s := range steps {
+		for _, run := range []string{"run-a", "run-b"} {
+			step := fmt.Sprintf("s%d", s)
+			if err := b.PublishProgress(ctx, bus.Event{RunID: run, StepID: step, Type: bus.EventStepStarted}); err != nil {
+				t.Fatal(err)
+			}
+			for i := range tokens {
+				e := bus.Event{RunID: run, StepID: step, Type: bus.EventStepToken, Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}
+				if err := b.PublishProgress(ctx, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := b.PublishEvent(ctx, bus.Event{RunID: run, StepID: step, Type: bus.EventStepCommitted}); err != nil {
+				t.Fatal(err)
+			}
+			if run == "run-a" {
+				want = append(want, step+" "+bus.EventStepStarted)
+				for i := range tokens {
+					want = append(want, fmt.Sprintf("%s %s %d", step, bus.EventStepToken, i))
+				}
+				want = append(want, step+" "+bus.EventStepCommitted)
+			}
+		}
+	}
+	if err := b.FlushEvents(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if _, err := b.ReplayRun(ctx, "run-a", 0, func(e bus.StoredEvent) error {
+		s := e.StepID + " " + e.Type
+		if e.Type == bus.EventStepToken {
+			var d struct{ I int }
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				return err
+			}
+			s += fmt.Sprintf(" %d", d.I)
+		}
+		got = append(got, s)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("replayed %d events, want %d in publish order:\ngot  %v\nwant %v", len(got), len(want), got, want)
+	}
+}

@@ -191,9 +191,13 @@ type Jobs interface {
 	Fetch(ctx context.Context, n int, maxWait time.Duration) ([]*bus.Delivery, error)
 }
 
-// Events is where a worker reports progress.
+// Events is where a worker reports progress. PublishEvent asks for the
+// server's acknowledgement; PublishProgress does not, for the events inside
+// a step that the step's end event (acknowledged, published after them on
+// the same connection) follows.
 type Events interface {
 	PublishEvent(ctx context.Context, e bus.Event) error
+	PublishProgress(ctx context.Context, e bus.Event) error
 }
 
 // ResolveFunc builds the provider for an agent spec and returns the model
@@ -345,7 +349,7 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	defer w.aborts.track(job.RunID, abort)()
 	stopTouch := w.touchEvery(ctx, job.StepID, abort)
 	defer stopTouch()
-	w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.started",
+	w.progress(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.started",
 		Data: mustJSON(map[string]any{"worker": w.cfg.Name, "attempt": st.Attempts})})
 
 	g, sg := w.graphFor(job)
@@ -577,11 +581,11 @@ func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provide
 		Key:      job.StepID,
 		Producer: session.Producer{Run: job.RunID, Step: job.StepID, Worker: w.cfg.Name},
 		OnDelta: func(delta string) {
-			w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.token",
+			w.progress(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.token",
 				Data: mustJSON(map[string]string{"text": delta})})
 		},
 		OnEvent: func(e agent.Event) {
-			w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step." + strings.ReplaceAll(e.Type, ".", "_"),
+			w.progress(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step." + strings.ReplaceAll(e.Type, ".", "_"),
 				Data: mustJSON(e)})
 		},
 	}
@@ -768,6 +772,17 @@ func (w *Worker) ack(ctx context.Context, d *bus.Delivery, log *slog.Logger) {
 func (w *Worker) publish(ctx context.Context, e bus.Event) {
 	e.Time = time.Now().UTC()
 	if err := w.events.PublishEvent(ctx, e); err != nil {
+		w.log.Debug("event not published", slog.String("type", e.Type), slog.Any("error", err))
+	}
+}
+
+// progress publishes an event inside a step (started, tokens, the model's
+// events) without asking for an acknowledgement: the step ends with an
+// acknowledged event (committed, failed, waiting, needs review) published
+// after it on the same connection, and the stream stores them in order.
+func (w *Worker) progress(ctx context.Context, e bus.Event) {
+	e.Time = time.Now().UTC()
+	if err := w.events.PublishProgress(ctx, e); err != nil {
 		w.log.Debug("event not published", slog.String("type", e.Type), slog.Any("error", err))
 	}
 }
