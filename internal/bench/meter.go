@@ -90,7 +90,11 @@ func (m *meter) report(ctx context.Context, r *Report, n int) {
 	}
 	if complete {
 		r.CPU = append(r.CPU, ProcessCPU{Process: "total (rows above marked in the total)", PerStepUS: total})
-		r.add(Figure{Scenario: "steps", Name: "CPU per step, loaded, Rath + Postgres backends", Value: total, Unit: "µs"})
+		name := "CPU per step, loaded, Rath (one process: the store is SQLite in it)"
+		if m.db.postgres() {
+			name = "CPU per step, loaded, Rath + Postgres backends"
+		}
+		r.add(Figure{Scenario: "steps", Name: name, Value: total, Unit: "µs"})
 	}
 }
 
