@@ -183,7 +183,7 @@ func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID st
 	if output == "text" {
 		fmt.Fprintf(env.Out, "run %s\n", runID)
 	}
-	midLine := false
+	text := newStreamText(env.Out)
 	err := cl.Watch(ctx, runID, func(e api.Event) error {
 		if output == "json" {
 			b, err := json.Marshal(e)
@@ -195,13 +195,9 @@ func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID st
 		}
 		switch e.Type {
 		case api.EventStepToken:
-			fmt.Fprint(env.Out, e.Token())
-			midLine = true
+			text.token(e.StepID, e.Token())
 		default:
-			if midLine {
-				fmt.Fprintln(env.Out)
-				midLine = false
-			}
+			text.event(e)
 			data := strings.TrimSpace(string(e.Data))
 			if e.Type == api.EventStepToolCall || e.Type == api.EventStepToolResult {
 				data = toolEventText(e.Data)
@@ -213,9 +209,7 @@ func watchRun(ctx context.Context, env *Env, cl *client.Client, output, runID st
 	if err != nil {
 		return err
 	}
-	if midLine {
-		fmt.Fprintln(env.Out)
-	}
+	text.flush()
 	// The stored run is the truth; its end may lag its end event a moment.
 	r, err := cl.Settled(ctx, runID)
 	if err != nil {
