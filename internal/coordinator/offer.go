@@ -7,6 +7,7 @@ import (
 
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/tool"
+	"github.com/rath-run/rath/pkg/tool/mcp"
 )
 
 // MCPPolicy is the operator's MCP policy, the one the workers enforce
@@ -18,14 +19,7 @@ type MCPPolicy struct {
 }
 
 // Allows reports whether an MCP server may run command.
-func (p *MCPPolicy) Allows(command string) bool {
-	for _, c := range p.Allow {
-		if c == "*" || c == command {
-			return true
-		}
-	}
-	return false
-}
+func (p *MCPPolicy) Allows(command string) bool { return mcp.Allowed(p.Allow, command) }
 
 // checkOffer refuses a spec that names a tool the deployment's workers do
 // not offer ([Config.Tools]) or an MCP server whose command the operator's

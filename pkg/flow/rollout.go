@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"unicode/utf8"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/rath-run/rath/pkg/session"
 )
@@ -94,48 +95,30 @@ func (r *Rollout) Run(ctx context.Context, s session.Session) ([]RolloutResult, 
 			return nil, fmt.Errorf("flow: rollout: branch %d is nil", i)
 		}
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	scopes := Branches(ctx, n)
 	limit := r.Limit
 	if limit == 0 || limit > n {
 		limit = n
 	}
-	var (
-		mu       sync.Mutex
-		firstErr error
-		wg       sync.WaitGroup
-	)
+	// The first branch to fail cancels the others and is the error.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(limit)
+	scopes := Branches(gctx, n)
 	out := make([]RolloutResult, n)
-	sem := make(chan struct{}, limit)
 	for i, a := range r.Branches {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
+		if gctx.Err() != nil {
 			break
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		g.Go(func() error {
 			res, err := r.branch(scopes[i], i, a, s)
 			if err != nil {
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
-				cancel(err)
-				return
+				return err
 			}
 			out[i] = res
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	if err := context.Cause(ctx); err != nil {
 		return nil, fmt.Errorf("flow: rollout: %w", err)

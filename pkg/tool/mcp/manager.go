@@ -218,8 +218,15 @@ func (m *Manager) serverTools(ctx context.Context, spec agent.MCPServer) ([]tool
 	return out, nil
 }
 
-func (m *Manager) allowed(command string) bool {
-	for _, c := range m.cfg.AllowCommands {
+func (m *Manager) allowed(command string) bool { return Allowed(m.cfg.AllowCommands, command) }
+
+// Allowed reports whether the operator's list of MCP server commands
+// (Config.AllowCommands, RATH_MCP_ALLOW) lets a spec run command: listed
+// exactly as the spec writes it, or "*". An empty list allows none. The
+// coordinator checks specs at submit with the same rule the workers
+// enforce.
+func Allowed(allow []string, command string) bool {
+	for _, c := range allow {
 		if c == "*" || c == command {
 			return true
 		}
