@@ -121,29 +121,37 @@ func LocateSpecError(name string, doc []byte, err error) error {
 		path, e.Msg = field, rest
 	}
 	e.Field = path
-	at := doc0
-	cur := doc0
-	for _, part := range strings.Split(path, ".") {
+	at, _ := SpecNode(doc0, path)
+	e.Line, e.Column = at.Line, at.Column
+	return e.inside(doc)
+}
+
+// SpecNode walks a spec's YAML tree from root along a field path as spec
+// errors name fields ("tools[2]", "mcp[0].command": the key command of
+// mcp's first item) and returns the deepest node it reached (root when
+// none) and whether that is the whole path.
+func SpecNode(root *yaml3.Node, path string) (at *yaml3.Node, whole bool) {
+	at, cur := root, root
+	for part := range strings.SplitSeq(path, ".") {
 		m := specIndexRE.FindStringSubmatch(part)
 		if m == nil {
-			break
+			return at, false
 		}
 		k, v := specMappingKey(cur, m[1])
 		if k == nil {
-			break
+			return at, false
 		}
 		at, cur = k, v
 		for _, idx := range specDigitsRE.FindAllString(m[2], -1) {
 			i, _ := strconv.Atoi(idx)
 			if cur.Kind != yaml3.SequenceNode || i >= len(cur.Content) {
-				break
+				return at, false
 			}
 			cur = cur.Content[i]
 			at = cur
 		}
 	}
-	e.Line, e.Column = at.Line, at.Column
-	return e.inside(doc)
+	return at, true
 }
 
 // inside drops a position past the document's last line (the YAML parser

@@ -2,10 +2,7 @@ package flowfile
 
 import (
 	"regexp"
-	"strconv"
 	"strings"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/rath-run/rath/pkg/agent"
 )
@@ -32,7 +29,7 @@ func (f *File) CheckAgents(file string, check AgentCheck) error {
 		at, field, msg := position{d.Line, d.Column}, "agents."+name, err.Error()
 		if path, rest, ok := strings.Cut(msg, ": "); ok && fieldPathRE.MatchString(path) {
 			field, msg = field+"."+path, rest
-			if n := nodeAt(d.spec, path); n != nil {
+			if n, whole := agent.SpecNode(d.spec, path); whole {
 				at = position{n.Line, n.Column}
 			}
 		}
@@ -44,34 +41,4 @@ func (f *File) CheckAgents(file string, check AgentCheck) error {
 var (
 	// fieldPathRE is a spec field path: "tools[2]", "mcp[0].command".
 	fieldPathRE = regexp.MustCompile(`^[a-z_]+(\[\d+\])*(\.[a-z_]+(\[\d+\])*)*$`)
-	partRE      = regexp.MustCompile(`^([a-z_]+)((?:\[\d+\])*)$`)
-	indexRE     = regexp.MustCompile(`\d+`)
 )
-
-// nodeAt returns the node of spec at path ("mcp[0].command": the key
-// command of the first item of mcp; "tools[2]": the third item), or nil
-// when spec is nil or has no such field.
-func nodeAt(spec *yaml.Node, path string) *yaml.Node {
-	var at *yaml.Node
-	cur := spec
-	for part := range strings.SplitSeq(path, ".") {
-		m := partRE.FindStringSubmatch(part)
-		if m == nil {
-			return nil
-		}
-		k, v := mappingKey(cur, m[1])
-		if k == nil {
-			return nil
-		}
-		at, cur = k, v
-		for _, idx := range indexRE.FindAllString(m[2], -1) {
-			i, _ := strconv.Atoi(idx)
-			if cur == nil || cur.Kind != yaml.SequenceNode || i >= len(cur.Content) {
-				return nil
-			}
-			cur = cur.Content[i]
-			at = cur
-		}
-	}
-	return at
-}
