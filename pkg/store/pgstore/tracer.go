@@ -16,27 +16,17 @@ func WithQueryTracer(ctx context.Context, tr pgx.QueryTracer) context.Context {
 	return context.WithValue(ctx, tracerKey{}, tr)
 }
 
-// QueryTracerFromContextSafely returns the tracer [WithQueryTracer] set,
-// and whether there was one.
-func QueryTracerFromContextSafely(ctx context.Context) (pgx.QueryTracer, bool) {
+// queryTracer returns the tracer [WithQueryTracer] set, and whether there
+// was one.
+func queryTracer(ctx context.Context) (pgx.QueryTracer, bool) {
 	tr, ok := ctx.Value(tracerKey{}).(pgx.QueryTracer)
 	return tr, ok && tr != nil
-}
-
-// QueryTracerFromContext is [QueryTracerFromContextSafely] for callers that
-// set one: it panics when there is none.
-func QueryTracerFromContext(ctx context.Context) pgx.QueryTracer {
-	tr, ok := QueryTracerFromContextSafely(ctx)
-	if !ok {
-		panic("pgstore: no query tracer in context")
-	}
-	return tr
 }
 
 // ConfigFromContext applies what the context carries for connections (a
 // query tracer) to cfg.
 func ConfigFromContext(ctx context.Context, cfg *pgx.ConnConfig) {
-	if tr, ok := QueryTracerFromContextSafely(ctx); ok {
+	if tr, ok := queryTracer(ctx); ok {
 		cfg.Tracer = tr
 	}
 }
