@@ -47,7 +47,8 @@ type JournalEntry struct {
 // run store). The loop records, each before it goes on:
 //
 //   - each model reply with its usage (JournalReply), before running the
-//     reply's tool calls;
+//     reply's tool calls (except a first reply without tool calls: it
+//     ends the step, and its commit holds it);
 //   - each tool call's start (JournalStart) before the call and its result
 //     (JournalResult) after it;
 //   - each round's end (JournalRound), with Meta.Checkpoint's workspace
@@ -240,8 +241,18 @@ func (rp *replay) record(ctx context.Context, e JournalEntry) error {
 	return nil
 }
 
+// recordReply records round's reply before the loop goes on. A first
+// reply without tool calls is not recorded: it ends the step (the loop
+// returns at a reply without calls), the version's commit that follows
+// holds it, and a delivery that dies before that commit loses only this
+// one model request — the one a delivery dying during the call loses
+// anyway. That is a single-call step's whole journal, so such a step
+// writes none (issue 25: a durable write and a round trip less per step).
 func (rp *replay) recordReply(ctx context.Context, round int, r llm.Response) error {
 	if rp == nil {
+		return nil
+	}
+	if round == 1 && len(r.ToolCalls) == 0 && rp.quiet() {
 		return nil
 	}
 	d, err := json.Marshal(r)
@@ -249,6 +260,13 @@ func (rp *replay) recordReply(ctx context.Context, round int, r llm.Response) er
 		return fmt.Errorf("journal: encode reply of round %d: %w", round, err)
 	}
 	return rp.record(ctx, JournalEntry{Round: round, Kind: JournalReply, Data: d})
+}
+
+// quiet reports that nothing waits to ride with the next write.
+func (rp *replay) quiet() bool {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	return len(rp.pending) == 0
 }
 
 // recorded returns the result to reuse for a call of t, if any.

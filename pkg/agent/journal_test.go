@@ -168,6 +168,41 @@ func TestJournalResumesAtEveryPoint(t *testing.T) {
 	}
 }
 
+// TestJournalSingleCallStepWritesNothing: a step whose first reply has no
+// tool calls ends at it, so it writes no journal entry (its commit holds
+// the reply); a step whose first reply calls a tool records that reply
+// before the call runs.
+func TestJournalSingleCallStepWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	in := userSession(t, "hello")
+	var calls atomic.Int64
+	j := &memJournal{}
+	res, err := journalAgent(&calls, true, &llm.Scripted{Replies: []llm.ScriptReply{{Content: "hi"}}}).Run(ctx, in, agent.Meta{Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stop != agent.StopModel || j.n != 0 || len(j.entries) != 0 {
+		t.Fatalf("single-call step: stop %q, %d journal writes %v; want stop %q and none", res.Stop, j.n, j.entries, agent.StopModel)
+	}
+
+	j = &memJournal{}
+	if _, err := journalAgent(&calls, true, &llm.Scripted{Replies: fiveRounds()}).Run(ctx, in, agent.Meta{Journal: j}); err != nil {
+		t.Fatal(err)
+	}
+	if len(j.entries) == 0 || j.entries[0].Kind != agent.JournalReply || j.entries[0].Round != 1 {
+		t.Fatalf("tool step: first journal entry %v, want round 1's reply", j.entries)
+	}
+	replies := 0
+	for _, e := range j.entries {
+		if e.Kind == agent.JournalReply {
+			replies++
+		}
+	}
+	if replies != 5 {
+		t.Fatalf("tool step recorded %d replies, want all 5 (its final reply too)", replies)
+	}
+}
+
 // TestJournalAmbiguousIdempotentRunsAgain: a started call without a result
 // runs again when its tool is idempotent.
 func TestJournalAmbiguousIdempotentRunsAgain(t *testing.T) {
