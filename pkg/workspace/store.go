@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -54,6 +55,9 @@ func JetStream(js jetstream.JetStream, obs jetstream.ObjectStore) Store {
 const (
 	jsChunkSize = 128 << 10
 	jsWindow    = 32
+	// jsDrainTimeout bounds how long a failed Put waits for its chunks in
+	// flight to land before it purges them.
+	jsDrainTimeout = 10 * time.Second
 )
 
 type jsStore struct {
@@ -98,7 +102,7 @@ func (s *jsStore) Put(ctx context.Context, name string, r io.Reader) (int64, err
 	chunkSubj := "$O." + bucket + ".C." + info.NUID
 	h := sha256.New()
 	var pending []jetstream.PubAckFuture
-	wait := func(f jetstream.PubAckFuture) error {
+	wait := func(ctx context.Context, f jetstream.PubAckFuture) error {
 		select {
 		case <-f.Ok():
 			return nil
@@ -130,7 +134,10 @@ func (s *jsStore) Put(ctx context.Context, name string, r io.Reader) (int64, err
 				info.Size += uint64(len(buf))
 				info.Chunks++
 				if len(pending) >= jsWindow {
-					if err := wait(pending[0]); err != nil {
+					if err := wait(ctx, pending[0]); err != nil {
+						if ctx.Err() == nil {
+							pending = pending[1:] // settled: its error is the answer
+						}
 						return err
 					}
 					pending = pending[1:]
@@ -151,17 +158,28 @@ func (s *jsStore) Put(ctx context.Context, name string, r io.Reader) (int64, err
 		}
 		metaSent = true
 		var errs []error
-		for _, f := range append(pending, f) {
-			if err := wait(f); err != nil {
+		pending = append(pending, f)
+		for len(pending) > 0 {
+			if err := wait(ctx, pending[0]); err != nil {
+				if ctx.Err() != nil {
+					return err // pending[0:] are not settled
+				}
 				errs = append(errs, err)
 			}
+			pending = pending[1:]
 		}
 		return errors.Join(errs...)
 	}()
 	if err != nil {
 		// Withdraw what may have been stored: a meta message without its
-		// chunks must not be read as the object.
+		// chunks must not be read as the object. Chunks still in flight
+		// are let land first, or the purge would miss them.
 		wctx := context.WithoutCancel(ctx)
+		dctx, cancel := context.WithTimeout(wctx, jsDrainTimeout)
+		for _, f := range pending { // the publishes not settled yet
+			_ = wait(dctx, f)
+		}
+		cancel()
 		if metaSent {
 			if derr := s.obs.Delete(wctx, name); derr != nil && !errors.Is(derr, jetstream.ErrObjectNotFound) {
 				err = errors.Join(err, fmt.Errorf("withdraw: %w", derr))
