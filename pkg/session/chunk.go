@@ -388,8 +388,18 @@ func decodeStrict(b []byte, v any) error {
 }
 
 // canonicalJSON re-encodes one JSON value with sorted object keys, numbers
-// kept verbatim and no insignificant whitespace.
+// kept verbatim and no insignificant whitespace. A value that is already
+// canonical ([isCanonical]) is returned as it is: the result may be b.
 func canonicalJSON(b []byte) ([]byte, error) {
+	if isCanonical(b) {
+		return b, nil
+	}
+	return reencodeJSON(b)
+}
+
+// reencodeJSON is canonicalJSON without the fast path: it decodes b and
+// encodes it again.
+func reencodeJSON(b []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var v any
@@ -407,7 +417,11 @@ func canonicalObject(b []byte) ([]byte, error) {
 	if t := bytes.TrimSpace(b); len(t) == 0 || t[0] != '{' {
 		return nil, fmt.Errorf("payload must be a JSON object")
 	}
-	return canonicalJSON(b)
+	c, err := canonicalJSON(b)
+	if err == nil && len(c) > 0 && &c[0] == &b[0] {
+		c = bytes.Clone(c) // a chunk keeps its payload: not the caller's buffer
+	}
+	return c, err
 }
 
 // ChunkFromCanonical rebuilds a chunk from a payload already in canonical
