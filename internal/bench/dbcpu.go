@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rath-run/rath/internal/cpustat"
+	"github.com/rath-run/rath/pkg/store/pgstore"
 )
 
 // dbSample is one reading of the Postgres server that serves the store:
@@ -42,7 +43,7 @@ func (d dbProbe) read(ctx context.Context) (dbSample, error) {
 	if !d.postgres() {
 		return s, errors.New("not a Postgres store")
 	}
-	conn, err := pgx.Connect(ctx, d.url)
+	conn, err := pgx.Connect(ctx, pgstore.ConnURL(d.url))
 	if err != nil {
 		return s, err
 	}

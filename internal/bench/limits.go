@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, for the scratch commit loop
+
+	"github.com/rath-run/rath/pkg/store/pgstore"
 )
 
 // Limit names figures refer to.
@@ -46,7 +48,7 @@ func isPostgres(u string) bool {
 }
 
 func pgCommitRate(ctx context.Context, url string, d time.Duration) (float64, string, error) {
-	conn, err := pgx.Connect(ctx, url)
+	conn, err := pgx.Connect(ctx, pgstore.ConnURL(url))
 	if err != nil {
 		return 0, "", fmt.Errorf("commit limit: connect: %w", err)
 	}
@@ -133,7 +135,7 @@ func findPgbench(getenv func(string) string) (string, error) {
 // pgbenchRate runs pgbench for d with one client and a one-row INSERT per
 // transaction against url, and returns its tps.
 func pgbenchRate(ctx context.Context, pgbench, url, dir string, clients int, d time.Duration) (float64, error) {
-	conn, err := pgx.Connect(ctx, url)
+	conn, err := pgx.Connect(ctx, pgstore.ConnURL(url))
 	if err != nil {
 		return 0, fmt.Errorf("pgbench: connect: %w", err)
 	}
@@ -152,7 +154,7 @@ func pgbenchRate(ctx context.Context, pgbench, url, dir string, clients int, d t
 	}
 	defer func() { _ = os.Remove(script) }()
 	secs := max(1, int(d.Round(time.Second)/time.Second))
-	out, err := exec.CommandContext(ctx, pgbench, "-n", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(clients, 2)), "-T", strconv.Itoa(secs), "-f", script, url).CombinedOutput()
+	out, err := exec.CommandContext(ctx, pgbench, "-n", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(clients, 2)), "-T", strconv.Itoa(secs), "-f", script, pgstore.ConnURL(url)).CombinedOutput()
 	if err != nil {
 		return 0, fmt.Errorf("pgbench: %w: %s", err, lastLine(out))
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/rath-run/rath/pkg/sandbox"
 	"github.com/rath-run/rath/pkg/sandbox/docker"
 	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store/pgstore"
 )
 
 type runner struct {
@@ -481,7 +482,7 @@ func (b *runner) fork(ctx context.Context) error {
 // database's size on Postgres, pages in use on SQLite.
 func storeSizer(ctx context.Context, url string) (func(context.Context) (int64, error), func(), error) {
 	if isPostgres(url) {
-		conn, err := pgx.Connect(ctx, url)
+		conn, err := pgx.Connect(ctx, pgstore.ConnURL(url))
 		if err != nil {
 			return nil, nil, fmt.Errorf("store size: %w", err)
 		}

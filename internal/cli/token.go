@@ -15,6 +15,7 @@ import (
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/store"
+	"github.com/rath-run/rath/pkg/store/pgstore"
 	"github.com/rath-run/rath/pkg/store/sqlitestore"
 )
 
@@ -63,7 +64,7 @@ func (f *tokenFlags) open(ctx context.Context) (tokenBackend, error) {
 	if sq, ok := st.(*sqlitestore.Store); ok {
 		return storeTokens{st: auth.NewStore(sq.DB(), false), closer: st}, nil
 	}
-	db, err := sql.Open("pgx", storeURL)
+	db, err := sql.Open("pgx", pgstore.ConnURL(storeURL))
 	if err != nil {
 		_ = st.Close()
 		return nil, fmt.Errorf("token store: %w", err)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 
@@ -21,11 +21,15 @@ func Open(ctx context.Context, url string) (*Store, *sql.DB, error) {
 	var err error
 	switch {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		var cfg *pgx.ConnConfig
-		if cfg, err = pgx.ParseConfig(url); err != nil {
+		// pgxpool's parser, not pgx's: it takes the URL's pool_*
+		// settings out (pgx would send them to the server as session
+		// parameters, which it refuses), and the pool size applies here too.
+		pcfg, perr := pgxpool.ParseConfig(url)
+		if perr != nil {
 			// pgx's parse errors can quote the URL, password included.
 			return nil, nil, fmt.Errorf("run store: the database URL does not parse")
 		}
+		cfg := pcfg.ConnConfig
 		pgstore.ApplySessionDefaults(cfg)
 		pgstore.ConfigFromContext(ctx, cfg)
 		db = stdlib.OpenDB(*cfg)
@@ -33,8 +37,12 @@ func Open(ctx context.Context, url string) (*Store, *sql.DB, error) {
 			// Keep every connection idle in the pool: database/sql keeps 2 by
 			// default, and under load each extra transaction would then
 			// open (and fork) a new Postgres backend.
-			db.SetMaxOpenConns(16)
-			db.SetMaxIdleConns(16)
+			n, ok := pgstore.URLMaxConns(url)
+			if !ok {
+				n = pgstore.DefaultMaxConns
+			}
+			db.SetMaxOpenConns(int(n))
+			db.SetMaxIdleConns(int(n))
 		}
 	case strings.HasPrefix(url, "sqlite:"):
 		path := strings.TrimPrefix(url, "sqlite:")

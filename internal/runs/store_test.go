@@ -59,6 +59,24 @@ func backends(t *testing.T, fn func(t *testing.T, url string)) {
 	})
 }
 
+// TestOpenPoolSettings: a store URL may carry pgxpool's pool_max_conns
+// (it sizes the graph pool); the run store takes it too, where it used to
+// send it to the server as a session parameter, which refused the
+// connection ("unrecognized configuration parameter").
+func TestOpenPoolSettings(t *testing.T) {
+	t.Parallel()
+	url := testdb.Postgres(t)
+	open(t, url) // migrate
+	_, db, err := runs.Open(context.Background(), url+"&pool_max_conns=3")
+	if err != nil {
+		t.Fatalf("runs.Open with pool_max_conns: %v", err)
+	}
+	defer db.Close()
+	if got := db.Stats().MaxOpenConnections; got != 3 {
+		t.Fatalf("MaxOpenConnections %d, want the URL's 3", got)
+	}
+}
+
 func newRun(t *testing.T, rs *runs.Store, url string) runs.Run {
 	t.Helper()
 	in := version(t, url)

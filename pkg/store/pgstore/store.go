@@ -7,7 +7,10 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,7 +41,8 @@ type Options struct {
 	// CachedTranscripts bounds the transcript cache, in entries: 0 means
 	// 256, negative disables it.
 	CachedTranscripts int
-	// MaxConns bounds the pool; 0 keeps pgx's default (max(4, CPUs)).
+	// MaxConns bounds the pool; 0 means the URL's pool_max_conns when it
+	// sets one, else [DefaultMaxConns].
 	MaxConns int32
 	// GroupCommit is how many group commits may be in flight at once (see
 	// group.go): commits that arrive while that many are in flight go
@@ -60,8 +64,58 @@ type Options struct {
 // DefaultTenant is [Options.Tenant]'s default, the operator's tenant.
 const DefaultTenant = "default"
 
-// DefaultGroupCommit is [Options.GroupCommit]'s default.
-const DefaultGroupCommit = 1
+// DefaultGroupCommit is [Options.GroupCommit]'s default: up to four groups
+// in flight, each on its own connection. With one, every commit waited
+// for the single group ahead of it; at 1,000 sessions in flight that
+// queue, not the CPU, set the pace (issue 25: 971 → 1,331 steps/s on the
+// 2-core machine, and 1,040 → 1,172 at 16 in flight; docs/BENCHMARKS.md).
+const DefaultGroupCommit = 4
+
+// DefaultMaxConns is [Options.MaxConns]'s default, the run store's pool
+// size too (package runs): a worker runs many steps at once, and pgx's own
+// default (max(4, CPUs)) made them queue for connections. Connections
+// open only when needed; a URL's pool_max_conns overrides it.
+const DefaultMaxConns = 16
+
+// ConnURL returns a store URL without its pool_* settings (pool_max_conns
+// and the others pgxpool reads), for a single connection or a client such
+// as libpq's, which would refuse them.
+func ConnURL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.RawQuery == "" {
+		return rawURL
+	}
+	q := u.Query()
+	changed := false
+	for k := range q {
+		if strings.HasPrefix(k, "pool_") {
+			q.Del(k)
+			changed = true
+		}
+	}
+	if !changed {
+		return rawURL
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// URLMaxConns returns the pool_max_conns a store URL sets, if any.
+func URLMaxConns(rawURL string) (int32, bool) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return 0, false
+	}
+	v := u.Query().Get("pool_max_conns")
+	if v == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n < 1 {
+		return 0, false
+	}
+	return int32(n), true
+}
 
 // Store is the Postgres [store.Store].
 type Store struct {
@@ -81,8 +135,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		// pgx's parse errors can quote the URL, password included: keep them out.
 		return nil, errors.New("open postgres store: the database URL does not parse")
 	}
-	if opts.MaxConns > 0 {
-		cfg.MaxConns = opts.MaxConns
+	if _, set := URLMaxConns(url); opts.MaxConns > 0 || !set {
+		cfg.MaxConns = cmp.Or(opts.MaxConns, DefaultMaxConns)
 	}
 	ApplySessionDefaults(cfg.ConnConfig)
 	ConfigFromContext(ctx, cfg.ConnConfig)
