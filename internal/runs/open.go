@@ -32,7 +32,7 @@ func Open(ctx context.Context, url string) (*Store, *sql.DB, error) {
 		cfg := pcfg.ConnConfig
 		pgstore.ApplySessionDefaults(cfg)
 		pgstore.ConfigFromContext(ctx, cfg)
-		db = stdlib.OpenDB(*cfg)
+		db = stdlib.OpenDB(*cfg, stdlib.OptionAfterConnect(pgstore.AfterConnect))
 		{
 			// Keep every connection idle in the pool: database/sql keeps 2 by
 			// default, and under load each extra transaction would then

@@ -140,6 +140,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	ApplySessionDefaults(cfg.ConnConfig)
 	ConfigFromContext(ctx, cfg.ConnConfig)
+	cfg.AfterConnect = AfterConnect
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, translate("open postgres store", err)
