@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -22,13 +23,18 @@ import (
 // which decides and reports exactly as before.
 
 // startStepSQL marks a startable step running and its pending run running,
-// in one statement. It matches only a step that is pending or running of a
+// in one statement (startStepEpochSQL also reads the graph's redaction
+// epoch for the worker's cache: Step.RedactionEpoch, so the input's read
+// needs no statement of its own). It matches only a step that is pending or running of a
 // run that has not ended and whose deadline has not passed; any other case
 // returns no row and StartStep takes the general path. set_config makes
 // this statement's own transaction commit without waiting for its WAL
 // flush (SET LOCAL synchronous_commit, without the extra round trip): see
 // [Store.relaxedTx] for why that is safe for this bookkeeping.
-const startStepSQL = `WITH relax AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
+const startStepSQL = startStepHead + `SELECT ` + stepCols + ` FROM st`
+
+// startStepHead is the start statement's part before its SELECT.
+const startStepHead = `WITH relax AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
 st AS (
 	UPDATE steps SET status = 'running', attempts = attempts + 1, worker = $2,
 		started_at = COALESCE(started_at, $3), updated_at = $3
@@ -42,7 +48,19 @@ run AS (
 	UPDATE runs SET status = 'running', updated_at = $3
 	WHERE id IN (SELECT run_id FROM st) AND status = 'pending'
 )
-SELECT ` + stepCols + ` FROM st`
+`
+
+// startStepEpochSQL is startStepSQL reading the graph's redaction epoch
+// too, where the store's role may read it (Open probes it once).
+const startStepEpochSQL = startStepHead + `SELECT ` + stepCols + `, (SELECT epoch FROM redaction_epoch) FROM st`
+
+// scanAlso scans a row into a scanStep's columns and then into also.
+type scanAlso struct {
+	sc   scanner
+	also []any
+}
+
+func (s scanAlso) Scan(dest ...any) error { return s.sc.Scan(append(dest, s.also...)...) }
 
 // pruneJournalSQL is pruneJournal as one statement, for the version's
 // commit: it deletes the payload entries of step $1's journal and strips
@@ -62,7 +80,14 @@ WHERE step_id = $1 AND kind IN ('ambiguous', 'review') AND EXISTS (SELECT 1 FROM
 // startStepFast is StartStep's one-statement path; ok is false when the
 // step is not plainly startable and the general path must decide.
 func (s *Store) startStepFast(ctx context.Context, stepID, worker string) (st Step, ok bool, err error) {
-	st, err = scanStep(s.db.QueryRowContext(ctx, startStepSQL, stepID, worker, s.ts()))
+	row := s.db.QueryRowContext(ctx, cmp.Or(s.startSQL, startStepSQL), stepID, worker, s.ts())
+	var epoch sql.NullInt64
+	if s.startSQL == startStepEpochSQL {
+		st, err = scanStep(scanAlso{row, []any{&epoch}})
+	} else {
+		st, err = scanStep(row)
+	}
+	st.RedactionEpoch, st.EpochKnown = epoch.Int64, epoch.Valid
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return Step{}, false, nil

@@ -200,6 +200,13 @@ type Step struct {
 	UpdatedAt  time.Time   `json:"updated_at"`
 	StartedAt  *time.Time  `json:"started_at,omitempty"`
 	FinishedAt *time.Time  `json:"finished_at,omitempty"`
+	// RedactionEpoch is the graph's redaction epoch as the statement that
+	// started the step read it (StartStep's one-statement path on
+	// Postgres, where the graph shares the database); EpochKnown is false
+	// otherwise. A worker syncs its graph cache with it
+	// (pgstore.Store.VersionAndTranscriptAt) instead of reading it again.
+	RedactionEpoch int64 `json:"-"`
+	EpochKnown     bool  `json:"-"`
 }
 
 // StepID returns the deterministic id of a run's step at ordinal.

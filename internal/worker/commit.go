@@ -43,6 +43,17 @@ type stepGraph struct {
 	// inputChunks for the step's Transcript of it.
 	input       session.ID
 	inputChunks []session.Chunk
+	// epoch is the redaction epoch the step's start read (epochKnown):
+	// an epochLoader reads the input without reading it again.
+	epoch      int64
+	epochKnown bool
+}
+
+// epochLoader is an inputLoader that can take the redaction epoch from
+// the caller (pgstore.Store: the step's start read it in the same
+// database).
+type epochLoader interface {
+	VersionAndTranscriptAt(ctx context.Context, id session.ID, epoch int64) (*session.Version, []session.Chunk, error)
 }
 
 // inputLoader reads a version and its transcript with one redaction-epoch
@@ -59,7 +70,13 @@ func (g *stepGraph) Get(ctx context.Context, id session.ID) (*session.Version, e
 	if !ok || id != g.input || g.inputChunks != nil {
 		return g.Graph.Get(ctx, id)
 	}
-	v, t, err := l.VersionAndTranscript(ctx, id)
+	read := l.VersionAndTranscript
+	if el, ok := g.Graph.(epochLoader); ok && g.epochKnown {
+		read = func(ctx context.Context, id session.ID) (*session.Version, []session.Chunk, error) {
+			return el.VersionAndTranscriptAt(ctx, id, g.epoch)
+		}
+	}
+	v, t, err := read(ctx, id)
 	if err != nil {
 		return nil, err
 	}

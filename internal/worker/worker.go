@@ -353,6 +353,9 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		Data: mustJSON(map[string]any{"worker": w.cfg.Name, "attempt": st.Attempts})})
 
 	g, sg := w.graphFor(job)
+	if sg != nil {
+		sg.epoch, sg.epochKnown = st.RedactionEpoch, st.EpochKnown
+	}
 	out, err := w.execute(ctx, job, g, st.Attempts)
 	if w.waitIfPaused(ctx, d, log, job, err) {
 		obs.end("waiting", nil)

@@ -103,3 +103,74 @@ func TestRedactReachesOtherStores(t *testing.T) {
 		})
 	}
 }
+
+// TestRedactReachesAStepStartedAfterIt: a worker reads its step's input
+// with the redaction epoch its step start read in the same statement
+// (runs.Step.RedactionEpoch, pgstore VersionAndTranscriptAt), not with a
+// read of its own. A step started after a redaction therefore reads the
+// marker even from a graph whose cache holds the erased text.
+func TestRedactReachesAStepStartedAfterIt(t *testing.T) {
+	ctx := context.Background()
+	url := testdb.Postgres(t)
+	const secret = "sk-live-START-4242"
+	g := must[store.Store](t)(storeurl.Open(ctx, url, storeurl.Options{Migrate: true, Create: true}))
+	t.Cleanup(func() { g.Close() })
+	s := func(v session.Session, err error) session.Session {
+		t.Helper()
+		return must[session.Session](t)(v, err)
+	}
+	root := s(session.New(ctx, g, session.System("be brief")))
+	leak := s(root.Append(ctx, session.User("my key is "+secret)))
+	top := s(leak.Append(ctx, session.Assistant("noted")))
+	type epochLoader interface {
+		VersionAndTranscript(context.Context, session.ID) (*session.Version, []session.Chunk, error)
+		VersionAndTranscriptAt(context.Context, session.ID, int64) (*session.Version, []session.Chunk, error)
+	}
+	l, ok := g.(epochLoader)
+	if !ok {
+		t.Fatalf("%T cannot take the epoch from its caller", g)
+	}
+	holds := func(t []session.Chunk) bool {
+		for _, c := range t {
+			if strings.Contains(string(c.Payload()), secret) {
+				return true
+			}
+		}
+		return false
+	}
+	if _, tr, err := l.VersionAndTranscript(ctx, top.ID()); err != nil || !holds(tr) { // warms the cache
+		t.Fatalf("before the redaction: %v, secret held %v", err, holds(tr))
+	}
+
+	rs, db, err := runs.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ret := lineage.Retention{DB: db, Dialect: must[lineage.Dialect](t)(lineage.DialectOf(url))}
+	if _, err := ret.Redact(ctx, top.ID(), 1, "leaked key"); err != nil {
+		t.Fatal(err)
+	}
+	r := runs.Run{ID: runs.NewRunID(), Queue: "default", Target: []byte(`{"name":"a"}`), Input: top.ID()}
+	if err := rs.Create(ctx, &r, []runs.Step{{Input: top.ID()}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := rs.StartStep(ctx, r.Steps[0].ID, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want int64
+	if err := db.QueryRowContext(ctx, `SELECT epoch FROM redaction_epoch`).Scan(&want); err != nil {
+		t.Fatal(err)
+	}
+	if !st.EpochKnown || st.RedactionEpoch != want {
+		t.Fatalf("StartStep read epoch %d (known %v), the database holds %d", st.RedactionEpoch, st.EpochKnown, want)
+	}
+	_, tr, err := l.VersionAndTranscriptAt(ctx, top.ID(), st.RedactionEpoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holds(tr) || !tr[1].Redacted() {
+		t.Fatalf("a step started after the redaction read chunk 1 as %s", tr[1].Payload())
+	}
+}

@@ -450,6 +450,19 @@ func (d *db) VersionAndTranscript(ctx context.Context, id session.ID) (*session.
 	return d.transcript(ctx, id, d.fresh(ctx), true)
 }
 
+// VersionAndTranscriptAt is VersionAndTranscript with the redaction epoch
+// the caller read from this database just before (a worker's step start
+// reads it in the same statement, runs.Step.RedactionEpoch): the cache is
+// synced with it instead of reading it again. It must be the epoch as of a
+// moment no earlier than the caller's decision to read id.
+func (d *db) VersionAndTranscriptAt(ctx context.Context, id session.ID, epoch int64) (*session.Version, []session.Chunk, error) {
+	useCache := d.cache != nil && !d.inTx
+	if useCache {
+		d.cache.Sync(epoch)
+	}
+	return d.transcript(ctx, id, useCache, true)
+}
+
 // transcript reads id's transcript, from the cache when useCache (the
 // caller synced it with [db.fresh]); with needVersion it returns the
 // version too.
