@@ -139,6 +139,19 @@ type VersionPutter interface {
 // missing, it settles the step through CommitStep, as the separate calls
 // would. On SQLite (no PutWith) use Put and CommitStep.
 func (s *Store) CommitStepVersion(ctx context.Context, g VersionPutter, stepID string, v *session.Version) (*session.Version, Run, error) {
+	return s.commitStepVersion(ctx, g, stepID, v, true)
+}
+
+// CommitStepVersionNoJournal is CommitStepVersion for a step whose
+// journal the caller knows to be empty (a first attempt that recorded
+// nothing: a single-call step records no entry): it leaves out the
+// journal's prune, one statement less in the commit. The general path it
+// falls back to prunes as always.
+func (s *Store) CommitStepVersionNoJournal(ctx context.Context, g VersionPutter, stepID string, v *session.Version) (*session.Version, Run, error) {
+	return s.commitStepVersion(ctx, g, stepID, v, false)
+}
+
+func (s *Store) commitStepVersion(ctx context.Context, g VersionPutter, stepID string, v *session.Version, prune bool) (*session.Version, Run, error) {
 	var r Run
 	found := false
 	scan := func(rows pgx.Rows) error {
@@ -152,8 +165,11 @@ func (s *Store) CommitStepVersion(ctx context.Context, g VersionPutter, stepID s
 		found = true
 		return nil
 	}
-	got, ran, err := g.PutWith(ctx, v, pgstore.Stmt{SQL: pruneJournalSQL, Args: []any{stepID}},
-		pgstore.Stmt{SQL: commitStepSQL, Args: []any{stepID, v.ID.String(), s.ts()}, Scan: scan})
+	stmts := []pgstore.Stmt{{SQL: commitStepSQL, Args: []any{stepID, v.ID.String(), s.ts()}, Scan: scan}}
+	if prune {
+		stmts = append([]pgstore.Stmt{{SQL: pruneJournalSQL, Args: []any{stepID}}}, stmts...)
+	}
+	got, ran, err := g.PutWith(ctx, v, stmts...)
 	if err != nil {
 		return nil, Run{}, err
 	}

@@ -107,6 +107,24 @@ func TestCommitStepVersion(t *testing.T) {
 		t.Fatalf("canceled step after the commit = %+v; want canceled with no output", st)
 	}
 
+	// NoJournal commits as CommitStepVersion does, without the prune
+	// (the caller knows the journal is empty).
+	r3 := newRun(t, rs, url)
+	if _, err := rs.StartStep(ctx, r3.Steps[0].ID, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	in3, err := session.Open(ctx, pg, r3.Input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v3 := storetest.Prepare(t, in3, r3.Steps[0].ID, session.Assistant("done"))
+	if got, run, err := rs.CommitStepVersionNoJournal(ctx, pg, r3.Steps[0].ID, v3); err != nil || got.ID != v3.ID || run.Status != runs.RunSucceeded || run.Output == nil || *run.Output != v3.ID {
+		t.Fatalf("CommitStepVersionNoJournal = %v, %+v, %v; want %s and the run succeeded with it", got, run, err, v3.ID)
+	}
+	if st, _ := rs.GetStep(ctx, r3.Steps[0].ID); st.Status != runs.StepCommitted || st.Output == nil || *st.Output != v3.ID {
+		t.Fatalf("step after CommitStepVersionNoJournal = %+v; want committed with %s", st, v3.ID)
+	}
+
 	// A step that does not exist: reported as such.
 	if _, _, err := rs.CommitStepVersion(ctx, pg, "run_nope/0", storetest.Prepare(t, in2, "run_nope/0", session.Assistant("done"))); !errors.Is(err, runs.ErrNotFound) {
 		t.Fatalf("commit of an unknown step: %v, want ErrNotFound", err)

@@ -19,6 +19,9 @@ import (
 // per step instead of two.
 type StepCommitter interface {
 	CommitStepVersion(ctx context.Context, g runs.VersionPutter, stepID string, v *session.Version) (*session.Version, runs.Run, error)
+	// CommitStepVersionNoJournal is CommitStepVersion for a step whose
+	// journal holds nothing: it skips the prune.
+	CommitStepVersionNoJournal(ctx context.Context, g runs.VersionPutter, stepID string, v *session.Version) (*session.Version, runs.Run, error)
 }
 
 // stepGraph is the graph one step's session runs on. Every call goes to the
@@ -47,6 +50,10 @@ type stepGraph struct {
 	// an epochLoader reads the input without reading it again.
 	epoch      int64
 	epochKnown bool
+	// journal and attempt are the step's, when it keeps one: a first
+	// attempt that recorded nothing commits without pruning it.
+	journal *stepJournal
+	attempt int
 }
 
 // epochLoader is an inputLoader that can take the redaction epoch from
@@ -117,7 +124,11 @@ func (g *stepGraph) Put(ctx context.Context, v *session.Version) (*session.Versi
 		return g.Graph.Put(ctx, v)
 	}
 	ctx, end := g.span(ctx, "store commit")
-	got, r, err := g.committer.CommitStepVersion(ctx, g.putter, g.stepID, v)
+	commit := g.committer.CommitStepVersion
+	if g.journal.empty(g.attempt) {
+		commit = g.committer.CommitStepVersionNoJournal
+	}
+	got, r, err := commit(ctx, g.putter, g.stepID, v)
 	end(err)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package worker
 import (
 	"cmp"
 	"context"
+	"sync/atomic"
 
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/agent"
@@ -40,6 +41,16 @@ type stepJournal struct {
 	store  Journals
 	stepID string
 	loaded []agent.JournalEntry
+	// wrote: this delivery may have recorded an entry (set before the
+	// write, which may land even when it reports an error).
+	wrote atomic.Bool
+}
+
+// empty reports that the journal holds no entry, as far as this delivery
+// can tell: on a first attempt it starts empty (see journalFor), and
+// this delivery recorded nothing.
+func (j *stepJournal) empty(attempt int) bool {
+	return j != nil && attempt == 1 && !j.wrote.Load()
 }
 
 // journalFor returns step stepID's journal and what it holds, or nil when
@@ -84,6 +95,7 @@ func (j *stepJournal) Record(ctx context.Context, es ...agent.JournalEntry) erro
 	for i, e := range es {
 		rs[i] = runs.JournalEntry{Round: e.Round, CallID: e.CallID, Kind: e.Kind, Worker: e.Worker, Data: e.Data}
 	}
+	j.wrote.Store(true)
 	if err := j.store.AppendJournal(ctx, j.stepID, rs...); err != nil {
 		return err
 	}

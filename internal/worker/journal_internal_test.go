@@ -24,3 +24,23 @@ func TestSandboxNetwork(t *testing.T) {
 		}
 	}
 }
+
+// TestStepJournalEmpty: only a first attempt that recorded nothing may
+// commit without pruning its journal.
+func TestStepJournalEmpty(t *testing.T) {
+	var nilJournal *stepJournal
+	j := &stepJournal{}
+	for _, c := range []struct {
+		j       *stepJournal
+		attempt int
+		wrote   bool
+		want    bool
+	}{{j, 1, false, true}, {j, 1, true, false}, {j, 2, false, false}, {nilJournal, 1, false, false}} {
+		if c.j != nil {
+			c.j.wrote.Store(c.wrote)
+		}
+		if got := c.j.empty(c.attempt); got != c.want {
+			t.Errorf("attempt %d, wrote %v, journal %v: empty = %v, want %v", c.attempt, c.wrote, c.j != nil, got, c.want)
+		}
+	}
+}

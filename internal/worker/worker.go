@@ -601,6 +601,9 @@ func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provide
 	}
 	if j != nil {
 		meta.Journal = j
+		if sg, ok := s.Graph().(*stepGraph); ok {
+			sg.journal, sg.attempt = j, attempt
+		}
 	}
 	if tools.Len() > 0 && w.cfg.Workspaces != nil {
 		in, unplaced, err := w.placed(s.Version())
