@@ -1,0 +1,122 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rath-run/rath/internal/testdb"
+	"github.com/rath-run/rath/pkg/store/storeurl"
+)
+
+// TestHotPathPlansUseKeys: the step's start and commit find their step and
+// run by key in the plan Postgres caches for them (a generic plan, as a
+// prepared statement gets after five runs). Scans of steps_open_idx or of
+// runs_status_idx by status alone read an entry for every open step or
+// run, and for every status change vacuum has not yet removed: the
+// statements grew with the load (issue 25: the commit took 550 µs after
+// 30 s at 1,000 steps/s). The tables hold enough ended rows for the
+// planner to see a choice.
+func TestHotPathPlansUseKeys(t *testing.T) {
+	ctx := context.Background()
+	url := testdb.Postgres(t)
+	st, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true, Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	// Runs and steps like a busy store's: many ended, one in flight.
+	for _, q := range []string{
+		`INSERT INTO versions (id, op, len, own_count, parent_count, hash, lane, tenant, created_at)
+			VALUES ('00000000-0000-0000-0000-000000000001', 'create', 0, 0, 0, repeat('a', 64), '00000000-0000-0000-0000-000000000001', 'default', now())`,
+		`INSERT INTO runs (id, status, queue, target, input_id, created_at, updated_at)
+			SELECT 'run_' || i, 'succeeded', 'default', '{}',
+				'00000000-0000-0000-0000-000000000001', now(), now() FROM generate_series(1, 5000) i`,
+		`INSERT INTO steps (id, run_id, ordinal, status, input_id, created_at, updated_at)
+			SELECT 'run_' || i || '/0', 'run_' || i, 0, 'committed',
+				'00000000-0000-0000-0000-000000000001', now(), now() FROM generate_series(1, 5000) i`,
+		`ANALYZE runs`, `ANALYZE steps`,
+		// The step in flight, after the statistics: as on a busy store,
+		// where they were taken when few runs were open.
+		`INSERT INTO runs (id, status, queue, target, input_id, created_at, updated_at)
+			VALUES ('run_x', 'running', 'default', '{}', '00000000-0000-0000-0000-000000000001', now(), now())`,
+		`INSERT INTO steps (id, run_id, ordinal, status, input_id, created_at, updated_at)
+			VALUES ('run_x/0', 'run_x', 0, 'running', '00000000-0000-0000-0000-000000000001', now(), now())`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		sql  string
+		args []any
+	}{
+		"start":  {startStepEpochSQL, []any{"run_x/0", "w1", "2026-01-01T00:00:00Z"}},
+		"commit": {commitStepSQL, []any{"run_x/0", "00000000-0000-0000-0000-000000000001", "2026-01-01T00:00:00Z"}},
+	} {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan string
+		if _, err := tx.Prepare(ctx, name, c.sql); err != nil {
+			t.Fatalf("%s: prepare: %v", name, err)
+		}
+		var raw []byte
+		lits := make([]string, len(c.args))
+		for i, a := range c.args {
+			lits[i] = "'" + a.(string) + "'" // test constants, no quotes in them
+		}
+		if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE `+name+`(`+strings.Join(lits, ", ")+`)`).Scan(&raw); err != nil {
+			t.Fatalf("%s: explain: %v", name, err)
+		}
+		_ = tx.Rollback(ctx)
+		plan = string(raw)
+		var nodes []map[string]any
+		var walk func(v any)
+		walk = func(v any) {
+			switch v := v.(type) {
+			case map[string]any:
+				if _, ok := v["Index Name"]; ok {
+					nodes = append(nodes, v)
+				}
+				for _, x := range v {
+					walk(x)
+				}
+			case []any:
+				for _, x := range v {
+					walk(x)
+				}
+			}
+		}
+		var doc any
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		walk(doc)
+		if len(nodes) == 0 {
+			t.Fatalf("%s: no index scan in the plan: %s", name, plan)
+		}
+		for _, n := range nodes {
+			idx, _ := n["Index Name"].(string)
+			cond, _ := n["Index Cond"].(string)
+			switch {
+			case idx == "steps_open_idx":
+				t.Errorf("%s: scans steps_open_idx (every open step): %s", name, cond)
+			case idx == "runs_status_idx" && !strings.Contains(cond, "id ="):
+				t.Errorf("%s: scans runs_status_idx by status alone (every open run): %s", name, cond)
+			}
+		}
+	}
+}
