@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -120,15 +122,12 @@ func (b *Bus) encodeEvent(ctx context.Context, e Event) (string, []byte, error) 
 	if err := validEventType(e.Type); err != nil {
 		return "", nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
-	if len(e.Data) > 0 && !json.Valid(e.Data) {
-		return "", nil, fmt.Errorf("%w: data is not valid JSON", ErrInvalidEvent)
-	}
 	if e.Time.IsZero() {
 		e.Time = b.now().UTC()
 	}
-	data, err := json.Marshal(e)
+	data, err := appendEvent(make([]byte, 0, 128+len(e.StepID)+len(e.Data)), e)
 	if err != nil {
-		return "", nil, fmt.Errorf("%w: encode: %w", ErrInvalidEvent, err)
+		return "", nil, err
 	}
 	if len(data) > MaxEventSize {
 		return "", nil, fmt.Errorf("%w: event %s is %d bytes encoded, limit %d", ErrTooLarge, e.Type, len(data), MaxEventSize)
@@ -264,4 +263,53 @@ func (b *Bus) watch(ctx context.Context, after uint64, filters ...string) (<-cha
 		defer mu.Unlock()
 		return failure
 	}, nil
+}
+
+// appendEvent appends e's JSON encoding (the one json.Marshal gives, but
+// for HTML escaping, which it does not need) without reflection: a step
+// publishes several events, and json.Marshal with a RawMessage scanned
+// the data twice (issue 25). e.RunID and e.Type have been validated
+// (plain ASCII); the step id and the data are checked here.
+func appendEvent(buf []byte, e Event) ([]byte, error) {
+	buf = append(buf, `{"run_id":"`...)
+	buf = append(buf, e.RunID...)
+	buf = append(buf, '"')
+	if e.StepID != "" {
+		buf = append(buf, `,"step_id":`...)
+		buf = appendJSONString(buf, e.StepID)
+	}
+	buf = append(buf, `,"type":"`...)
+	buf = append(buf, e.Type...)
+	buf = append(buf, `","time":`...)
+	t, err := e.Time.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("%w: time: %w", ErrInvalidEvent, err)
+	}
+	buf = append(buf, t...)
+	if len(e.Data) > 0 {
+		buf = append(buf, `,"data":`...)
+		w := bytes.NewBuffer(buf)
+		if err := json.Compact(w, e.Data); err != nil {
+			return nil, fmt.Errorf("%w: data is not valid JSON", ErrInvalidEvent)
+		}
+		buf = w.Bytes()
+	}
+	return append(buf, '}'), nil
+}
+
+// appendJSONString appends s as a JSON string: as it is when it needs no
+// escaping, else as json.Marshal writes it.
+func appendJSONString(buf []byte, s string) []byte {
+	plain := utf8.ValidString(s)
+	for i := 0; plain && i < len(s); i++ {
+		c := s[i]
+		plain = c >= 0x20 && c != '"' && c != '\\' && c != 0x7f
+	}
+	if plain && !strings.ContainsAny(s, "\u2028\u2029") {
+		buf = append(buf, '"')
+		buf = append(buf, s...)
+		return append(buf, '"')
+	}
+	q, _ := json.Marshal(s) // a string always encodes
+	return append(buf, q...)
 }
