@@ -2,6 +2,7 @@ package lineage_test
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,15 +60,7 @@ func TestRedactReachesOtherStores(t *testing.T) {
 				}
 			}
 
-			_, db, err := runs.Open(ctx, url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			ret := lineage.Retention{DB: db, Dialect: must[lineage.Dialect](t)(lineage.DialectOf(url))}
-			if _, err := ret.Redact(ctx, top.ID(), 1, "leaked key"); err != nil {
-				t.Fatal(err)
-			}
+			_, db := redactChunk1(t, url, top.ID())
 			if name == "postgres" {
 				// The roles stores connect as (00011) read the epoch;
 				// without it their caches would serve nothing.
@@ -142,15 +135,7 @@ func TestRedactReachesAStepStartedAfterIt(t *testing.T) {
 		t.Fatalf("before the redaction: %v, secret held %v", err, holds(tr))
 	}
 
-	rs, db, err := runs.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	ret := lineage.Retention{DB: db, Dialect: must[lineage.Dialect](t)(lineage.DialectOf(url))}
-	if _, err := ret.Redact(ctx, top.ID(), 1, "leaked key"); err != nil {
-		t.Fatal(err)
-	}
+	rs, db := redactChunk1(t, url, top.ID())
 	r := runs.Run{ID: runs.NewRunID(), Queue: "default", Target: []byte(`{"name":"a"}`), Input: top.ID()}
 	if err := rs.Create(ctx, &r, []runs.Step{{Input: top.ID()}}); err != nil {
 		t.Fatal(err)
@@ -173,4 +158,21 @@ func TestRedactReachesAStepStartedAfterIt(t *testing.T) {
 	if holds(tr) || !tr[1].Redacted() {
 		t.Fatalf("a step started after the redaction read chunk 1 as %s", tr[1].Payload())
 	}
+}
+
+// redactChunk1 redacts chunk 1 of id's transcript through a run store of
+// its own on url (rathctl redact --store), which it returns open.
+func redactChunk1(t *testing.T, url string, id session.ID) (*runs.Store, *sql.DB) {
+	t.Helper()
+	ctx := context.Background()
+	rs, db, err := runs.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ret := lineage.Retention{DB: db, Dialect: must[lineage.Dialect](t)(lineage.DialectOf(url))}
+	if _, err := ret.Redact(ctx, id, 1, "leaked key"); err != nil {
+		t.Fatal(err)
+	}
+	return rs, db
 }
