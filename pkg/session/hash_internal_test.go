@@ -1,0 +1,51 @@
+package session
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// hashVersion is a version with every hashed field set, strings holding
+// the characters the encoder escapes (a newline among them).
+func hashVersion(t *testing.T) *Version {
+	t.Helper()
+	id := ID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	v := &Version{ID: id, Op: OpStep, Len: 3, Key: "run_x/0\n<&>",
+		Chunks:    []Chunk{User("line one\nline two \"quoted\" <b>&amp;</b> \u2028 é"), Assistant("ok")},
+		Placement: Placement{Backend: "docker", Snapshot: "snap-1"},
+		Usage:     Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7},
+		Producer:  Producer{Run: "run_x", Step: "run_x/0", Agent: "a\nb", Model: "m", Worker: "w1", TraceID: "t"},
+		Extras:    []Extra{{Key: "loop.stop", Value: json.RawMessage(`"model"`)}, {Key: "x\ny", Value: json.RawMessage(`{"a":"b\nc"}`)}},
+		CreatedAt: time.Date(2026, 11, 27, 7, 0, 0, 123456789, time.UTC),
+	}
+	return v
+}
+
+// TestComputeHashIsTheCanonicalEncoding: the hash is sha256 over the
+// canonical encoding of the hash input (marshalCanonical), however
+// ComputeHash writes it, and it is the hash this format has always given
+// (the literal: computed before ComputeHash stopped buffering).
+func TestComputeHashIsTheCanonicalEncoding(t *testing.T) {
+	v := hashVersion(t)
+	parents, base := []string{"p1", "p\n2"}, "base"
+	in := hashInput{Format: hashFormat, ID: v.ID, ParentHashes: parents, BaseHash: base, Op: v.Op,
+		ChunkHashes: []string{v.Chunks[0].Hash(), v.Chunks[1].Hash()}, Len: v.Len, Placement: v.Placement,
+		Usage: v.Usage, Producer: v.Producer, Extras: v.Extras, Key: v.Key, CreatedAt: v.CreatedAt.UTC().Format(time.RFC3339Nano)}
+	b, err := marshalCanonical(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	want := hex.EncodeToString(sum[:])
+	if got := v.ComputeHash(parents, base); got != want {
+		t.Fatalf("ComputeHash = %s, sha256(marshalCanonical) = %s", got, want)
+	}
+	if want != goldenHash {
+		t.Fatalf("the hash of the fixed version is %s, was %s: the hash format changed", want, goldenHash)
+	}
+}
+
+const goldenHash = "745197800efcc6c5ede11e1bc1999f50d4c70009d47c2c254caeaa1ecbbf5686"
