@@ -252,55 +252,13 @@ func (svc *RunService) submitAgent(ctx context.Context, sc Scope, req SubmitRequ
 // to wait for instead of two. A crash before the commit leaves neither; after
 // it, a pending step the reconciler republishes, as with two commits.
 func (svc *RunService) createWithMessage(ctx context.Context, sc Scope, r *runs.Run, text string) error {
-	if g, ok := sc.Graph.(runs.VersionPutter); ok {
-		// Postgres: the version's rows and the run's in one pipelined
-		// batch, one round trip.
-		return svc.createWithMessageBatch(ctx, sc, g, r, text)
-	}
-	if g, ok := sc.Graph.(execPutter); ok {
-		// SQLite: the version's rows and the run's in one write
-		// transaction, without Tx's savepoints.
-		return svc.createWithMessageExec(ctx, sc, g, r, text)
-	}
-	err := sc.Graph.Tx(ctx, func(ctx context.Context, tx store.TxStore) error {
-		ex, ok := tx.(runs.Execer)
-		if !ok {
-			return fmt.Errorf("record run: the graph store's transaction %T cannot hold it (Config.SameDatabase)", tx)
-		}
-		s, err := session.FromUserMessage(ctx, tx, text)
-		if err != nil {
-			return fmt.Errorf("create session: %w", err)
-		}
-		r.Input = s.ID()
-		r.Conversation = r.Input.String()
-		if err := sc.Runs.CreateIn(ctx, ex, r, []runs.Step{{Ordinal: 0, Input: r.Input}}); err != nil {
-			return fmt.Errorf("record run: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
-		r.Input, r.Steps = session.ID{}, nil
-		return fmt.Errorf("submit: %w", err)
-	}
-	return nil
-}
-
-// createWithMessageBatch is createWithMessage through a store that runs
-// the run's statements in the version's commit (runs.VersionPutter).
-func (svc *RunService) createWithMessageBatch(ctx context.Context, sc Scope, g runs.VersionPutter, r *runs.Run, text string) error {
-	c := svc.c
 	v, err := session.Root(session.User(text))
 	if err != nil {
 		return fmt.Errorf("submit: create session: %w", err)
 	}
 	r.Input = v.ID
 	r.Conversation = r.Input.String()
-	_, ran, err := g.PutWith(ctx, v, c.runs.CreateStmts(r, []runs.Step{{Ordinal: 0, Input: r.Input}})...)
-	if err == nil && !ran {
-		// A fresh random id cannot have been committed before.
-		err = fmt.Errorf("version %s already existed", v.ID)
-	}
-	if err != nil {
+	if err := svc.putWithRun(ctx, sc, v, r, []runs.Step{{Ordinal: 0, Input: r.Input}}); err != nil {
 		r.Input, r.Steps = session.ID{}, nil
 		return fmt.Errorf("submit: %w", err)
 	}
@@ -313,26 +271,41 @@ type execPutter interface {
 	PutExec(ctx context.Context, v *session.Version, after func(ctx context.Context, ex sqlitestore.Execer) error) (*session.Version, error)
 }
 
-// createWithMessageExec is createWithMessage through a store that runs the
-// run's statements in the version's write transaction (execPutter).
-func (svc *RunService) createWithMessageExec(ctx context.Context, sc Scope, g execPutter, r *runs.Run, text string) error {
-	v, err := session.Root(session.User(text))
-	if err != nil {
-		return fmt.Errorf("submit: create session: %w", err)
-	}
-	r.Input = v.ID
-	r.Conversation = r.Input.String()
-	_, err = g.PutExec(ctx, v, func(ctx context.Context, ex sqlitestore.Execer) error {
-		if err := sc.Runs.CreateIn(ctx, ex, r, []runs.Step{{Ordinal: 0, Input: r.Input}}); err != nil {
+// putWithRun commits the new version v and the run r with its steps
+// atomically, the cheapest way the graph store offers.
+func (svc *RunService) putWithRun(ctx context.Context, sc Scope, v *session.Version, r *runs.Run, steps []runs.Step) error {
+	record := func(ctx context.Context, ex runs.Execer) error {
+		if err := sc.Runs.CreateIn(ctx, ex, r, steps); err != nil {
 			return fmt.Errorf("record run: %w", err)
 		}
 		return nil
-	})
-	if err != nil {
-		r.Input, r.Steps = session.ID{}, nil
-		return fmt.Errorf("submit: %w", err)
 	}
-	return nil
+	switch g := sc.Graph.(type) {
+	case runs.VersionPutter:
+		// Postgres: the version's rows and the run's in one pipelined
+		// batch, one round trip.
+		_, ran, err := g.PutWith(ctx, v, svc.c.runs.CreateStmts(r, steps)...)
+		if err == nil && !ran {
+			// A fresh random id cannot have been committed before.
+			err = fmt.Errorf("version %s already existed", v.ID)
+		}
+		return err
+	case execPutter:
+		// SQLite: the version's rows and the run's in one write
+		// transaction, without Tx's savepoints.
+		_, err := g.PutExec(ctx, v, func(ctx context.Context, ex sqlitestore.Execer) error { return record(ctx, ex) })
+		return err
+	}
+	return sc.Graph.Tx(ctx, func(ctx context.Context, tx store.TxStore) error {
+		ex, ok := tx.(runs.Execer)
+		if !ok {
+			return fmt.Errorf("record run: the graph store's transaction %T cannot hold it (Config.SameDatabase)", tx)
+		}
+		if _, err := tx.Put(ctx, v); err != nil {
+			return fmt.Errorf("create session: %w", err)
+		}
+		return record(ctx, ex)
+	})
 }
 
 // Cancel cancels a run.

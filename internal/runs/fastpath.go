@@ -1,7 +1,6 @@
 package runs
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -62,7 +61,8 @@ run AS (
 `
 
 // startStepEpochSQL is startStepSQL reading the graph's redaction epoch
-// too, where the store's role may read it (Open probes it once).
+// too, where the store's role may read it (Open probes it once:
+// Store.epochInStart).
 const startStepEpochSQL = startStepHead + `SELECT ` + stepCols + `, (SELECT epoch FROM redaction_epoch) FROM st`
 
 // scanAlso scans a row into a scanStep's columns and then into also.
@@ -91,12 +91,12 @@ WHERE step_id = $1 AND kind IN ('ambiguous', 'review') AND EXISTS (SELECT 1 FROM
 // startStepFast is StartStep's one-statement path; ok is false when the
 // step is not plainly startable and the general path must decide.
 func (s *Store) startStepFast(ctx context.Context, stepID, worker string) (st Step, ok bool, err error) {
-	row := s.db.QueryRowContext(ctx, cmp.Or(s.startSQL, startStepSQL), stepID, worker, s.ts())
 	var epoch sql.NullInt64
-	if s.startSQL == startStepEpochSQL {
+	if s.epochInStart {
+		row := s.db.QueryRowContext(ctx, startStepEpochSQL, stepID, worker, s.ts())
 		st, err = scanStep(scanAlso{row, []any{&epoch}})
 	} else {
-		st, err = scanStep(row)
+		st, err = scanStep(s.db.QueryRowContext(ctx, startStepSQL, stepID, worker, s.ts()))
 	}
 	st.RedactionEpoch, st.EpochKnown = epoch.Int64, epoch.Valid
 	switch {

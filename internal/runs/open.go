@@ -75,9 +75,7 @@ func Open(ctx context.Context, url string) (*Store, *sql.DB, error) {
 		var ok bool
 		err := db.QueryRowContext(ctx, `SELECT CASE WHEN to_regclass('redaction_epoch') IS NULL THEN false
 			ELSE has_table_privilege('redaction_epoch', 'SELECT') END`).Scan(&ok)
-		if err == nil && ok {
-			st.startSQL = startStepEpochSQL
-		}
+		st.epochInStart = err == nil && ok
 	}
 	return st, db, nil
 }

@@ -22,10 +22,9 @@ type Store struct {
 	// relaxed: the database is Postgres, where the transactions of
 	// StartStep and CommitStep skip waiting for their WAL flush.
 	relaxed bool
-	// startSQL is StartStep's one statement on Postgres: startStepEpochSQL
-	// when the store's role may read the redaction epoch, else (and when
-	// empty) startStepSQL.
-	startSQL string
+	// epochInStart: StartStep's one statement on Postgres reads the
+	// redaction epoch too (startStepEpochSQL), as the store's role may.
+	epochInStart bool
 	// journal groups concurrent journal appends (journal.go; Postgres).
 	journal *journalGroup
 }

@@ -50,10 +50,11 @@ type stepGraph struct {
 	// an epochLoader reads the input without reading it again.
 	epoch      int64
 	epochKnown bool
-	// journal and attempt are the step's, when it keeps one: a first
-	// attempt that recorded nothing commits without pruning it.
-	journal *stepJournal
+	// attempt is the step's, as its start counted it; journal is the
+	// step's journal, when it keeps one: a first attempt that recorded
+	// nothing commits without pruning it.
 	attempt int
+	journal *stepJournal
 }
 
 // epochLoader is an inputLoader that can take the redaction epoch from
@@ -77,13 +78,14 @@ func (g *stepGraph) Get(ctx context.Context, id session.ID) (*session.Version, e
 	if !ok || id != g.input || g.inputChunks != nil {
 		return g.Graph.Get(ctx, id)
 	}
-	read := l.VersionAndTranscript
+	var v *session.Version
+	var t []session.Chunk
+	var err error
 	if el, ok := g.Graph.(epochLoader); ok && g.epochKnown {
-		read = func(ctx context.Context, id session.ID) (*session.Version, []session.Chunk, error) {
-			return el.VersionAndTranscriptAt(ctx, id, g.epoch)
-		}
+		v, t, err = el.VersionAndTranscriptAt(ctx, id, g.epoch)
+	} else {
+		v, t, err = l.VersionAndTranscript(ctx, id)
 	}
-	v, t, err := read(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +104,7 @@ func (g *stepGraph) Transcript(ctx context.Context, id session.ID) ([]session.Ch
 // graphFor returns the graph step stepID commits through: a stepGraph
 // when the stores can record the step in the version's commit, else the
 // worker's graph.
-func (w *Worker) graphFor(job bus.Job) (session.Graph, *stepGraph) {
+func (w *Worker) graphFor(job bus.Job, st runs.Step) (session.Graph, *stepGraph) {
 	stepID := job.StepID
 	putter, ok := w.graph.(runs.VersionPutter)
 	if !ok {
@@ -114,6 +116,7 @@ func (w *Worker) graphFor(job bus.Job) (session.Graph, *stepGraph) {
 	}
 	input, _ := session.ParseID(job.Input) // a bad input fails the step where it is opened
 	g := &stepGraph{Graph: w.graph, putter: putter, committer: committer, stepID: stepID, input: input,
+		epoch: st.RedactionEpoch, epochKnown: st.EpochKnown, attempt: st.Attempts,
 		span: func(ctx context.Context, name string) (context.Context, func(error)) { return w.span(ctx, name, job) }}
 	return g, g
 }

@@ -352,10 +352,7 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	w.progress(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.started",
 		Data: mustJSON(map[string]any{"worker": w.cfg.Name, "attempt": st.Attempts})})
 
-	g, sg := w.graphFor(job)
-	if sg != nil {
-		sg.epoch, sg.epochKnown = st.RedactionEpoch, st.EpochKnown
-	}
+	g, sg := w.graphFor(job, st)
 	out, err := w.execute(ctx, job, g, st.Attempts)
 	if w.waitIfPaused(ctx, d, log, job, err) {
 		obs.end("waiting", nil)
@@ -602,7 +599,7 @@ func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provide
 	if j != nil {
 		meta.Journal = j
 		if sg, ok := s.Graph().(*stepGraph); ok {
-			sg.journal, sg.attempt = j, attempt
+			sg.journal = j
 		}
 	}
 	if tools.Len() > 0 && w.cfg.Workspaces != nil {
@@ -775,20 +772,18 @@ func (w *Worker) ack(ctx context.Context, d *bus.Delivery, log *slog.Logger) {
 	}
 }
 
-func (w *Worker) publish(ctx context.Context, e bus.Event) {
-	e.Time = time.Now().UTC()
-	if err := w.events.PublishEvent(ctx, e); err != nil {
-		w.log.Debug("event not published", slog.String("type", e.Type), slog.Any("error", err))
-	}
-}
+func (w *Worker) publish(ctx context.Context, e bus.Event) { w.send(ctx, e, w.events.PublishEvent) }
 
 // progress publishes an event inside a step (started, tokens, the model's
 // events) without asking for an acknowledgement: the step ends with an
 // acknowledged event (committed, failed, waiting, needs review) published
 // after it on the same connection, and the stream stores them in order.
-func (w *Worker) progress(ctx context.Context, e bus.Event) {
+func (w *Worker) progress(ctx context.Context, e bus.Event) { w.send(ctx, e, w.events.PublishProgress) }
+
+// send stamps e and publishes it with pub; events are best effort.
+func (w *Worker) send(ctx context.Context, e bus.Event, pub func(context.Context, bus.Event) error) {
 	e.Time = time.Now().UTC()
-	if err := w.events.PublishProgress(ctx, e); err != nil {
+	if err := pub(ctx, e); err != nil {
 		w.log.Debug("event not published", slog.String("type", e.Type), slog.Any("error", err))
 	}
 }

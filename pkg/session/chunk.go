@@ -417,11 +417,10 @@ func canonicalObject(b []byte) ([]byte, error) {
 	if t := bytes.TrimSpace(b); len(t) == 0 || t[0] != '{' {
 		return nil, fmt.Errorf("payload must be a JSON object")
 	}
-	c, err := canonicalJSON(b)
-	if err == nil && len(c) > 0 && &c[0] == &b[0] {
-		c = bytes.Clone(c) // a chunk keeps its payload: not the caller's buffer
+	if isCanonical(b) {
+		return bytes.Clone(b), nil // a chunk keeps its payload: not the caller's buffer
 	}
-	return c, err
+	return reencodeJSON(b)
 }
 
 // ChunkFromCanonical rebuilds a chunk from a payload already in canonical

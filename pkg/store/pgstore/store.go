@@ -135,8 +135,12 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		// pgx's parse errors can quote the URL, password included: keep them out.
 		return nil, errors.New("open postgres store: the database URL does not parse")
 	}
-	if _, set := URLMaxConns(url); opts.MaxConns > 0 || !set {
-		cfg.MaxConns = cmp.Or(opts.MaxConns, DefaultMaxConns)
+	// The URL's pool_max_conns is in cfg already; without it, ours.
+	if _, set := URLMaxConns(url); !set {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
 	}
 	ApplySessionDefaults(cfg.ConnConfig)
 	ConfigFromContext(ctx, cfg.ConnConfig)

@@ -65,14 +65,10 @@ func (d *db) Put(ctx context.Context, v *session.Version) (*session.Version, err
 	if got, ok := d.cache.Version(v.ID); ok && (v.Key == "" || got.Key == v.Key) {
 		return sameOrConflict(got, v)
 	}
-	headers, err := d.headers(ctx, d.r, graphrow.LinkIDs(v))
-	if err != nil {
-		return nil, translate(fmt.Sprintf("put %s", v.ID), err)
+	if err := d.verify(ctx, v); err != nil {
+		return nil, err
 	}
-	if err := graphrow.VerifyAgainst(v, headers); err != nil {
-		return nil, fmt.Errorf("put %s: %w", v.ID, err)
-	}
-	err = d.write(ctx, func(q querier) error { return insert(ctx, q, v, nil) })
+	err := d.write(ctx, func(q querier) error { return insert(ctx, q, v, nil) })
 	if err == nil {
 		d.remember(v, e)
 		return v, nil
@@ -90,6 +86,19 @@ func (d *db) Put(ctx context.Context, v *session.Version) (*session.Version, err
 		return nil, translate(fmt.Sprintf("put %s", v.ID), err)
 	}
 	return sameOrConflict(got, v)
+}
+
+// verify checks v against its stored links (parents and base) before it
+// is written.
+func (d *db) verify(ctx context.Context, v *session.Version) error {
+	headers, err := d.headers(ctx, d.r, graphrow.LinkIDs(v))
+	if err != nil {
+		return translate(fmt.Sprintf("put %s", v.ID), err)
+	}
+	if err := graphrow.VerifyAgainst(v, headers); err != nil {
+		return fmt.Errorf("put %s: %w", v.ID, err)
+	}
+	return nil
 }
 
 func isUnique(err error) bool {
@@ -272,14 +281,10 @@ func (s *Store) PutExec(ctx context.Context, v *session.Version, after func(ctx 
 		return nil, fmt.Errorf("put: %w: nil version", session.ErrInvalidVersion)
 	}
 	e := s.cache.Epoch()
-	headers, err := s.headers(ctx, s.r, graphrow.LinkIDs(v))
-	if err != nil {
-		return nil, translate(fmt.Sprintf("put %s", v.ID), err)
+	if err := s.verify(ctx, v); err != nil {
+		return nil, err
 	}
-	if err := graphrow.VerifyAgainst(v, headers); err != nil {
-		return nil, fmt.Errorf("put %s: %w", v.ID, err)
-	}
-	err = s.write(ctx, func(q querier) error {
+	err := s.write(ctx, func(q querier) error {
 		if err := insert(ctx, q, v, nil); err != nil {
 			if isUnique(err) {
 				return fmt.Errorf("put %s: %w: id or key already stored", v.ID, session.ErrConflict)
