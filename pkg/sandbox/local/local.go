@@ -397,7 +397,13 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	}
 	pgid := cmd.Process.Pid
 	s.mu.Lock()
-	s.running[pgid] = struct{}{}
+	if s.closed {
+		// Close ran between the check above and the start: it could not
+		// see this command, so kill it here.
+		_ = killGroup(pgid)
+	} else {
+		s.running[pgid] = struct{}{}
+	}
 	s.mu.Unlock()
 	waitErr := cmd.Wait()
 	// Background processes of the command do not outlive the call.
