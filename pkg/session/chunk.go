@@ -291,11 +291,21 @@ func (c Chunk) Hash() string {
 	if c.red != nil {
 		return c.red.Hash
 	}
-	h := sha256.New()
-	h.Write([]byte(c.kind))
-	h.Write([]byte{0})
-	h.Write(c.payload)
-	return hex.EncodeToString(h.Sum(nil))
+	var sum [sha256.Size]byte
+	if n := len(c.kind) + 1 + len(c.payload); n <= 512 {
+		// Most chunks are short: hash them from the stack, not through a
+		// digest on the heap.
+		var arr [512]byte
+		b := append(append(append(arr[:0], c.kind...), 0), c.payload...)
+		sum = sha256.Sum256(b)
+	} else {
+		h := sha256.New()
+		h.Write([]byte(c.kind))
+		h.Write([]byte{0})
+		h.Write(c.payload)
+		h.Sum(sum[:0])
+	}
+	return hex.EncodeToString(sum[:])
 }
 
 // Equal reports whether two chunks have the same kind and payload.

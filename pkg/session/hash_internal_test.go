@@ -49,3 +49,33 @@ func TestComputeHashIsTheCanonicalEncoding(t *testing.T) {
 }
 
 const goldenHash = "745197800efcc6c5ede11e1bc1999f50d4c70009d47c2c254caeaa1ecbbf5686"
+
+// FuzzHashInputEncoding holds the hand-built hash encoding to the
+// reflective one it replaced: the same bytes for every input, and an error
+// where the encoder fails (an extra that is not JSON).
+func FuzzHashInputEncoding(f *testing.F) {
+	f.Add("run_x/0", "p1", "base", "step", "user\x00hash", "", "", "run_x", "a\nb", "loop.stop", []byte(`"model"`), int64(7), true)
+	f.Add("k\u2028", "p\"2", "", "append", "c", "docker", "snap", "", "\xff", "x", []byte(` { "b":1, "a":[2] } `), int64(-1), false)
+	f.Add("<&>", "\\", "é", "merge", "", "", "", "", "", "", []byte(`nope`), int64(0), true)
+	f.Fuzz(func(t *testing.T, key, parent, base, op, chunk, backend, snapshot, run, agent, extraKey string, extraValue []byte, n int64, nilExtras bool) {
+		in := hashInput{Format: hashFormat, ID: ID{0xde, 0xad, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0xbe, 0xef},
+			ParentHashes: []string{parent, base}, BaseHash: base, Op: Op(op), ChunkHashes: []string{chunk},
+			Len: int(n), Placement: Placement{Backend: backend, Snapshot: snapshot}, Usage: Usage{PromptTokens: n, CompletionTokens: -n, TotalTokens: n / 3},
+			Producer: Producer{Run: run, Agent: agent, TraceID: key}, Key: key, CreatedAt: extraKey}
+		if !nilExtras {
+			in.Extras = []Extra{{Key: extraKey, Value: extraValue}, {Key: "b", Value: json.RawMessage(`"x"`)}}
+		}
+		if n%2 == 0 {
+			in.ParentHashes = nil
+			in.Placement.Spec.Env = map[string]string{key: parent}
+		}
+		want, wantErr := marshalCanonical(in)
+		got, err := appendHashInput(nil, &in)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("error %v, the encoder's %v", err, wantErr)
+		}
+		if err == nil && string(got) != string(want) {
+			t.Fatalf("encoding differs:\n got %s\nwant %s", got, want)
+		}
+	})
+}

@@ -2,11 +2,8 @@ package session
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -279,7 +276,7 @@ func (v *Version) ComputeHash(parentHashes []string, baseHash string) string {
 		Producer:     v.Producer,
 		Extras:       v.Extras,
 		Key:          v.Key,
-		CreatedAt:    v.CreatedAt.UTC().Format(time.RFC3339Nano),
+		CreatedAt:    hashTime(v.CreatedAt),
 	}
 	if in.ParentHashes == nil {
 		in.ParentHashes = []string{}
@@ -287,36 +284,11 @@ func (v *Version) ComputeHash(parentHashes []string, baseHash string) string {
 	for i, c := range v.Chunks {
 		in.ChunkHashes[i] = c.Hash()
 	}
-	// The canonical encoding goes straight into the hash (marshalCanonical's
-	// bytes, without its buffer: a step hashes each of its versions twice).
-	h := sha256.New()
-	enc := json.NewEncoder(newlineDropper{h})
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(in); err != nil {
+	h, err := hashOf(&in)
+	if err != nil {
 		panic(fmt.Sprintf("session: encode hash input: %v", err)) // plain data always encodes
 	}
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0]))
-}
-
-// newlineDropper writes to w all but the newline bytes: compact JSON holds
-// none but the one json.Encoder ends with (strings escape theirs), which
-// marshalCanonical trims.
-type newlineDropper struct{ w io.Writer }
-
-func (d newlineDropper) Write(p []byte) (int, error) {
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			i = len(p)
-		}
-		if _, err := d.w.Write(p[:i]); err != nil {
-			return 0, err
-		}
-		p = p[min(i+1, len(p)):]
-	}
-	return n, nil
+	return h
 }
 
 // Validate checks the version's own fields (not its links): a known op, valid
