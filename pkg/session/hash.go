@@ -64,35 +64,44 @@ func appendHashInput(buf []byte, in *hashInput) ([]byte, error) {
 		buf = appendCanonicalString(buf, f.v)
 	}
 	buf = append(buf, `},"extras":`...)
-	if in.Extras == nil {
-		buf = append(buf, "null"...)
-	} else {
-		buf = append(buf, '[')
-		for i, e := range in.Extras {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
-			if !isCanonical(e.Value) {
-				b, err := marshalCanonical(e)
-				if err != nil {
-					return nil, err
-				}
-				buf = append(buf, b...)
-				continue
-			}
-			buf = append(buf, '[')
-			buf = appendCanonicalString(buf, e.Key)
-			buf = append(buf, ',')
-			buf = append(buf, e.Value...)
-			buf = append(buf, ']')
-		}
-		buf = append(buf, ']')
+	buf, err := AppendExtrasJSON(buf, in.Extras)
+	if err != nil {
+		return nil, err
 	}
 	buf = append(buf, `,"key":`...)
 	buf = appendCanonicalString(buf, in.Key)
 	buf = append(buf, `,"created_at":`...)
 	buf = appendCanonicalString(buf, in.CreatedAt)
 	return append(buf, '}'), nil
+}
+
+// AppendExtrasJSON appends extras' JSON encoding as a version's hash covers
+// it: null for nil, else an array of [key, value] pairs, values in
+// canonical JSON, no HTML escaping. It fails on a value that is not JSON.
+func AppendExtrasJSON(buf []byte, extras []Extra) ([]byte, error) {
+	if extras == nil {
+		return append(buf, "null"...), nil
+	}
+	buf = append(buf, '[')
+	for i, e := range extras {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		if !isCanonical(e.Value) {
+			b, err := marshalCanonical(e)
+			if err != nil {
+				return nil, err
+			}
+			buf = append(buf, b...)
+			continue
+		}
+		buf = append(buf, '[')
+		buf = appendCanonicalString(buf, e.Key)
+		buf = append(buf, ',')
+		buf = append(buf, e.Value...)
+		buf = append(buf, ']')
+	}
+	return append(buf, ']'), nil
 }
 
 // hashOf is the hex sha256 of in's canonical encoding.

@@ -1,6 +1,7 @@
 package graphrow_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -106,6 +107,29 @@ func FuzzParseExtras(f *testing.F) {
 		}
 		if enc2, err := graphrow.Extras(es2); err != nil || enc2 != enc {
 			t.Fatalf("encoding not stable: %s then %s, %v", enc, enc2, err)
+		}
+	})
+}
+
+// FuzzExtrasColumn: the extras column holds what json.Marshal writes for
+// the extras (its form before Extras stopped calling it), and fails where
+// json.Marshal fails.
+func FuzzExtrasColumn(f *testing.F) {
+	f.Add("loop.stop", []byte(`"model"`), "x", []byte(`{"b":1,"a":[2]}`), false)
+	f.Add("k\u2028<", []byte(` [ 1 , "&" ] `), "", []byte(``), false)
+	f.Add("", []byte(`nope`), "y", []byte(`null`), true)
+	f.Fuzz(func(t *testing.T, k1 string, v1 []byte, k2 string, v2 []byte, none bool) {
+		var e []session.Extra
+		if !none {
+			e = []session.Extra{{Key: k1, Value: v1}, {Key: k2, Value: v2}}
+		}
+		want, wantErr := json.Marshal(e)
+		got, err := graphrow.Extras(e)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("error %v, json.Marshal's %v", err, wantErr)
+		}
+		if err == nil && got != string(want) {
+			t.Fatalf("column %s, json.Marshal %s", got, want)
 		}
 	})
 }

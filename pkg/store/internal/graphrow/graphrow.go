@@ -5,6 +5,7 @@
 package graphrow
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -82,7 +83,12 @@ func ParsePlacement(s string) (session.Placement, error) {
 // Extras encodes an extras column exactly as the hash sees it (nil and empty
 // stay distinct: "null" and "[]").
 func Extras(e []session.Extra) (string, error) {
-	b, err := json.Marshal(e)
+	b, err := session.AppendExtrasJSON(nil, e)
+	if err == nil && bytes.ContainsAny(b, "<>&") {
+		// The column has always held json.Marshal's form, which escapes
+		// these; keep it so.
+		b, err = json.Marshal(e)
+	}
 	if err != nil {
 		return "", fmt.Errorf("%w: extras: %w", session.ErrInvalidVersion, err)
 	}
