@@ -53,7 +53,7 @@ func (r Result) Extension(m Meta) session.Extension {
 	extras := []session.Extra{
 		session.StringExtra("loop.stop", r.Stop),
 		rawExtra("loop.rounds", len(r.Rounds)),
-		rawExtra("loop.round_usage", r.Rounds),
+		session.UsagesExtra("loop.round_usage", r.Rounds),
 	}
 	if r.CostUSD > 0 {
 		extras = append(extras, rawExtra("loop.cost_usd", r.CostUSD))

@@ -79,3 +79,37 @@ func FuzzHashInputEncoding(f *testing.F) {
 		}
 	})
 }
+
+// TestUsagesExtraIsCanonical: UsagesExtra writes what Seal would make of
+// json.Marshal's encoding, so Seal keeps it as it is.
+func TestUsagesExtraIsCanonical(t *testing.T) {
+	for _, us := range [][]Usage{nil, {}, {{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7}}, {{}, {PromptTokens: -1, CompletionTokens: 1 << 40, TotalTokens: 9}}} {
+		raw, err := json.Marshal(us)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := canonicalJSON(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := UsagesExtra("k", us).Value
+		if string(got) != string(want) || !isCanonical(got) {
+			t.Fatalf("UsagesExtra(%v) = %s, canonical %s", us, got, want)
+		}
+	}
+}
+
+// FuzzStringExtra: StringExtra's value is the encoder's, and canonical.
+func FuzzStringExtra(f *testing.F) {
+	f.Add("model")
+	f.Add("a\n\"<&>\u2028\xff")
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := marshalCanonical(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := StringExtra("k", s).Value; string(got) != string(want) {
+			t.Fatalf("StringExtra(%q) = %s, encoder %s", s, got, want)
+		}
+	})
+}

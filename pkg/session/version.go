@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -139,8 +140,31 @@ type Extra struct {
 
 // StringExtra returns an Extra whose value is a JSON string.
 func StringExtra(key, value string) Extra {
-	raw, _ := marshalCanonical(value)
-	return Extra{Key: key, Value: raw}
+	return Extra{Key: key, Value: appendCanonicalString(nil, value)}
+}
+
+// UsagesExtra returns an Extra whose value is the usages as a JSON array,
+// already canonical (keys in order), so Seal keeps it as it is instead of
+// decoding and encoding it again (a step's round usage, issue 25).
+func UsagesExtra(key string, us []Usage) Extra {
+	if us == nil {
+		return Extra{Key: key, Value: json.RawMessage("null")}
+	}
+	b := make([]byte, 0, 2+len(us)*72)
+	b = append(b, '[')
+	for i, u := range us {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"completion_tokens":`...)
+		b = strconv.AppendInt(b, u.CompletionTokens, 10)
+		b = append(b, `,"prompt_tokens":`...)
+		b = strconv.AppendInt(b, u.PromptTokens, 10)
+		b = append(b, `,"total_tokens":`...)
+		b = strconv.AppendInt(b, u.TotalTokens, 10)
+		b = append(b, '}')
+	}
+	return Extra{Key: key, Value: append(b, ']')}
 }
 
 // MarshalJSON encodes the extra as [key, value].
