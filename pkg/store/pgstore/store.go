@@ -686,6 +686,11 @@ func sameOrConflict(got, v *session.Version) (*session.Version, error) {
 
 type versionArgs []any
 
+// argsOf is v's row for insertVersionSQL ($1–$21), with room for the three
+// arguments the caller appends. Fields go by pointer where pgx can read
+// them so (it dereferences; a nil pointer is NULL): boxing each value cost
+// an allocation, a dozen a version (issue 25). v must not change until
+// the statement has been sent.
 func argsOf(v *session.Version) (versionArgs, error) {
 	placement, err := graphrow.Placement(v.Placement)
 	if err != nil {
@@ -697,12 +702,22 @@ func argsOf(v *session.Version) (versionArgs, error) {
 	}
 	created := v.CreatedAt.UTC()
 	micro := created.Truncate(time.Microsecond)
-	return versionArgs{v.ID, v.Base, string(v.Op), v.Len, len(v.Chunks), len(v.Parents), placement,
-		v.Usage.PromptTokens, v.Usage.CompletionTokens, v.Usage.TotalTokens,
-		graphrow.NullString(v.Producer.Run), graphrow.NullString(v.Producer.Step),
-		graphrow.NullString(v.Producer.Agent), graphrow.NullString(v.Producer.Model),
-		graphrow.NullString(v.Producer.Worker), graphrow.NullString(v.Producer.TraceID),
-		extras, graphrow.NullString(v.Key), micro, int16(created.Sub(micro)), v.Hash}, nil
+	args := make(versionArgs, 0, 24)
+	return append(args, &v.ID, v.Base, (*string)(&v.Op), &v.Len, len(v.Chunks), len(v.Parents), placement,
+		&v.Usage.PromptTokens, &v.Usage.CompletionTokens, &v.Usage.TotalTokens,
+		nullable(&v.Producer.Run), nullable(&v.Producer.Step),
+		nullable(&v.Producer.Agent), nullable(&v.Producer.Model),
+		nullable(&v.Producer.Worker), nullable(&v.Producer.TraceID),
+		extras, nullable(&v.Key), micro, int16(created.Sub(micro)), &v.Hash), nil
+}
+
+// nullable is s, or nil (SQL NULL) when *s is empty: NullString without a
+// copy of the string.
+func nullable(s *string) *string {
+	if *s == "" {
+		return nil
+	}
+	return s
 }
 
 var insertCols = []string{"id", "base_id", "op", "len", "own_count", "parent_count", "placement",
