@@ -383,7 +383,10 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	stopTouch := w.touchEvery(ctx, job.StepID, abort)
 	defer stopTouch()
 	w.progress(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.started",
-		Data: mustJSON(map[string]any{"worker": w.cfg.Name, "attempt": st.Attempts})})
+		Data: mustJSON(struct {
+			Attempt int    `json:"attempt"`
+			Worker  string `json:"worker"`
+		}{st.Attempts, w.cfg.Name})})
 
 	g, sg := w.graphFor(job, st)
 	out, err := w.execute(ctx, job, g, st.Attempts)
@@ -425,17 +428,30 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 // committedData is a step.committed event's data: the version, its usage
 // and length, why the loop stopped (model, max_tool_rounds or a budget),
 // and a selector's choice.
-func committedData(out session.Session) map[string]any {
-	d := map[string]any{"version": out.ID(), "usage": out.Usage(), "len": out.Len()}
+func committedData(out session.Session) committedEvent {
+	d := committedEvent{Version: out.ID(), Usage: out.Usage(), Len: out.Len()}
 	for _, e := range out.Version().Extras {
-		if e.Key == "loop.stop" || e.Key == "loop.truncated" {
-			d[strings.TrimPrefix(e.Key, "loop.")] = e.Value
-		}
-		if e.Key == "select.choice" {
-			d["choice"] = e.Value
+		switch e.Key {
+		case "loop.stop":
+			d.Stop = e.Value
+		case "loop.truncated":
+			d.Truncated = e.Value
+		case "select.choice":
+			d.Choice = e.Value
 		}
 	}
 	return d
+}
+
+// committedEvent is the data of step.committed. Its fields are in the
+// order of their names, as the map it replaced encoded them.
+type committedEvent struct {
+	Choice    json.RawMessage `json:"choice,omitempty"`
+	Len       int             `json:"len"`
+	Stop      json.RawMessage `json:"stop,omitempty"`
+	Truncated json.RawMessage `json:"truncated,omitempty"`
+	Usage     session.Usage   `json:"usage"`
+	Version   session.ID      `json:"version"`
 }
 
 // touchEvery touches the step in the store every heartbeat until stopped,
