@@ -245,12 +245,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer w.subscribeAborts()()
 
 	slots := make(chan struct{}, w.cfg.Slots)
-	// Steps run on slot runners that outlive a step: a step's goroutine
-	// grows its stack deep (agent, store, pgx), and a goroutine per step
-	// grew it again each time (copystack was 4% of the worker's CPU at
-	// 1,000 sessions). A free slot's runner waits for the next job, for
-	// runnerIdle at most; there are never more runners than slots.
-	handoff := make(chan *bus.Delivery)
 	var wg sync.WaitGroup
 	w.log.InfoContext(ctx, "worker started", slog.Int("slots", w.cfg.Slots))
 	for ctx.Err() == nil {
@@ -284,14 +278,14 @@ func (w *Worker) Run(ctx context.Context) error {
 			<-slots
 		}
 		for _, d := range ds {
-			select {
-			case handoff <- d: // a runner that finished its step takes it
-			default:
-				wg.Go(func() { w.runSlot(work, d, handoff, slots) })
-			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				w.handle(work, d)
+			}()
 		}
 	}
-	close(handoff)
 
 	w.log.Info("worker stopping: no new jobs; waiting for steps in flight", slog.Duration("timeout", w.cfg.ShutdownTimeout))
 	done := make(chan struct{})
@@ -310,33 +304,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.log.Info("worker stopped")
 	return nil
-}
-
-// runnerIdle is how long a slot runner waits for its next job before it
-// ends.
-const runnerIdle = 30 * time.Second
-
-// runSlot handles d, then each delivery handed off to it, freeing a slot
-// after each, until handoff closes or no job comes for runnerIdle.
-func (w *Worker) runSlot(ctx context.Context, d *bus.Delivery, handoff <-chan *bus.Delivery, slots <-chan struct{}) {
-	idle := time.NewTimer(runnerIdle)
-	defer idle.Stop()
-	for {
-		func() {
-			defer func() { <-slots }() // also when the step's goroutine exits (a crash test's Goexit)
-			w.handle(ctx, d)
-		}()
-		idle.Reset(runnerIdle)
-		var ok bool
-		select {
-		case d, ok = <-handoff:
-			if !ok {
-				return
-			}
-		case <-idle.C:
-			return
-		}
-	}
 }
 
 // handle runs one delivery to its end: ack, nak or term.
@@ -631,7 +598,9 @@ func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provide
 		Producer: session.Producer{Run: job.RunID, Step: job.StepID, Worker: w.cfg.Name},
 		OnDelta: func(delta string) {
 			w.progress(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.token",
-				Data: mustJSON(map[string]string{"text": delta})})
+				Data: mustJSON(struct {
+					Text string `json:"text"`
+				}{delta})})
 		},
 		OnEvent: func(e agent.Event) {
 			w.progress(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step." + strings.ReplaceAll(e.Type, ".", "_"),
