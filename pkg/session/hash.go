@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
-	"time"
 	"unicode/utf8"
 )
 
@@ -173,6 +172,3 @@ func appendUUID(buf []byte, id ID) []byte {
 	hex.Encode(text[24:], id[10:])
 	return append(buf, text[:]...)
 }
-
-// hashTime is the created_at form a version's hash covers.
-func hashTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -300,7 +300,7 @@ func (v *Version) ComputeHash(parentHashes []string, baseHash string) string {
 		Producer:     v.Producer,
 		Extras:       v.Extras,
 		Key:          v.Key,
-		CreatedAt:    hashTime(v.CreatedAt),
+		CreatedAt:    v.CreatedAt.UTC().Format(time.RFC3339Nano),
 	}
 	if in.ParentHashes == nil {
 		in.ParentHashes = []string{}

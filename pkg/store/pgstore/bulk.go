@@ -191,10 +191,10 @@ func bulkInserts(vs []*session.Version, lp []graphrow.LanePos, tenants []any) (*
 			b := v.Base.String()
 			bases[i] = &b
 		}
-		keys[i] = graphrow.NullString(v.Key)
-		p := v.Producer
-		runs[i], steps[i], agents[i] = graphrow.NullString(p.Run), graphrow.NullString(p.Step), graphrow.NullString(p.Agent)
-		models[i], workers[i], trace[i] = graphrow.NullString(p.Model), graphrow.NullString(p.Worker), graphrow.NullString(p.TraceID)
+		keys[i] = graphrow.NullString(&v.Key)
+		p := &v.Producer
+		runs[i], steps[i], agents[i] = graphrow.NullString(&p.Run), graphrow.NullString(&p.Step), graphrow.NullString(&p.Agent)
+		models[i], workers[i], trace[i] = graphrow.NullString(&p.Model), graphrow.NullString(&p.Worker), graphrow.NullString(&p.TraceID)
 		lens[i], owns[i], pcounts[i], pos[i] = int32(v.Len), int32(len(v.Chunks)), int32(len(v.Parents)), int32(lp[i].Pos)
 		prompt[i], completion[i], total[i] = v.Usage.PromptTokens, v.Usage.CompletionTokens, v.Usage.TotalTokens
 		at := v.CreatedAt.UTC()

@@ -705,19 +705,10 @@ func argsOf(v *session.Version) (versionArgs, error) {
 	args := make(versionArgs, 0, 24)
 	return append(args, &v.ID, v.Base, (*string)(&v.Op), &v.Len, len(v.Chunks), len(v.Parents), placement,
 		&v.Usage.PromptTokens, &v.Usage.CompletionTokens, &v.Usage.TotalTokens,
-		nullable(&v.Producer.Run), nullable(&v.Producer.Step),
-		nullable(&v.Producer.Agent), nullable(&v.Producer.Model),
-		nullable(&v.Producer.Worker), nullable(&v.Producer.TraceID),
-		extras, nullable(&v.Key), micro, int16(created.Sub(micro)), &v.Hash), nil
-}
-
-// nullable is s, or nil (SQL NULL) when *s is empty: NullString without a
-// copy of the string.
-func nullable(s *string) *string {
-	if *s == "" {
-		return nil
-	}
-	return s
+		graphrow.NullString(&v.Producer.Run), graphrow.NullString(&v.Producer.Step),
+		graphrow.NullString(&v.Producer.Agent), graphrow.NullString(&v.Producer.Model),
+		graphrow.NullString(&v.Producer.Worker), graphrow.NullString(&v.Producer.TraceID),
+		extras, graphrow.NullString(&v.Key), micro, int16(created.Sub(micro)), &v.Hash), nil
 }
 
 var insertCols = []string{"id", "base_id", "op", "len", "own_count", "parent_count", "placement",

@@ -258,10 +258,10 @@ func versionArgs(v *session.Version) ([]any, error) {
 	}
 	return []any{v.ID.String(), base, string(v.Op), v.Len, len(v.Chunks),
 		len(v.Parents), placement, v.Usage.PromptTokens, v.Usage.CompletionTokens, v.Usage.TotalTokens,
-		graphrow.NullString(v.Producer.Run), graphrow.NullString(v.Producer.Step),
-		graphrow.NullString(v.Producer.Agent), graphrow.NullString(v.Producer.Model),
-		graphrow.NullString(v.Producer.Worker), graphrow.NullString(v.Producer.TraceID),
-		extras, graphrow.NullString(v.Key), v.CreatedAt.UTC().Format(timeLayout), v.Hash}, nil
+		graphrow.NullString(&v.Producer.Run), graphrow.NullString(&v.Producer.Step),
+		graphrow.NullString(&v.Producer.Agent), graphrow.NullString(&v.Producer.Model),
+		graphrow.NullString(&v.Producer.Worker), graphrow.NullString(&v.Producer.TraceID),
+		extras, graphrow.NullString(&v.Key), v.CreatedAt.UTC().Format(timeLayout), v.Hash}, nil
 }
 
 // Execer runs a statement in the transaction [Store.PutExec] commits.

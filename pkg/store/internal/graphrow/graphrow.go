@@ -107,12 +107,13 @@ func ParseExtras(s string) ([]session.Extra, error) {
 	return e, nil
 }
 
-// NullString maps "" to SQL NULL.
-func NullString(s string) *string {
-	if s == "" {
+// NullString maps "" to SQL NULL: it is s, or nil when *s is empty (a
+// pointer into the caller's value, not a copy of the string).
+func NullString(s *string) *string {
+	if *s == "" {
 		return nil
 	}
-	return &s
+	return s
 }
 
 // FromNull maps SQL NULL to "".
