@@ -9,23 +9,50 @@ import (
 	"time"
 
 	"github.com/rath-run/rath/internal/runs"
-	"github.com/rath-run/rath/internal/testdb"
 	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store"
 	"github.com/rath-run/rath/pkg/store/pgstore"
+	"github.com/rath-run/rath/pkg/store/sqlitestore"
 	"github.com/rath-run/rath/pkg/store/storetest"
 )
 
-// TestCommitStepVersion: on Postgres a step's version and its record
-// commit together; a replayed commit gets the first version back and
-// leaves the record as it was; a canceled step's version is kept but the
-// step stays canceled.
+// TestCommitStepVersion: a step's version and its record commit together
+// (Postgres: CommitStepVersion in the version's batch; SQLite:
+// CommitStepVersionExec in the version's write transaction); a replayed
+// commit gets the first version back and leaves the record as it was; a
+// canceled step's version is kept but the step stays canceled.
 func TestCommitStepVersion(t *testing.T) {
 	t.Parallel()
+	backends(t, testCommitStepVersion)
+}
+
+func testCommitStepVersion(t *testing.T, url string) {
 	ctx := context.Background()
-	url := testdb.Postgres(t)
 	rs := open(t, url)
 	g, _ := graphs.Load(url)
-	pg := g.(*pgstore.Store)
+	var pg store.Store
+	// commit is the backend's one-transaction commit; prune false says the
+	// journal is empty.
+	var commit func(stepID string, v *session.Version, prune bool) (*session.Version, runs.Run, error)
+	switch g := g.(type) {
+	case *pgstore.Store:
+		pg = g
+		commit = func(stepID string, v *session.Version, prune bool) (*session.Version, runs.Run, error) {
+			if prune {
+				return rs.CommitStepVersion(ctx, g, stepID, v)
+			}
+			return rs.CommitStepVersionNoJournal(ctx, g, stepID, v)
+		}
+	case *sqlitestore.Store:
+		// The run store on the graph store's writer, as the dev stack
+		// opens it.
+		pg, rs = g, runs.NewStore(g.DB(), nil)
+		commit = func(stepID string, v *session.Version, prune bool) (*session.Version, runs.Run, error) {
+			return rs.CommitStepVersionExec(ctx, g, stepID, v, prune)
+		}
+	default:
+		t.Fatalf("graph store %T", g)
+	}
 
 	r := newRun(t, rs, url)
 	stepID := r.Steps[0].ID
@@ -51,7 +78,7 @@ func TestCommitStepVersion(t *testing.T) {
 		}
 	}
 	v := storetest.Prepare(t, in, stepID, session.Assistant("done"))
-	got, run, err := rs.CommitStepVersion(ctx, pg, stepID, v)
+	got, run, err := commit(stepID, v, true)
 	if err != nil || got.ID != v.ID || run.ID != r.ID || run.Status != runs.RunSucceeded || run.Output == nil || *run.Output != v.ID {
 		t.Fatalf("CommitStepVersion = %v, %+v, %v; want %s and the run succeeded with it", got, run, err, v.ID)
 	}
@@ -81,7 +108,7 @@ func TestCommitStepVersion(t *testing.T) {
 
 	// The redelivered step's commit: the first version, the run as it was.
 	again := storetest.Prepare(t, in, stepID, session.Assistant("done"))
-	got, run, err = rs.CommitStepVersion(ctx, pg, stepID, again)
+	got, run, err = commit(stepID, again, true)
 	if err != nil || got.ID != v.ID || run.Status != runs.RunSucceeded || *run.Output != v.ID {
 		t.Fatalf("replayed CommitStepVersion = %v, %+v, %v; want %s again", got, run, err, v.ID)
 	}
@@ -99,7 +126,7 @@ func TestCommitStepVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, run, err = rs.CommitStepVersion(ctx, pg, r2.Steps[0].ID, storetest.Prepare(t, in2, r2.Steps[0].ID, session.Assistant("done")))
+	_, run, err = commit(r2.Steps[0].ID, storetest.Prepare(t, in2, r2.Steps[0].ID, session.Assistant("done")), true)
 	if err != nil || run.Status != runs.RunCanceled {
 		t.Fatalf("commit of a canceled step = %+v, %v; want the run canceled", run, err)
 	}
@@ -118,7 +145,7 @@ func TestCommitStepVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	v3 := storetest.Prepare(t, in3, r3.Steps[0].ID, session.Assistant("done"))
-	if got, run, err := rs.CommitStepVersionNoJournal(ctx, pg, r3.Steps[0].ID, v3); err != nil || got.ID != v3.ID || run.Status != runs.RunSucceeded || run.Output == nil || *run.Output != v3.ID {
+	if got, run, err := commit(r3.Steps[0].ID, v3, false); err != nil || got.ID != v3.ID || run.Status != runs.RunSucceeded || run.Output == nil || *run.Output != v3.ID {
 		t.Fatalf("CommitStepVersionNoJournal = %v, %+v, %v; want %s and the run succeeded with it", got, run, err, v3.ID)
 	}
 	if st, _ := rs.GetStep(ctx, r3.Steps[0].ID); st.Status != runs.StepCommitted || st.Output == nil || *st.Output != v3.ID {
@@ -126,7 +153,7 @@ func TestCommitStepVersion(t *testing.T) {
 	}
 
 	// A step that does not exist: reported as such.
-	if _, _, err := rs.CommitStepVersion(ctx, pg, "run_nope/0", storetest.Prepare(t, in2, "run_nope/0", session.Assistant("done"))); !errors.Is(err, runs.ErrNotFound) {
+	if _, _, err := commit("run_nope/0", storetest.Prepare(t, in2, "run_nope/0", session.Assistant("done")), true); !errors.Is(err, runs.ErrNotFound) {
 		t.Fatalf("commit of an unknown step: %v, want ErrNotFound", err)
 	}
 }

@@ -2,7 +2,6 @@ package runs
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -199,7 +198,7 @@ func (s *Store) LoadJournal(ctx context.Context, stepID string) ([]JournalEntry,
 // redaction reaches them. What stays (call id, tool, round, worker,
 // decision, who decided) is evidence only: a committed step never runs
 // its loop again.
-func pruneJournal(ctx context.Context, tx *sql.Tx, stepID string) error {
+func pruneJournal(ctx context.Context, tx execQueryer, stepID string) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM step_journal WHERE step_id = $1 AND kind IN ('reply', 'start', 'result')`, stepID); err != nil {
 		return fmt.Errorf("commit step %s: prune its journal: %w", stepID, err)
 	}

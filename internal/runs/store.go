@@ -225,6 +225,14 @@ func (s *Store) StartStep(ctx context.Context, stepID, worker string) (Step, err
 	var st Step
 	expired := false
 	err := s.relaxedTx(ctx, func(tx *sql.Tx) error {
+		if !s.relaxed {
+			// SQLite: the common case in two statements (sqlitepath.go).
+			var ok bool
+			var err error
+			if st, ok, err = s.startStepPlain(ctx, tx, stepID, worker); ok || err != nil {
+				return err
+			}
+		}
 		var err error
 		if st, err = getStep(ctx, tx, stepID); err != nil {
 			return err
@@ -295,7 +303,7 @@ func (s *Store) CommitStep(ctx context.Context, stepID string, output session.ID
 				stepID, output.String(), now); err != nil {
 				return fmt.Errorf("commit step %s: %w", stepID, err)
 			}
-			if err := s.settleRun(ctx, tx, st.RunID, now); err != nil {
+			if err := settleRun(ctx, tx, st.RunID, now); err != nil {
 				return err
 			}
 		}
@@ -308,33 +316,17 @@ func (s *Store) CommitStep(ctx context.Context, stepID string, output session.ID
 	return r, nil
 }
 
-// settleRun ends an agent run whose steps have all ended: succeeded with the
-// last step's output when they all committed. Workflow runs are ended by
-// their driver.
-func (s *Store) settleRun(ctx context.Context, tx *sql.Tx, runID string, now time.Time) error {
-	var kind string
-	if err := tx.QueryRowContext(ctx, `SELECT kind FROM runs WHERE id = $1`, runID).Scan(&kind); err != nil {
-		return fmt.Errorf("settle run %s: %w", runID, err)
-	}
-	if RunKind(kind) == KindWorkflow {
-		return nil
-	}
-	var open, failed int
-	if err := tx.QueryRowContext(ctx,
-		`SELECT
-		   COALESCE(SUM(CASE WHEN status IN ('pending','running','waiting') THEN 1 ELSE 0 END), 0),
-		   COALESCE(SUM(CASE WHEN status = 'failed' THEN 1 ELSE 0 END), 0)
-		 FROM steps WHERE run_id = $1`, runID).Scan(&open, &failed); err != nil {
-		return fmt.Errorf("count steps of %s: %w", runID, err)
-	}
-	if open > 0 || failed > 0 {
-		return nil
-	}
-	_, err := tx.ExecContext(ctx,
-		`UPDATE runs SET status = 'succeeded', updated_at = $2,
-		   output_id = (SELECT output_id FROM steps WHERE run_id = $1 ORDER BY ordinal DESC LIMIT 1)
-		 WHERE id = $1 AND status IN ('pending','running','waiting')`, runID, now)
-	if err != nil {
+// settleRunSQL ends agent run $1 when its steps have all ended and none
+// failed: succeeded with the last step's output, at $2. Workflow runs are
+// ended by their driver.
+const settleRunSQL = `UPDATE runs SET status = 'succeeded', updated_at = $2,
+	output_id = (SELECT output_id FROM steps WHERE run_id = $1 ORDER BY ordinal DESC LIMIT 1)
+WHERE id = $1 AND kind = 'agent' AND status IN ('pending','running','waiting')
+  AND NOT EXISTS (SELECT 1 FROM steps WHERE run_id = $1 AND status IN ('pending','running','waiting','failed'))`
+
+// settleRun ends an agent run whose steps have all ended (settleRunSQL).
+func settleRun(ctx context.Context, tx Execer, runID string, now time.Time) error {
+	if _, err := tx.ExecContext(ctx, settleRunSQL, runID, now); err != nil {
 		return fmt.Errorf("settle run %s: %w", runID, err)
 	}
 	return nil
@@ -490,6 +482,14 @@ type queryer interface {
 }
 
 type scanner interface{ Scan(dest ...any) error }
+
+// execQueryer is a *sql.Tx, or the transaction of a graph store's write
+// that runs the caller's statements too (sqlitestore.Execer).
+type execQueryer interface {
+	Execer
+	queryer
+	rowsQueryer
+}
 
 // rowsQueryer is a *sql.DB or a *sql.Tx.
 type rowsQueryer interface {

@@ -24,6 +24,44 @@ type StepCommitter interface {
 	CommitStepVersionNoJournal(ctx context.Context, g runs.VersionPutter, stepID string, v *session.Version) (*session.Version, runs.Run, error)
 }
 
+// ExecStepCommitter is StepCommitter for a graph store that runs the
+// caller's statements in its write transaction (runs.ExecPutter: SQLite);
+// prune says whether the step's journal may hold entries to prune.
+type ExecStepCommitter interface {
+	CommitStepVersionExec(ctx context.Context, g runs.ExecPutter, stepID string, v *session.Version, prune bool) (*session.Version, runs.Run, error)
+}
+
+// commitFunc commits a step's version with the step's record; prune as
+// for ExecStepCommitter.
+type commitFunc func(ctx context.Context, v *session.Version, prune bool) (*session.Version, runs.Run, error)
+
+// stepCommit returns how the worker commits step stepID's version with its
+// record in one transaction, or nil when its stores cannot.
+func (w *Worker) stepCommit(stepID string) commitFunc {
+	switch g := w.graph.(type) {
+	case runs.VersionPutter:
+		c, ok := w.steps.(StepCommitter)
+		if !ok {
+			return nil
+		}
+		return func(ctx context.Context, v *session.Version, prune bool) (*session.Version, runs.Run, error) {
+			if prune {
+				return c.CommitStepVersion(ctx, g, stepID, v)
+			}
+			return c.CommitStepVersionNoJournal(ctx, g, stepID, v)
+		}
+	case runs.ExecPutter:
+		c, ok := w.steps.(ExecStepCommitter)
+		if !ok {
+			return nil
+		}
+		return func(ctx context.Context, v *session.Version, prune bool) (*session.Version, runs.Run, error) {
+			return c.CommitStepVersionExec(ctx, g, stepID, v, prune)
+		}
+	}
+	return nil
+}
+
 // stepGraph is the graph one step's session runs on. Every call goes to the
 // worker's graph, except the commit of the version keyed by the step id
 // (the step's result: agent.Meta.Key, flow.Execute's key), which goes
@@ -31,10 +69,9 @@ type StepCommitter interface {
 // holds the run as the commit left it, and the worker skips CommitStep.
 type stepGraph struct {
 	session.Graph
-	putter    runs.VersionPutter
-	committer StepCommitter
-	stepID    string
-	run       *runs.Run
+	commit commitFunc
+	stepID string
+	run    *runs.Run
 	// plain: commit the step's version with a plain Put, because the step
 	// does more after it (an agent committing memory), so the step is not
 	// done when its version is.
@@ -106,16 +143,12 @@ func (g *stepGraph) Transcript(ctx context.Context, id session.ID) ([]session.Ch
 // worker's graph.
 func (w *Worker) graphFor(job bus.Job, st runs.Step) (session.Graph, *stepGraph) {
 	stepID := job.StepID
-	putter, ok := w.graph.(runs.VersionPutter)
-	if !ok {
-		return w.graph, nil
-	}
-	committer, ok := w.steps.(StepCommitter)
-	if !ok {
+	commit := w.stepCommit(stepID)
+	if commit == nil {
 		return w.graph, nil
 	}
 	input, _ := session.ParseID(job.Input) // a bad input fails the step where it is opened
-	g := &stepGraph{Graph: w.graph, putter: putter, committer: committer, stepID: stepID, input: input,
+	g := &stepGraph{Graph: w.graph, commit: commit, stepID: stepID, input: input,
 		epoch: st.RedactionEpoch, epochKnown: st.EpochKnown, attempt: st.Attempts,
 		span: func(ctx context.Context, name string) (context.Context, func(error)) { return w.span(ctx, name, job) }}
 	return g, g
@@ -127,11 +160,7 @@ func (g *stepGraph) Put(ctx context.Context, v *session.Version) (*session.Versi
 		return g.Graph.Put(ctx, v)
 	}
 	ctx, end := g.span(ctx, "store commit")
-	commit := g.committer.CommitStepVersion
-	if g.journal.empty(g.attempt) {
-		commit = g.committer.CommitStepVersionNoJournal
-	}
-	got, r, err := commit(ctx, g.putter, g.stepID, v)
+	got, r, err := g.commit(ctx, v, !g.journal.empty(g.attempt))
 	end(err)
 	if err != nil {
 		return nil, err

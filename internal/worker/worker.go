@@ -13,8 +13,9 @@
 //     gets the same version back instead of a duplicate;
 //  4. records the commit on the step, then acks. Where the stores allow it
 //     (Postgres: a run store with [StepCommitter] and a graph store that
-//     runs statements in a version's commit), steps 3 and 4 are one
-//     transaction: the version and the step's record commit together.
+//     runs statements in a version's commit; SQLite: [ExecStepCommitter]),
+//     steps 3 and 4 are one transaction: the version and the step's record
+//     commit together.
 //
 // Transient failures (a model's 429/5xx/timeouts, an unreachable store) NAK
 // the job with a growing delay; after the last allowed delivery, or on a

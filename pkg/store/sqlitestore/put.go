@@ -264,9 +264,12 @@ func versionArgs(v *session.Version) ([]any, error) {
 		extras, graphrow.NullString(&v.Key), v.CreatedAt.UTC().Format(timeLayout), v.Hash}, nil
 }
 
-// Execer runs a statement in the transaction [Store.PutExec] commits.
+// Execer runs statements in the transaction [Store.PutExec] commits; the
+// queries see the transaction's own writes.
 type Execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 // PutExec commits v, which must be new, and runs after in the same write
