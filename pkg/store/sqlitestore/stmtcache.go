@@ -28,6 +28,18 @@ func openDB(dsn string) (*sql.DB, error) {
 	return sql.OpenDB(stmtCacheConnector{c}), nil
 }
 
+// openWriter opens the writer's database/sql handle on dsn: one SQLite
+// connection, keeping its statements prepared as openDB's do, whose
+// transactions share commits (groupcommit.go).
+func openWriter(dsn string) (*sql.DB, *groupConnector, error) {
+	c, err := sqlite.NewConnector(dsn)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqlite connector: %w", err)
+	}
+	g := newGroupConnector(c)
+	return sql.OpenDB(g), g, nil
+}
+
 type stmtCacheConnector struct{ driver.Connector }
 
 func (c stmtCacheConnector) Connect(ctx context.Context) (driver.Conn, error) {

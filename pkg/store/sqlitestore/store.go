@@ -49,6 +49,7 @@ type Options struct {
 // Store is the embedded [store.Store].
 type Store struct {
 	writer  *sql.DB
+	group   *groupConnector // writer's connector: its group commits
 	readers *sql.DB
 	cache   *graphrow.Cache
 	migMu   sync.Mutex // serializes Migrate within the process
@@ -90,12 +91,15 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("open sqlite store: %w: %w", session.ErrUnavailable, err)
 		}
 	}
-	w, err := openDB(dsn(path, false))
+	w, group, err := openWriter(dsn(path, false))
 	if err != nil {
 		return nil, translate("open sqlite store", err)
 	}
-	w.SetMaxOpenConns(1)
-	w.SetMaxIdleConns(1)
+	// Every connection of w is a view of its one SQLite connection
+	// (groupcommit.go): callers wait for it there, counted, so a
+	// transaction that ends while others wait leaves its commit to them.
+	w.SetMaxOpenConns(0)
+	w.SetMaxIdleConns(maxGroup)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	if err := w.PingContext(ctx); err != nil {
@@ -115,7 +119,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		r.SetMaxOpenConns(n)
 		r.SetMaxIdleConns(n)
 	}
-	s := &Store{writer: w, readers: r, path: path, cache: graphrow.NewCache(opts.CachedVersions, opts.CachedTranscripts)}
+	s := &Store{writer: w, group: group, readers: r, path: path, cache: graphrow.NewCache(opts.CachedVersions, opts.CachedTranscripts)}
 	s.db = db{r: r, w: w, cache: s.cache}
 	if opts.Migrate {
 		if err := s.Migrate(ctx); err != nil {

@@ -1,0 +1,482 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Group commit on the writer. SQLite has one writer, and each commit
+// writes every page its transaction changed to the WAL again: a step's
+// three transactions touch the same table and index pages as the steps
+// beside it. So the writer's transactions share commits. The writer
+// database/sql handle hands out any number of connections, and each is a
+// view of the one SQLite connection (groupConnector). A read-write
+// transaction holds that connection from its BEGIN to its COMMIT, as
+// before, but its COMMIT only releases a savepoint when other
+// transactions are waiting for the connection: the next one carries on
+// in the same SQLite transaction, and the last of the group (nobody
+// waiting, or maxGroup members) commits it for all. Every member's Commit
+// returns after that commit, with its error: the group commits or fails
+// as one, so no caller hears "committed" before its rows are.
+//
+// A member that rolls back undoes its own savepoint only. What runs
+// outside a read-write transaction (a statement without one, a read-only
+// transaction) commits the open group first and then runs alone, as it
+// would on a connection of its own: its PRAGMAs and its autocommit keep
+// their meaning. Statements inside a group run without their context's
+// cancellation: SQLite rolls a whole transaction back when a write in it
+// is interrupted, which would undo the other members' work. A context
+// still ends the wait for the connection.
+
+// maxGroup bounds a group's members, so a steady queue still commits.
+const maxGroup = 64
+
+// groupConnector is the writer's driver.Connector: every connection it
+// returns shares one connection of inner.
+type groupConnector struct {
+	inner driver.Connector
+	w     writer
+}
+
+// writer is the one SQLite connection and its open group.
+type writer struct {
+	// sem holds one token: whoever holds it uses conn.
+	sem chan struct{}
+	// waiting counts the connections waiting for sem.
+	waiting atomic.Int32
+
+	// openMu guards opening and closing conn (closed); conn is used by
+	// whoever holds sem.
+	openMu sync.Mutex
+	conn   *cachedConn
+	closed bool
+
+	// These are guarded by sem.
+	open    bool // a group transaction is open on conn
+	members int
+	cur     *group
+
+	// commits and grouped count the group commits and the members they
+	// carried (tests read them).
+	commits, grouped atomic.Int64
+}
+
+// group is one SQLite transaction's outcome, for its members.
+type group struct {
+	done chan struct{}
+	err  error
+}
+
+func newGroupConnector(inner driver.Connector) *groupConnector {
+	c := &groupConnector{inner: inner}
+	c.w.sem = make(chan struct{}, 1)
+	return c
+}
+
+// Connect implements [driver.Connector]: the first call opens the SQLite
+// connection; every call returns a view of it.
+func (c *groupConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	c.w.openMu.Lock()
+	defer c.w.openMu.Unlock()
+	if c.w.closed {
+		return nil, driver.ErrBadConn
+	}
+	if c.w.conn == nil {
+		dc, err := c.inner.Connect(ctx)
+		if err != nil {
+			return nil, err
+		}
+		cc, err := newCachedConn(dc)
+		if err != nil {
+			return nil, err
+		}
+		c.w.conn = cc.(*cachedConn)
+	}
+	return &groupConn{w: &c.w}, nil
+}
+
+// Driver implements [driver.Connector].
+func (c *groupConnector) Driver() driver.Driver { return c.inner.Driver() }
+
+// Close closes the SQLite connection; database/sql calls it when the
+// handle closes, after its connections are done.
+func (c *groupConnector) Close() error {
+	c.w.sem <- struct{}{}
+	defer func() { <-c.w.sem }()
+	c.w.openMu.Lock()
+	defer c.w.openMu.Unlock()
+	if c.w.closed {
+		return nil
+	}
+	c.w.closed = true
+	c.w.flush()
+	if c.w.conn == nil {
+		return nil
+	}
+	return c.w.conn.Close()
+}
+
+// acquire waits for the connection; a waiter that gives up may have been
+// the one the holder left an open group to, so it commits that group if
+// it can take the connection now (release's rule, from outside).
+func (w *writer) acquire(ctx context.Context) error {
+	select {
+	case w.sem <- struct{}{}:
+		return nil
+	default:
+	}
+	w.waiting.Add(1)
+	select {
+	case w.sem <- struct{}{}:
+		w.waiting.Add(-1)
+		return nil
+	case <-ctx.Done():
+		w.waiting.Add(-1)
+		select {
+		case w.sem <- struct{}{}:
+			w.release()
+		default:
+			// The holder commits the group when it releases.
+		}
+		return ctx.Err()
+	}
+}
+
+// release gives the connection up, committing the open group first when
+// nobody is waiting to join it or it is full.
+func (w *writer) release() {
+	if w.open && (w.waiting.Load() == 0 || w.members >= maxGroup) {
+		w.commitGroup()
+	}
+	<-w.sem
+}
+
+// commitGroup commits the open group and tells its members.
+func (w *writer) commitGroup() {
+	g := w.cur
+	_, err := w.conn.ExecContext(context.Background(), "COMMIT", nil)
+	if err != nil {
+		_, _ = w.conn.ExecContext(context.Background(), "ROLLBACK", nil)
+		err = fmt.Errorf("group commit: %w", err)
+	}
+	w.open, w.cur = false, nil
+	w.commits.Add(1)
+	w.grouped.Add(int64(w.members))
+	w.members = 0
+	g.err = err
+	close(g.done)
+}
+
+// flush commits the open group, if any, for what must run outside it.
+func (w *writer) flush() {
+	if w.open {
+		w.commitGroup()
+	}
+}
+
+// groupConn is one database/sql connection: a view of the writer.
+type groupConn struct {
+	w  *writer
+	tx *groupTx // the transaction this connection holds the writer for
+}
+
+var (
+	_ driver.Conn               = (*groupConn)(nil)
+	_ driver.ConnBeginTx        = (*groupConn)(nil)
+	_ driver.ConnPrepareContext = (*groupConn)(nil)
+	_ driver.ExecerContext      = (*groupConn)(nil)
+	_ driver.QueryerContext     = (*groupConn)(nil)
+	_ driver.SessionResetter    = (*groupConn)(nil)
+	_ driver.Validator          = (*groupConn)(nil)
+)
+
+// Prepare implements [driver.Conn].
+func (c *groupConn) Prepare(query string) (driver.Stmt, error) {
+	return c.PrepareContext(context.Background(), query)
+}
+
+// PrepareContext implements [driver.ConnPrepareContext]. A statement
+// prepared outside a transaction runs alone each time (groupStmt).
+func (c *groupConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	if c.tx != nil {
+		return c.w.conn.PrepareContext(context.WithoutCancel(ctx), query)
+	}
+	if err := c.w.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer c.w.release()
+	s, err := c.w.conn.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	is, ok := s.(innerStmt)
+	if !ok {
+		_ = s.Close()
+		return nil, fmt.Errorf("sqlite driver statement %T lacks the context methods", s)
+	}
+	return &groupStmt{c: c, s: is}, nil
+}
+
+// Close implements [driver.Conn]; the SQLite connection stays open for the
+// other views (groupConnector.Close closes it).
+func (c *groupConn) Close() error { return nil }
+
+// Begin implements [driver.Conn].
+func (c *groupConn) Begin() (driver.Tx, error) {
+	return c.BeginTx(context.Background(), driver.TxOptions{})
+}
+
+// BeginTx implements [driver.ConnBeginTx]: a read-write transaction of the
+// default isolation joins the open group, or opens one; any other runs
+// alone after the group commits.
+func (c *groupConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	w := c.w
+	if err := w.acquire(ctx); err != nil {
+		return nil, err
+	}
+	if w.closed {
+		<-w.sem
+		return nil, driver.ErrBadConn
+	}
+	if opts.ReadOnly || opts.Isolation != driver.IsolationLevel(0) {
+		w.flush()
+		tx, err := w.conn.BeginTx(ctx, opts)
+		if err != nil {
+			<-w.sem
+			return nil, err
+		}
+		c.tx = &groupTx{c: c, alone: tx}
+		return c.tx, nil
+	}
+	bg := context.WithoutCancel(ctx)
+	t := &groupTx{c: c}
+	if w.open {
+		// Join: a savepoint, so this member can undo its own work only.
+		if _, err := w.conn.ExecContext(bg, "SAVEPOINT rath_member", nil); err != nil {
+			w.release()
+			return nil, err
+		}
+		t.savepoint = true
+	} else {
+		// The writer connection's DSN asks for BEGIN IMMEDIATE (_txlock):
+		// the write lock up front, waiting out another process's
+		// writer in the busy timeout.
+		if _, err := w.conn.ExecContext(bg, "BEGIN IMMEDIATE", nil); err != nil {
+			<-w.sem
+			return nil, err
+		}
+		w.open, w.cur = true, &group{done: make(chan struct{})}
+	}
+	c.tx = t
+	return t, nil
+}
+
+// groupTx is one member of a group, or (alone set) a transaction that
+// runs by itself.
+type groupTx struct {
+	c         *groupConn
+	alone     driver.Tx
+	savepoint bool
+}
+
+// Commit implements [driver.Tx]: it returns once the member's group has
+// committed, with the group's error.
+func (t *groupTx) Commit() error {
+	w := t.c.w
+	t.c.tx = nil
+	if t.alone != nil {
+		err := t.alone.Commit()
+		<-w.sem
+		return err
+	}
+	if t.savepoint {
+		if _, err := w.conn.ExecContext(context.Background(), "RELEASE rath_member", nil); err != nil {
+			err = errors.Join(err, t.undo())
+			w.release()
+			return err
+		}
+	}
+	g := w.cur
+	w.members++
+	w.release()
+	<-g.done
+	return g.err
+}
+
+// Rollback implements [driver.Tx]: the member's own work is undone; the
+// group it was in goes on.
+func (t *groupTx) Rollback() error {
+	w := t.c.w
+	t.c.tx = nil
+	if t.alone != nil {
+		err := t.alone.Rollback()
+		<-w.sem
+		return err
+	}
+	err := t.undo()
+	w.release()
+	return err
+}
+
+// undo rolls back the member's work: to its savepoint, or the whole
+// transaction when it opened it (it is then the group's only member: the
+// others join after it releases the connection). When the savepoint is
+// gone, SQLite has rolled the whole transaction back after an error
+// (a full disk, an I/O error): the group fails, and its members hear so.
+func (t *groupTx) undo() error {
+	w := t.c.w
+	bg := context.Background()
+	if t.savepoint {
+		_, err := w.conn.ExecContext(bg, "ROLLBACK TO rath_member", nil)
+		if err == nil {
+			_, err = w.conn.ExecContext(bg, "RELEASE rath_member", nil)
+		}
+		if err == nil {
+			return nil
+		}
+		w.abortGroup(fmt.Errorf("group commit: a member's rollback failed: %w", err))
+		return err
+	}
+	_, err := w.conn.ExecContext(bg, "ROLLBACK", nil)
+	w.abortGroup(errors.New("group rolled back"))
+	return err
+}
+
+// abortGroup rolls the open group back and tells its members err.
+func (w *writer) abortGroup(err error) {
+	_, _ = w.conn.ExecContext(context.Background(), "ROLLBACK", nil)
+	g := w.cur
+	w.open, w.cur, w.members = false, nil, 0
+	g.err = err
+	close(g.done)
+}
+
+// ExecContext implements [driver.ExecerContext]: inside the connection's
+// transaction, on the writer; outside one, alone (see run).
+func (c *groupConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if c.tx != nil {
+		return c.w.conn.ExecContext(c.stmtCtx(ctx), query, args)
+	}
+	if err := c.w.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer c.w.release()
+	if c.w.closed {
+		return nil, driver.ErrBadConn
+	}
+	c.w.flush()
+	return c.w.conn.ExecContext(ctx, query, args)
+}
+
+// QueryContext implements [driver.QueryerContext]. Outside a transaction
+// the rows hold the writer until they are closed.
+func (c *groupConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if c.tx != nil {
+		return c.w.conn.QueryContext(c.stmtCtx(ctx), query, args)
+	}
+	if err := c.w.acquire(ctx); err != nil {
+		return nil, err
+	}
+	if c.w.closed {
+		c.w.release()
+		return nil, driver.ErrBadConn
+	}
+	c.w.flush()
+	rows, err := c.w.conn.QueryContext(ctx, query, args)
+	if err != nil {
+		c.w.release()
+		return nil, err
+	}
+	return &groupRows{Rows: rows, w: c.w}, nil
+}
+
+// stmtCtx is the context a statement in the connection's transaction
+// runs with: a group member's statements are not interrupted.
+func (c *groupConn) stmtCtx(ctx context.Context) context.Context {
+	if c.tx != nil && c.tx.alone == nil {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
+}
+
+// ResetSession implements [driver.SessionResetter].
+func (c *groupConn) ResetSession(context.Context) error { return nil }
+
+// IsValid implements [driver.Validator].
+func (c *groupConn) IsValid() bool { return true }
+
+// groupRows releases the writer when closed.
+type groupRows struct {
+	driver.Rows
+	w    *writer
+	done bool
+}
+
+func (r *groupRows) Close() error {
+	err := r.Rows.Close()
+	if !r.done {
+		r.done = true
+		r.w.release()
+	}
+	return err
+}
+
+// groupStmt is a statement prepared outside a transaction: inside one it
+// runs on the writer the transaction holds, outside it runs alone.
+type groupStmt struct {
+	c *groupConn
+	s innerStmt
+}
+
+func (s *groupStmt) Close() error  { return s.s.Close() }
+func (s *groupStmt) NumInput() int { return s.s.NumInput() }
+
+func (s *groupStmt) Exec(args []driver.Value) (driver.Result, error) {
+	return s.ExecContext(context.Background(), named(args))
+}
+
+func (s *groupStmt) Query(args []driver.Value) (driver.Rows, error) {
+	return s.QueryContext(context.Background(), named(args))
+}
+
+func named(args []driver.Value) []driver.NamedValue {
+	nv := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
+	}
+	return nv
+}
+
+func (s *groupStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	w := s.c.w
+	if s.c.tx != nil {
+		return s.s.ExecContext(s.c.stmtCtx(ctx), args)
+	}
+	if err := w.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer w.release()
+	w.flush()
+	return s.s.ExecContext(ctx, args)
+}
+
+func (s *groupStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	w := s.c.w
+	if s.c.tx != nil {
+		return s.s.QueryContext(s.c.stmtCtx(ctx), args)
+	}
+	if err := w.acquire(ctx); err != nil {
+		return nil, err
+	}
+	w.flush()
+	rows, err := s.s.QueryContext(ctx, args)
+	if err != nil {
+		w.release()
+		return nil, err
+	}
+	return &groupRows{Rows: rows, w: w}, nil
+}

@@ -1,0 +1,327 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// groupTestDB opens a writer on a fresh file with the tables the group
+// commit tests write, and a reader on the same file.
+func groupTestDB(t *testing.T) (w *sql.DB, gw *writer, r *sql.DB) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "g.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	for _, q := range []string{
+		`CREATE TABLE item (id INTEGER PRIMARY KEY, v TEXT NOT NULL)`,
+		`CREATE TABLE parent (id INTEGER PRIMARY KEY)`,
+		`CREATE TABLE child (id INTEGER PRIMARY KEY, pid INTEGER NOT NULL REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)`,
+	} {
+		if _, err := s.writer.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s.writer, &s.group.w, s.readers
+}
+
+// waitWaiting waits until n connections wait for the writer.
+func waitWaiting(t *testing.T, w *writer, n int32) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for w.waiting.Load() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting = %d, want %d", w.waiting.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func count(t *testing.T, db *sql.DB, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(q, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestGroupCommitConcurrent: many writers at once, some rolling back, some
+// failing a statement, some giving up while they wait: exactly the
+// transactions whose Commit returned nil are stored, and they shared
+// commits.
+func TestGroupCommitConcurrent(t *testing.T) {
+	db, w, r := groupTestDB(t)
+	const workers, each = 16, 60
+	var mu sync.Mutex
+	want := map[int]bool{}
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 1))
+			for i := range each {
+				id := g*each + i
+				ctx, cancel := context.WithCancel(context.Background())
+				if rng.IntN(10) == 0 {
+					// Give up soon, maybe while waiting for the writer.
+					time.AfterFunc(time.Duration(rng.IntN(200))*time.Microsecond, cancel)
+				}
+				ok := func() bool {
+					tx, err := db.BeginTx(ctx, nil)
+					if err != nil {
+						return false
+					}
+					if _, err := tx.ExecContext(ctx, `INSERT INTO item (id, v) VALUES ($1, 'x')`, id); err != nil {
+						_ = tx.Rollback()
+						return false
+					}
+					switch rng.IntN(8) {
+					case 0:
+						_ = tx.Rollback()
+						return false
+					case 1:
+						// A failed statement (the id is taken) undoes itself; the
+						// member goes on and commits its first row.
+						if _, err := tx.ExecContext(ctx, `INSERT INTO item (id, v) VALUES ($1, 'dup')`, id); err == nil {
+							t.Errorf("duplicate id %d inserted", id)
+						}
+					}
+					return tx.Commit() == nil
+				}()
+				cancel()
+				if ok {
+					mu.Lock()
+					want[id] = true
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rows, err := r.Query(`SELECT id, v FROM item`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[int]bool{}
+	for rows.Next() {
+		var id int
+		var v string
+		if err := rows.Scan(&id, &v); err != nil {
+			t.Fatal(err)
+		}
+		if v != "x" {
+			t.Errorf("item %d = %q, want x", id, v)
+		}
+		got[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for id := range want {
+		if !got[id] {
+			t.Errorf("item %d: committed, not stored", id)
+		}
+	}
+	for id := range got {
+		if !want[id] {
+			t.Errorf("item %d: stored, but its commit failed", id)
+		}
+	}
+	if len(want) == 0 {
+		t.Fatal("nothing committed")
+	}
+	commits, grouped := w.commits.Load(), w.grouped.Load()
+	t.Logf("%d transactions committed in %d commits", grouped, commits)
+	if commits >= grouped {
+		t.Errorf("%d commits for %d transactions: no commit was shared", commits, grouped)
+	}
+}
+
+// TestGroupCommitFailsTogether: a group commits or fails as one. The first
+// member leaves a deferred foreign key broken, so the group's COMMIT
+// fails: both members hear it, and neither's rows are stored.
+func TestGroupCommitFailsTogether(t *testing.T) {
+	db, w, r := groupTestDB(t)
+	ctx := context.Background()
+	a, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ExecContext(ctx, `INSERT INTO child (id, pid) VALUES (1, 99)`); err != nil {
+		t.Fatal(err)
+	}
+	bErr := make(chan error, 1)
+	go func() {
+		b, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			bErr <- err
+			return
+		}
+		if _, err := b.ExecContext(ctx, `INSERT INTO parent (id) VALUES (1)`); err != nil {
+			_ = b.Rollback()
+			bErr <- err
+			return
+		}
+		bErr <- b.Commit()
+	}()
+	waitWaiting(t, w, 1)
+	aErr := a.Commit() // b waits: a leaves the commit to it
+	if aErr == nil {
+		t.Fatalf("first member's Commit = %v, want the group's failure", aErr)
+	}
+	if err := <-bErr; err == nil {
+		t.Fatal("second member's Commit = nil, want the group's failure")
+	}
+	if n := count(t, r, `SELECT count(*) FROM child`) + count(t, r, `SELECT count(*) FROM parent`); n != 0 {
+		t.Fatalf("%d rows stored from a failed group", n)
+	}
+	// The writer goes on.
+	if _, err := db.ExecContext(ctx, `INSERT INTO item (id, v) VALUES (1, 'x')`); err != nil {
+		t.Fatalf("write after a failed group: %v", err)
+	}
+}
+
+// TestGroupCommitMemberRollback: a member that rolls back undoes its own
+// rows only; the member before it in the group commits.
+func TestGroupCommitMemberRollback(t *testing.T) {
+	db, w, r := groupTestDB(t)
+	ctx := context.Background()
+	a, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ExecContext(ctx, `INSERT INTO item (id, v) VALUES (1, 'a')`); err != nil {
+		t.Fatal(err)
+	}
+	bDone := make(chan error, 1)
+	go func() {
+		b, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			bDone <- err
+			return
+		}
+		if _, err := b.ExecContext(ctx, `INSERT INTO item (id, v) VALUES (2, 'b')`); err != nil {
+			bDone <- err
+			return
+		}
+		bDone <- b.Rollback()
+	}()
+	waitWaiting(t, w, 1)
+	if err := a.Commit(); err != nil {
+		t.Fatalf("first member's Commit: %v", err)
+	}
+	if err := <-bDone; err != nil {
+		t.Fatalf("second member: %v", err)
+	}
+	if got := count(t, r, `SELECT count(*) FROM item WHERE id = 1`); got != 1 {
+		t.Fatal("the committed member's row is not stored")
+	}
+	if got := count(t, r, `SELECT count(*) FROM item WHERE id = 2`); got != 0 {
+		t.Fatal("the rolled back member's row is stored")
+	}
+	if c := w.commits.Load(); c != 1 {
+		t.Fatalf("%d commits, want the group's one", c)
+	}
+}
+
+// TestGroupCommitAloneAfterGroup: a statement outside a transaction, and a
+// read-only transaction, run alone: the open group commits first, the
+// statement is committed when it returns, and a read-only transaction's
+// query_only does not reach the writes after it.
+func TestGroupCommitAloneAfterGroup(t *testing.T) {
+	db, w, r := groupTestDB(t)
+	ctx := context.Background()
+	a, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ExecContext(ctx, `INSERT INTO item (id, v) VALUES (1, 'a')`); err != nil {
+		t.Fatal(err)
+	}
+	execDone := make(chan error, 1)
+	go func() {
+		_, err := db.ExecContext(ctx, `INSERT INTO item (id, v) VALUES (2, 'b')`)
+		execDone <- err
+	}()
+	waitWaiting(t, w, 1)
+	if err := a.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-execDone; err != nil {
+		t.Fatal(err)
+	}
+	if got := count(t, r, `SELECT count(*) FROM item`); got != 2 {
+		t.Fatalf("%d items visible to a reader after both returned, want 2", got)
+	}
+
+	ro, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ro.ExecContext(ctx, `PRAGMA query_only = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ro.ExecContext(ctx, `INSERT INTO item (id, v) VALUES (3, 'c')`); err == nil {
+		t.Fatal("write in a query_only transaction succeeded")
+	}
+	if _, err := ro.ExecContext(ctx, `PRAGMA query_only = 0`); err != nil {
+		t.Fatal(err)
+	}
+	if err := ro.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := db.ExecContext(ctx, fmt.Sprintf(`INSERT INTO item (id, v) VALUES (%d, 'd')`, 10+i)); err != nil {
+			t.Fatalf("write after a read-only transaction: %v", err)
+		}
+	}
+}
+
+// TestGroupCommitCanceledWait: a transaction that gives up waiting for
+// the writer returns its context's error, and the holder then commits
+// alone without waiting for it.
+func TestGroupCommitCanceledWait(t *testing.T) {
+	db, w, r := groupTestDB(t)
+	ctx := context.Background()
+	a, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ExecContext(ctx, `INSERT INTO item (id, v) VALUES (1, 'a')`); err != nil {
+		t.Fatal(err)
+	}
+	bctx, cancel := context.WithCancel(ctx)
+	bErr := make(chan error, 1)
+	go func() {
+		_, err := db.BeginTx(bctx, nil)
+		bErr <- err
+	}()
+	waitWaiting(t, w, 1)
+	cancel()
+	if err := <-bErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled BeginTx = %v, want context.Canceled", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Commit() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Commit did not return after the waiter gave up")
+	}
+	if got := count(t, r, `SELECT count(*) FROM item`); got != 1 {
+		t.Fatalf("%d items, want 1", got)
+	}
+}
