@@ -77,6 +77,10 @@ type Target struct {
 	// in-process stack); without it statements per step come from
 	// pg_stat_statements when the server has it loaded.
 	Statements *StatementCounter
+	// GroupCommits, when set, reports the SQLite store's write
+	// transactions and the group commits that carried them
+	// (sqlitestore.Store.GroupCommits).
+	GroupCommits func() (transactions, commits int64)
 	// Memory, when set, is the memory store the recall scenario loads.
 	Memory memory.Store
 	// StartStack, when set, starts another stack like this one with the

@@ -20,6 +20,7 @@ type meter struct {
 	self0       time.Duration
 	selfOK      bool
 	stmts0, rt0 int64
+	tx0, gc0    int64
 }
 
 func (b *runner) startMeter(ctx context.Context) *meter {
@@ -29,6 +30,9 @@ func (b *runner) startMeter(ctx context.Context) *meter {
 	}
 	if b.t.Statements != nil {
 		m.stmts0, m.rt0 = b.t.Statements.Counts()
+	}
+	if b.t.GroupCommits != nil {
+		m.tx0, m.gc0 = b.t.GroupCommits()
 	}
 	m.self0, m.selfOK = cpustat.Self()
 	return m
@@ -87,6 +91,11 @@ func (m *meter) report(ctx context.Context, r *Report, n int) {
 		default:
 			r.note("steps: statements per step not measured (no in-process tracer and no pg_stat_statements)")
 		}
+	}
+	if m.t.GroupCommits != nil {
+		tx1, gc1 := m.t.GroupCommits()
+		r.add(Figure{Scenario: "steps", Name: "SQLite write transactions per step, loaded", Value: float64(tx1-m.tx0) / float64(n), Unit: "transactions"})
+		r.add(Figure{Scenario: "steps", Name: "SQLite commits per step, loaded (group commit)", Value: float64(gc1-m.gc0) / float64(n), Unit: "commits"})
 	}
 	if complete {
 		r.CPU = append(r.CPU, ProcessCPU{Process: "total (rows above marked in the total)", PerStepUS: total})

@@ -22,6 +22,7 @@ import (
 	"github.com/rath-run/rath/pkg/memory/pgmem"
 	"github.com/rath-run/rath/pkg/memory/sqlitemem"
 	"github.com/rath-run/rath/pkg/store/pgstore"
+	"github.com/rath-run/rath/pkg/store/sqlitestore"
 )
 
 // maxBenchToolRounds is the most --tool-rounds takes: the agent's rounds
@@ -249,11 +250,15 @@ func devTarget(ctx context.Context, dir, storeURL string, workers, slots int) (*
 	if strings.HasPrefix(url, "postgres") {
 		kind = "postgres"
 	}
-	return &bench.Target{
+	t := &bench.Target{
 		Name:   fmt.Sprintf("in-process dev stack (%s store, embedded NATS, %d workers × %d slots)", kind, workers, slots),
 		Client: cl, NC: d.Backend.NC, StoreURL: url, Memory: d.Backend.Memory, InProcess: true,
 		Statements: stmts,
-	}, d.Close, nil
+	}
+	if sq, ok := d.Backend.Store.(*sqlitestore.Store); ok {
+		t.GroupCommits = sq.GroupCommits
+	}
+	return t, d.Close, nil
 }
 
 // remoteTarget is a running cluster; --store and --nats add its limits.

@@ -134,6 +134,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // SQL (the graph tables refuse UPDATE and DELETE whatever the caller).
 func (s *Store) DB() *sql.DB { return s.writer }
 
+// GroupCommits reports the write transactions committed through the
+// writer's group commits so far, and the commits that carried them.
+func (s *Store) GroupCommits() (transactions, commits int64) {
+	return s.group.w.grouped.Load(), s.group.w.commits.Load()
+}
+
 // ReadDB returns the read-only connections (query_only) of a file
 // database, or the writer for [Memory]: for readers of the same file that
 // should not queue behind the single writer, such as a run store's reads.
