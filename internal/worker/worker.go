@@ -594,16 +594,20 @@ func (w *Worker) step(ctx context.Context, job bus.Job, spec agent.Spec, provide
 	if tools, err = w.traceTools(tools); err != nil {
 		return session.Session{}, permanent(fmt.Errorf("agent %s: %w", spec.Name, err))
 	}
+	tokens := newTokenBatcher(tokenEvery, func(text string) {
+		w.progress(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.token",
+			Data: mustJSON(struct {
+				Text string `json:"text"`
+			}{text})})
+	})
+	// The step's last text goes out before the worker publishes its end.
+	defer tokens.flush()
 	meta := agent.Meta{
 		Key:      job.StepID,
 		Producer: session.Producer{Run: job.RunID, Step: job.StepID, Worker: w.cfg.Name},
-		OnDelta: func(delta string) {
-			w.progress(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.token",
-				Data: mustJSON(struct {
-					Text string `json:"text"`
-				}{delta})})
-		},
+		OnDelta:  tokens.add,
 		OnEvent: func(e agent.Event) {
+			tokens.flush()
 			w.progress(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step." + strings.ReplaceAll(e.Type, ".", "_"),
 				Data: mustJSON(e)})
 		},
