@@ -199,17 +199,21 @@ func (c *groupConn) Prepare(query string) (driver.Stmt, error) {
 	return c.PrepareContext(context.Background(), query)
 }
 
-// PrepareContext implements [driver.ConnPrepareContext]. A statement
-// prepared outside a transaction runs alone each time (groupStmt).
+// PrepareContext implements [driver.ConnPrepareContext]: the statement
+// runs on the writer the connection's transaction holds, or alone outside
+// one, and is closed holding the writer (groupStmt).
 func (c *groupConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	var s driver.Stmt
+	var err error
 	if c.tx != nil {
-		return c.w.conn.PrepareContext(context.WithoutCancel(ctx), query)
+		s, err = c.w.conn.PrepareContext(context.WithoutCancel(ctx), query)
+	} else {
+		if err := c.w.acquire(ctx); err != nil {
+			return nil, err
+		}
+		s, err = c.w.conn.PrepareContext(ctx, query)
+		c.w.release()
 	}
-	if err := c.w.acquire(ctx); err != nil {
-		return nil, err
-	}
-	defer c.w.release()
-	s, err := c.w.conn.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
@@ -425,14 +429,25 @@ func (r *groupRows) Close() error {
 	return err
 }
 
-// groupStmt is a statement prepared outside a transaction: inside one it
-// runs on the writer the transaction holds, outside it runs alone.
+// groupStmt is a prepared statement of a view: inside the view's
+// transaction it runs on the writer the transaction holds, outside one it
+// runs alone. Closing it finalizes it on the SQLite connection, so that
+// too holds the writer (database/sql closes a transaction's statements
+// after its Commit or Rollback has released it).
 type groupStmt struct {
 	c *groupConn
 	s innerStmt
 }
 
-func (s *groupStmt) Close() error  { return s.s.Close() }
+func (s *groupStmt) Close() error {
+	if s.c.tx != nil {
+		return s.s.Close()
+	}
+	w := s.c.w
+	_ = w.acquire(context.Background()) // cannot fail: no cancellation
+	defer w.release()
+	return s.s.Close()
+}
 func (s *groupStmt) NumInput() int { return s.s.NumInput() }
 
 func (s *groupStmt) Exec(args []driver.Value) (driver.Result, error) {

@@ -80,7 +80,23 @@ func TestGroupCommitConcurrent(t *testing.T) {
 					if err != nil {
 						return false
 					}
-					if _, err := tx.ExecContext(ctx, `INSERT INTO item (id, v) VALUES ($1, 'x')`, id); err != nil {
+					insert := func() error {
+						_, err := tx.ExecContext(ctx, `INSERT INTO item (id, v) VALUES ($1, 'x')`, id)
+						return err
+					}
+					if rng.IntN(4) == 0 {
+						// A statement the transaction prepares: database/sql
+						// closes it after the transaction ends.
+						insert = func() error {
+							st, err := tx.PrepareContext(ctx, `INSERT INTO item (id, v) VALUES ($1, 'x')`)
+							if err != nil {
+								return err
+							}
+							_, err = st.ExecContext(ctx, id)
+							return err
+						}
+					}
+					if err := insert(); err != nil {
 						_ = tx.Rollback()
 						return false
 					}
@@ -106,6 +122,24 @@ func TestGroupCommitConcurrent(t *testing.T) {
 			}
 		})
 	}
+	// And a statement prepared on the writer outside a transaction, run
+	// and closed while the others write.
+	wg.Go(func() {
+		st, err := db.Prepare(`SELECT count(*) FROM item`)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for range 200 {
+			var n int
+			if err := st.QueryRow().Scan(&n); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	wg.Wait()
 	rows, err := r.Query(`SELECT id, v FROM item`)
 	if err != nil {
