@@ -34,6 +34,39 @@ func groupTestDB(t *testing.T) (w *sql.DB, gw *writer, r *sql.DB) {
 	return s.writer, &s.group.w, s.readers
 }
 
+// begin starts a write transaction on db and runs q in it.
+func begin(t *testing.T, db *sql.DB, q string) *sql.Tx {
+	t.Helper()
+	tx, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(q); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// member runs, in a goroutine, a write transaction of q ended by end,
+// and reports how it went.
+func member(db *sql.DB, q string, end func(*sql.Tx) error) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		tx, err := db.BeginTx(context.Background(), nil)
+		if err != nil {
+			done <- err
+			return
+		}
+		if _, err := tx.Exec(q); err != nil {
+			_ = tx.Rollback()
+			done <- err
+			return
+		}
+		done <- end(tx)
+	}()
+	return done
+}
+
 // waitWaiting waits until n connections wait for the writer.
 func waitWaiting(t *testing.T, w *writer, n int32) {
 	t.Helper()
@@ -88,6 +121,7 @@ func TestGroupCommitConcurrent(t *testing.T) {
 						// A statement the transaction prepares: database/sql
 						// closes it after the transaction ends.
 						insert = func() error {
+							//nolint:sqlclosecheck // database/sql closes it when the transaction ends: what this exercises
 							st, err := tx.PrepareContext(ctx, `INSERT INTO item (id, v) VALUES ($1, 'x')`)
 							if err != nil {
 								return err
@@ -130,14 +164,16 @@ func TestGroupCommitConcurrent(t *testing.T) {
 			t.Error(err)
 			return
 		}
+		defer func() {
+			if err := st.Close(); err != nil {
+				t.Error(err)
+			}
+		}()
 		for range 200 {
 			var n int
 			if err := st.QueryRow().Scan(&n); err != nil {
 				t.Error(err)
 			}
-		}
-		if err := st.Close(); err != nil {
-			t.Error(err)
 		}
 	})
 	wg.Wait()
@@ -187,27 +223,8 @@ func TestGroupCommitConcurrent(t *testing.T) {
 func TestGroupCommitFailsTogether(t *testing.T) {
 	db, w, r := groupTestDB(t)
 	ctx := context.Background()
-	a, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.ExecContext(ctx, `INSERT INTO child (id, pid) VALUES (1, 99)`); err != nil {
-		t.Fatal(err)
-	}
-	bErr := make(chan error, 1)
-	go func() {
-		b, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			bErr <- err
-			return
-		}
-		if _, err := b.ExecContext(ctx, `INSERT INTO parent (id) VALUES (1)`); err != nil {
-			_ = b.Rollback()
-			bErr <- err
-			return
-		}
-		bErr <- b.Commit()
-	}()
+	a := begin(t, db, `INSERT INTO child (id, pid) VALUES (1, 99)`)
+	bErr := member(db, `INSERT INTO parent (id) VALUES (1)`, (*sql.Tx).Commit)
 	waitWaiting(t, w, 1)
 	aErr := a.Commit() // b waits: a leaves the commit to it
 	if aErr == nil {
@@ -229,27 +246,8 @@ func TestGroupCommitFailsTogether(t *testing.T) {
 // rows only; the member before it in the group commits.
 func TestGroupCommitMemberRollback(t *testing.T) {
 	db, w, r := groupTestDB(t)
-	ctx := context.Background()
-	a, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.ExecContext(ctx, `INSERT INTO item (id, v) VALUES (1, 'a')`); err != nil {
-		t.Fatal(err)
-	}
-	bDone := make(chan error, 1)
-	go func() {
-		b, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			bDone <- err
-			return
-		}
-		if _, err := b.ExecContext(ctx, `INSERT INTO item (id, v) VALUES (2, 'b')`); err != nil {
-			bDone <- err
-			return
-		}
-		bDone <- b.Rollback()
-	}()
+	a := begin(t, db, `INSERT INTO item (id, v) VALUES (1, 'a')`)
+	bDone := member(db, `INSERT INTO item (id, v) VALUES (2, 'b')`, (*sql.Tx).Rollback)
 	waitWaiting(t, w, 1)
 	if err := a.Commit(); err != nil {
 		t.Fatalf("first member's Commit: %v", err)
@@ -275,13 +273,7 @@ func TestGroupCommitMemberRollback(t *testing.T) {
 func TestGroupCommitAloneAfterGroup(t *testing.T) {
 	db, w, r := groupTestDB(t)
 	ctx := context.Background()
-	a, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.ExecContext(ctx, `INSERT INTO item (id, v) VALUES (1, 'a')`); err != nil {
-		t.Fatal(err)
-	}
+	a := begin(t, db, `INSERT INTO item (id, v) VALUES (1, 'a')`)
 	execDone := make(chan error, 1)
 	go func() {
 		_, err := db.ExecContext(ctx, `INSERT INTO item (id, v) VALUES (2, 'b')`)
@@ -327,13 +319,7 @@ func TestGroupCommitAloneAfterGroup(t *testing.T) {
 func TestGroupCommitCanceledWait(t *testing.T) {
 	db, w, r := groupTestDB(t)
 	ctx := context.Background()
-	a, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.ExecContext(ctx, `INSERT INTO item (id, v) VALUES (1, 'a')`); err != nil {
-		t.Fatal(err)
-	}
+	a := begin(t, db, `INSERT INTO item (id, v) VALUES (1, 'a')`)
 	bctx, cancel := context.WithCancel(ctx)
 	bErr := make(chan error, 1)
 	go func() {
