@@ -30,7 +30,9 @@ import (
 // their meaning. Statements inside a group run without their context's
 // cancellation: SQLite rolls a whole transaction back when a write in it
 // is interrupted, which would undo the other members' work. A context
-// still ends the wait for the connection.
+// still ends the wait for the connection. A PRAGMA a member runs lasts
+// for the rest of its group. Closing the handle waits for the
+// transaction in progress, then commits the open group.
 
 // maxGroup bounds a group's members, so a steady queue still commits.
 const maxGroup = 64
@@ -42,26 +44,31 @@ type groupConnector struct {
 	w     writer
 }
 
-// writer is the one SQLite connection and its open group.
+// writer is the one SQLite connection and its open group. One holder at a
+// time uses conn: acquire makes the caller the holder, at once or when a
+// holder hands it over (first come, first served), and release ends the
+// hold. release decides, under mu, whether to commit the open group or to
+// hand the connection, the group still open, to the next waiter: a
+// waiter is either handed the connection or has left the queue by then,
+// so a group left open always has a holder who will decide again.
 type writer struct {
-	// sem holds one token: whoever holds it uses conn.
-	sem chan struct{}
-	// waiting counts the connections waiting for sem.
-	waiting atomic.Int32
+	mu      sync.Mutex
+	held    bool
+	queue   []chan struct{} // waiters, each handed the connection by closing its channel
+	toClose []driver.Stmt   // statements closed while another held the connection
 
-	// openMu guards opening and closing conn (closed); conn is used by
-	// whoever holds sem.
+	// openMu guards opening conn and closed (which the holder also reads).
 	openMu sync.Mutex
 	conn   *cachedConn
 	closed bool
 
-	// These are guarded by sem.
+	// These belong to the holder.
 	open    bool // a group transaction is open on conn
-	members int
+	members int  // transactions committed into the open group
 	cur     *group
 
-	// commits and grouped count the group commits and the members they
-	// carried (tests read them).
+	// commits and grouped count the group commits and the transactions
+	// they carried (GroupCommits; tests).
 	commits, grouped atomic.Int64
 }
 
@@ -72,9 +79,7 @@ type group struct {
 }
 
 func newGroupConnector(inner driver.Connector) *groupConnector {
-	c := &groupConnector{inner: inner}
-	c.w.sem = make(chan struct{}, 1)
-	return c
+	return &groupConnector{inner: inner}
 }
 
 // Connect implements [driver.Connector]: the first call opens the SQLite
@@ -103,56 +108,107 @@ func (c *groupConnector) Connect(ctx context.Context) (driver.Conn, error) {
 func (c *groupConnector) Driver() driver.Driver { return c.inner.Driver() }
 
 // Close closes the SQLite connection; database/sql calls it when the
-// handle closes, after its connections are done.
+// handle closes. It waits for the holder of the connection (a
+// transaction in progress) to end, commits the open group, and finalizes
+// the statements left to close; what uses a view afterwards gets
+// driver.ErrBadConn.
 func (c *groupConnector) Close() error {
-	c.w.sem <- struct{}{}
-	defer func() { <-c.w.sem }()
-	c.w.openMu.Lock()
-	defer c.w.openMu.Unlock()
-	if c.w.closed {
+	w := &c.w
+	_ = w.acquire(context.Background()) // cannot fail: no cancellation
+	defer w.release()
+	w.flush()
+	w.finalizePending()
+	w.openMu.Lock()
+	defer w.openMu.Unlock()
+	if w.closed {
 		return nil
 	}
-	c.w.closed = true
-	c.w.flush()
-	if c.w.conn == nil {
+	w.closed = true
+	if w.conn == nil {
 		return nil
 	}
-	return c.w.conn.Close()
+	return w.conn.Close()
 }
 
-// acquire waits for the connection; a waiter that gives up may have been
-// the one the holder left an open group to, so it commits that group if
-// it can take the connection now (release's rule, from outside).
+// acquire makes the caller the holder of the connection, or returns the
+// context's error if it ends first.
 func (w *writer) acquire(ctx context.Context) error {
-	select {
-	case w.sem <- struct{}{}:
+	w.mu.Lock()
+	if !w.held && len(w.queue) == 0 {
+		w.held = true
+		w.mu.Unlock()
 		return nil
-	default:
 	}
-	w.waiting.Add(1)
+	ch := make(chan struct{})
+	w.queue = append(w.queue, ch)
+	w.mu.Unlock()
 	select {
-	case w.sem <- struct{}{}:
-		w.waiting.Add(-1)
+	case <-ch:
 		return nil
 	case <-ctx.Done():
-		w.waiting.Add(-1)
-		select {
-		case w.sem <- struct{}{}:
-			w.release()
-		default:
-			// The holder commits the group when it releases.
+	}
+	w.mu.Lock()
+	for i, q := range w.queue {
+		if q == ch {
+			w.queue = append(w.queue[:i], w.queue[i+1:]...)
+			w.mu.Unlock()
+			return ctx.Err()
 		}
-		return ctx.Err()
+	}
+	w.mu.Unlock()
+	// Handed the connection as the context ended: hold it, then end the
+	// hold as any holder does.
+	<-ch
+	w.release()
+	return ctx.Err()
+}
+
+// release ends the holder's hold: it finalizes the statements closed in
+// the meantime, commits the open group when nobody waits to join it (or
+// it is full), and hands the connection to the next waiter, if any.
+func (w *writer) release() {
+	for {
+		w.mu.Lock()
+		pending := len(w.toClose) > 0
+		commit := w.open && (len(w.queue) == 0 || w.members >= maxGroup)
+		if !pending && !commit {
+			if len(w.queue) > 0 {
+				next := w.queue[0]
+				w.queue = w.queue[1:]
+				close(next) // the connection is next's; held stays true
+			} else {
+				w.held = false
+			}
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+		w.finalizePending()
+		if commit {
+			w.commitGroup()
+		}
 	}
 }
 
-// release gives the connection up, committing the open group first when
-// nobody is waiting to join it or it is full.
-func (w *writer) release() {
-	if w.open && (w.waiting.Load() == 0 || w.members >= maxGroup) {
-		w.commitGroup()
+// waiters is the number of callers waiting for the connection.
+func (w *writer) waiters() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queue)
+}
+
+// finalizePending finalizes the statements closed while another held the
+// connection; the holder calls it.
+func (w *writer) finalizePending() {
+	w.mu.Lock()
+	pending := w.toClose
+	w.toClose = nil
+	w.mu.Unlock()
+	for _, s := range pending {
+		if !w.closed {
+			_ = s.Close()
+		}
 	}
-	<-w.sem
 }
 
 // commitGroup commits the open group and tells its members.
@@ -160,6 +216,8 @@ func (w *writer) commitGroup() {
 	g := w.cur
 	_, err := w.conn.ExecContext(context.Background(), "COMMIT", nil)
 	if err != nil {
+		// A commit SQLite refused (a deferred foreign key) leaves the
+		// transaction open: roll it back.
 		_, _ = w.conn.ExecContext(context.Background(), "ROLLBACK", nil)
 		err = fmt.Errorf("group commit: %w", err)
 	}
@@ -167,6 +225,15 @@ func (w *writer) commitGroup() {
 	w.commits.Add(1)
 	w.grouped.Add(int64(w.members))
 	w.members = 0
+	g.err = err
+	close(g.done)
+}
+
+// abortGroup rolls the open group back and tells its members err.
+func (w *writer) abortGroup(err error) {
+	_, _ = w.conn.ExecContext(context.Background(), "ROLLBACK", nil)
+	g := w.cur
+	w.open, w.cur, w.members = false, nil, 0
 	g.err = err
 	close(g.done)
 }
@@ -181,7 +248,7 @@ func (w *writer) flush() {
 // groupConn is one database/sql connection: a view of the writer.
 type groupConn struct {
 	w  *writer
-	tx *groupTx // the transaction this connection holds the writer for
+	tx *groupTx // the transaction this view holds the writer for
 }
 
 var (
@@ -199,16 +266,31 @@ func (c *groupConn) Prepare(query string) (driver.Stmt, error) {
 	return c.PrepareContext(context.Background(), query)
 }
 
+// hold makes the caller the holder for a statement outside a
+// transaction: the open group commits first, and the statement runs on
+// its own, as on a connection of its own.
+func (c *groupConn) hold(ctx context.Context) error {
+	if err := c.w.acquire(ctx); err != nil {
+		return err
+	}
+	if c.w.closed {
+		c.w.release()
+		return driver.ErrBadConn
+	}
+	c.w.flush()
+	return nil
+}
+
 // PrepareContext implements [driver.ConnPrepareContext]: the statement
-// runs on the writer the connection's transaction holds, or alone outside
-// one, and is closed holding the writer (groupStmt).
+// runs on the writer the view's transaction holds, or alone outside one
+// (groupStmt).
 func (c *groupConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
 	var s driver.Stmt
 	var err error
 	if c.tx != nil {
 		s, err = c.w.conn.PrepareContext(context.WithoutCancel(ctx), query)
 	} else {
-		if err := c.w.acquire(ctx); err != nil {
+		if err := c.hold(ctx); err != nil {
 			return nil, err
 		}
 		s, err = c.w.conn.PrepareContext(ctx, query)
@@ -239,52 +321,53 @@ func (c *groupConn) Begin() (driver.Tx, error) {
 // alone after the group commits.
 func (c *groupConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	w := c.w
-	if err := w.acquire(ctx); err != nil {
-		return nil, err
-	}
-	if w.closed {
-		<-w.sem
-		return nil, driver.ErrBadConn
-	}
 	if opts.ReadOnly || opts.Isolation != driver.IsolationLevel(0) {
-		w.flush()
+		if err := c.hold(ctx); err != nil {
+			return nil, err
+		}
 		tx, err := w.conn.BeginTx(ctx, opts)
 		if err != nil {
-			<-w.sem
+			w.release()
 			return nil, err
 		}
 		c.tx = &groupTx{c: c, alone: tx}
 		return c.tx, nil
 	}
+	if err := w.acquire(ctx); err != nil {
+		return nil, err
+	}
+	if w.closed {
+		w.release()
+		return nil, driver.ErrBadConn
+	}
 	bg := context.WithoutCancel(ctx)
-	t := &groupTx{c: c}
-	if w.open {
-		// Join: a savepoint, so this member can undo its own work only.
-		if _, err := w.conn.ExecContext(bg, "SAVEPOINT rath_member", nil); err != nil {
-			w.release()
-			return nil, err
-		}
-		t.savepoint = true
-	} else {
+	if !w.open {
 		// The writer connection's DSN asks for BEGIN IMMEDIATE (_txlock):
-		// the write lock up front, waiting out another process's
-		// writer in the busy timeout.
+		// the write lock up front, waiting out another process's writer
+		// in the busy timeout.
 		if _, err := w.conn.ExecContext(bg, "BEGIN IMMEDIATE", nil); err != nil {
-			<-w.sem
+			w.release()
 			return nil, err
 		}
 		w.open, w.cur = true, &group{done: make(chan struct{})}
 	}
-	c.tx = t
-	return t, nil
+	// Every member works under a savepoint: its rollback undoes its own
+	// work only, and its RELEASE fails if SQLite rolled the whole
+	// transaction back after an error (a full disk, an I/O error).
+	if _, err := w.conn.ExecContext(bg, "SAVEPOINT rath_member", nil); err != nil {
+		w.abortGroup(fmt.Errorf("group commit: a member's savepoint failed: %w", err))
+		w.release()
+		return nil, err
+	}
+	c.tx = &groupTx{c: c}
+	return c.tx, nil
 }
 
 // groupTx is one member of a group, or (alone set) a transaction that
 // runs by itself.
 type groupTx struct {
-	c         *groupConn
-	alone     driver.Tx
-	savepoint bool
+	c     *groupConn
+	alone driver.Tx
 }
 
 // Commit implements [driver.Tx]: it returns once the member's group has
@@ -294,15 +377,13 @@ func (t *groupTx) Commit() error {
 	t.c.tx = nil
 	if t.alone != nil {
 		err := t.alone.Commit()
-		<-w.sem
+		w.release()
 		return err
 	}
-	if t.savepoint {
-		if _, err := w.conn.ExecContext(context.Background(), "RELEASE rath_member", nil); err != nil {
-			err = errors.Join(err, t.undo())
-			w.release()
-			return err
-		}
+	if _, err := w.conn.ExecContext(context.Background(), "RELEASE rath_member", nil); err != nil {
+		err = errors.Join(err, t.undo())
+		w.release()
+		return err
 	}
 	g := w.cur
 	w.members++
@@ -318,7 +399,7 @@ func (t *groupTx) Rollback() error {
 	t.c.tx = nil
 	if t.alone != nil {
 		err := t.alone.Rollback()
-		<-w.sem
+		w.release()
 		return err
 	}
 	err := t.undo()
@@ -327,52 +408,39 @@ func (t *groupTx) Rollback() error {
 }
 
 // undo rolls back the member's work: to its savepoint, or the whole
-// transaction when it opened it (it is then the group's only member: the
-// others join after it releases the connection). When the savepoint is
-// gone, SQLite has rolled the whole transaction back after an error
-// (a full disk, an I/O error): the group fails, and its members hear so.
+// transaction when no member committed into it yet. When the savepoint is
+// gone, SQLite rolled the whole transaction back after an error: the
+// group fails, and its members hear so. (A caller that went on after
+// such an error ran its later statements outside any transaction, each
+// committed at once; it is told its transaction failed.)
 func (t *groupTx) undo() error {
 	w := t.c.w
 	bg := context.Background()
-	if t.savepoint {
-		_, err := w.conn.ExecContext(bg, "ROLLBACK TO rath_member", nil)
-		if err == nil {
-			_, err = w.conn.ExecContext(bg, "RELEASE rath_member", nil)
-		}
-		if err == nil {
-			return nil
-		}
-		w.abortGroup(fmt.Errorf("group commit: a member's rollback failed: %w", err))
+	if w.members == 0 {
+		_, err := w.conn.ExecContext(bg, "ROLLBACK", nil)
+		w.abortGroup(errors.New("group rolled back"))
 		return err
 	}
-	_, err := w.conn.ExecContext(bg, "ROLLBACK", nil)
-	w.abortGroup(errors.New("group rolled back"))
+	_, err := w.conn.ExecContext(bg, "ROLLBACK TO rath_member", nil)
+	if err == nil {
+		_, err = w.conn.ExecContext(bg, "RELEASE rath_member", nil)
+	}
+	if err != nil {
+		w.abortGroup(fmt.Errorf("group commit: a member's rollback failed: %w", err))
+	}
 	return err
 }
 
-// abortGroup rolls the open group back and tells its members err.
-func (w *writer) abortGroup(err error) {
-	_, _ = w.conn.ExecContext(context.Background(), "ROLLBACK", nil)
-	g := w.cur
-	w.open, w.cur, w.members = false, nil, 0
-	g.err = err
-	close(g.done)
-}
-
-// ExecContext implements [driver.ExecerContext]: inside the connection's
-// transaction, on the writer; outside one, alone (see run).
+// ExecContext implements [driver.ExecerContext]: inside the view's
+// transaction, on the writer; outside one, alone (hold).
 func (c *groupConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	if c.tx != nil {
 		return c.w.conn.ExecContext(c.stmtCtx(ctx), query, args)
 	}
-	if err := c.w.acquire(ctx); err != nil {
+	if err := c.hold(ctx); err != nil {
 		return nil, err
 	}
 	defer c.w.release()
-	if c.w.closed {
-		return nil, driver.ErrBadConn
-	}
-	c.w.flush()
 	return c.w.conn.ExecContext(ctx, query, args)
 }
 
@@ -382,24 +450,19 @@ func (c *groupConn) QueryContext(ctx context.Context, query string, args []drive
 	if c.tx != nil {
 		return c.w.conn.QueryContext(c.stmtCtx(ctx), query, args)
 	}
-	if err := c.w.acquire(ctx); err != nil {
+	if err := c.hold(ctx); err != nil {
 		return nil, err
 	}
-	if c.w.closed {
-		c.w.release()
-		return nil, driver.ErrBadConn
-	}
-	c.w.flush()
 	rows, err := c.w.conn.QueryContext(ctx, query, args)
 	if err != nil {
 		c.w.release()
 		return nil, err
 	}
-	return &groupRows{Rows: rows, w: c.w}, nil
+	return &groupRows{typedRows: typedRows{rows}, w: c.w}, nil
 }
 
-// stmtCtx is the context a statement in the connection's transaction
-// runs with: a group member's statements are not interrupted.
+// stmtCtx is the context a statement in the view's transaction runs
+// with: a group member's statements are not interrupted.
 func (c *groupConn) stmtCtx(ctx context.Context) context.Context {
 	if c.tx != nil && c.tx.alone == nil {
 		return context.WithoutCancel(ctx)
@@ -415,7 +478,7 @@ func (c *groupConn) IsValid() bool { return true }
 
 // groupRows releases the writer when closed.
 type groupRows struct {
-	driver.Rows
+	typedRows
 	w    *writer
 	done bool
 }
@@ -431,23 +494,37 @@ func (r *groupRows) Close() error {
 
 // groupStmt is a prepared statement of a view: inside the view's
 // transaction it runs on the writer the transaction holds, outside one it
-// runs alone. Closing it finalizes it on the SQLite connection, so that
-// too holds the writer (database/sql closes a transaction's statements
-// after its Commit or Rollback has released it).
+// runs alone. Closing it finalizes it on the SQLite connection, which
+// needs the writer: without a transaction of its view, the statement is
+// finalized at once if the writer is free, else by its holder when it
+// releases (database/sql closes statements while holding its own lock,
+// and closes a transaction's after the transaction ended).
 type groupStmt struct {
 	c *groupConn
 	s innerStmt
 }
 
 func (s *groupStmt) Close() error {
+	w := s.c.w
 	if s.c.tx != nil {
 		return s.s.Close()
 	}
-	w := s.c.w
-	_ = w.acquire(context.Background()) // cannot fail: no cancellation
-	defer w.release()
-	return s.s.Close()
+	w.mu.Lock()
+	if w.held || len(w.queue) > 0 {
+		w.toClose = append(w.toClose, s.s)
+		w.mu.Unlock()
+		return nil
+	}
+	w.held = true
+	w.mu.Unlock()
+	var err error
+	if !w.closed {
+		err = s.s.Close()
+	}
+	w.release()
+	return err
 }
+
 func (s *groupStmt) NumInput() int { return s.s.NumInput() }
 
 func (s *groupStmt) Exec(args []driver.Value) (driver.Result, error) {
@@ -467,31 +544,27 @@ func named(args []driver.Value) []driver.NamedValue {
 }
 
 func (s *groupStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	w := s.c.w
 	if s.c.tx != nil {
 		return s.s.ExecContext(s.c.stmtCtx(ctx), args)
 	}
-	if err := w.acquire(ctx); err != nil {
+	if err := s.c.hold(ctx); err != nil {
 		return nil, err
 	}
-	defer w.release()
-	w.flush()
+	defer s.c.w.release()
 	return s.s.ExecContext(ctx, args)
 }
 
 func (s *groupStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	w := s.c.w
 	if s.c.tx != nil {
 		return s.s.QueryContext(s.c.stmtCtx(ctx), args)
 	}
-	if err := w.acquire(ctx); err != nil {
+	if err := s.c.hold(ctx); err != nil {
 		return nil, err
 	}
-	w.flush()
 	rows, err := s.s.QueryContext(ctx, args)
 	if err != nil {
-		w.release()
+		s.c.w.release()
 		return nil, err
 	}
-	return &groupRows{Rows: rows, w: w}, nil
+	return &groupRows{typedRows: typedRows{rows}, w: s.c.w}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -71,9 +72,9 @@ func member(db *sql.DB, q string, end func(*sql.Tx) error) <-chan error {
 func waitWaiting(t *testing.T, w *writer, n int32) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for w.waiting.Load() != n {
+	for int32(w.waiters()) != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("waiting = %d, want %d", w.waiting.Load(), n)
+			t.Fatalf("waiting = %d, want %d", w.waiters(), n)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -343,5 +344,121 @@ func TestGroupCommitCanceledWait(t *testing.T) {
 	}
 	if got := count(t, r, `SELECT count(*) FROM item`); got != 1 {
 		t.Fatalf("%d items, want 1", got)
+	}
+}
+
+// TestGroupCommitWaiterLeavesAtHandOff: a waiter that gives up just as
+// the holder decides whether to leave the group open for it. The holder
+// decides and hands over under one lock, so every Commit returns: before
+// that, a waiter leaving between the holder's check and its release left
+// the group open with nobody to commit it (found at ~9,000 iterations).
+func TestGroupCommitWaiterLeavesAtHandOff(t *testing.T) {
+	db, w, r := groupTestDB(t)
+	const n = 3000
+	for i := range n {
+		a := begin(t, db, fmt.Sprintf(`INSERT INTO item (id, v) VALUES (%d, 'a')`, i))
+		bctx, cancel := context.WithCancel(context.Background())
+		bErr := make(chan error, 1)
+		go func() {
+			tx, err := db.BeginTx(bctx, nil)
+			if err == nil {
+				err = tx.Rollback()
+			}
+			bErr <- err
+		}()
+		for w.waiters() != 1 {
+			runtime.Gosched()
+		}
+		done := make(chan error, 1)
+		go func() { done <- a.Commit() }()
+		for range i % 50 {
+			runtime.Gosched()
+		}
+		cancel()
+		if err := <-bErr; err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, sql.ErrTxDone) {
+			t.Fatalf("iteration %d: the waiter: %v", i, err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("iteration %d: Commit: %v", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("iteration %d: Commit hung", i)
+		}
+	}
+	if got := count(t, r, `SELECT count(*) FROM item`); got != n {
+		t.Fatalf("%d items stored, want %d", got, n)
+	}
+}
+
+// TestGroupCommitAfterSQLiteRolledBack: a statement that makes SQLite
+// roll the whole transaction back (INSERT OR ROLLBACK here; a full disk or
+// an I/O error does the same) is found at the member's end: the member is
+// told its transaction failed, and the next writer is not carried into a
+// transaction that no longer exists (it was told "failed" while its rows
+// were committed).
+func TestGroupCommitAfterSQLiteRolledBack(t *testing.T) {
+	db, w, r := groupTestDB(t)
+	a := begin(t, db, `INSERT INTO item (id, v) VALUES (1, 'a')`)
+	if _, err := a.Exec(`INSERT OR ROLLBACK INTO item (id, v) VALUES (1, 'dup')`); err == nil {
+		t.Fatal("duplicate insert succeeded")
+	}
+	bErr := member(db, `INSERT INTO item (id, v) VALUES (2, 'b')`, (*sql.Tx).Commit)
+	waitWaiting(t, w, 1)
+	if err := a.Commit(); err == nil {
+		t.Fatal("Commit of a transaction SQLite rolled back = nil")
+	}
+	b := <-bErr
+	stored := count(t, r, `SELECT count(*) FROM item WHERE id = 2`)
+	if (b == nil) != (stored == 1) {
+		t.Fatalf("second writer told %v, and its row stored: %v", b, stored == 1)
+	}
+	if got := count(t, r, `SELECT count(*) FROM item WHERE id = 1`); got != 0 {
+		t.Fatal("the rolled back transaction's row is stored")
+	}
+}
+
+// TestGroupCommitCloseWithPreparedTx: the store closes while a
+// transaction that prepared a statement commits; database/sql closes the
+// statement after the commit, when the connection may be closed: it must
+// not be finalized on the closed connection (that crashed).
+func TestGroupCommitCloseWithPreparedTx(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "g.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.writer.Exec(`CREATE TABLE item (id INTEGER PRIMARY KEY, v TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := tx.Prepare(`INSERT INTO item (id, v) VALUES (?, 'x')`) //nolint:sqlclosecheck // the transaction's end closes it: what this exercises
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Exec(1); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.group.w.waiters() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("Close did not wait for the transaction")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := s.writer.Exec(`INSERT INTO item (id, v) VALUES (2, 'x')`); err == nil {
+		t.Fatal("write after Close succeeded")
 	}
 }

@@ -145,7 +145,7 @@ func (c *cachedConn) QueryContext(ctx context.Context, query string, args []driv
 		return nil, err
 	}
 	cs.busy = !temp
-	return &cachedRows{Rows: rows, cs: cs, temp: temp}, nil
+	return &cachedRows{typedRows: typedRows{rows}, cs: cs, temp: temp}, nil
 }
 
 // Close closes the cached statements, then the connection.
@@ -168,7 +168,7 @@ func closeJoin(err error, c interface{ Close() error }) error {
 // cachedRows frees its statement for the next query when closed (the
 // driver resets a cached statement then instead of finalizing it).
 type cachedRows struct {
-	driver.Rows
+	typedRows
 	cs   *cachedStmt
 	temp bool
 	done bool
@@ -187,37 +187,39 @@ func (r *cachedRows) Close() error {
 	return err
 }
 
-// The column type methods database/sql's ColumnTypes uses, passed through.
+// typedRows passes through the column type methods database/sql's
+// ColumnTypes uses, which embedding the driver.Rows interface would hide.
+type typedRows struct{ driver.Rows }
 
-func (r *cachedRows) ColumnTypeDatabaseTypeName(i int) string {
+func (r typedRows) ColumnTypeDatabaseTypeName(i int) string {
 	if t, ok := r.Rows.(driver.RowsColumnTypeDatabaseTypeName); ok {
 		return t.ColumnTypeDatabaseTypeName(i)
 	}
 	return ""
 }
 
-func (r *cachedRows) ColumnTypeLength(i int) (int64, bool) {
+func (r typedRows) ColumnTypeLength(i int) (int64, bool) {
 	if t, ok := r.Rows.(driver.RowsColumnTypeLength); ok {
 		return t.ColumnTypeLength(i)
 	}
 	return 0, false
 }
 
-func (r *cachedRows) ColumnTypeNullable(i int) (nullable, ok bool) {
+func (r typedRows) ColumnTypeNullable(i int) (nullable, ok bool) {
 	if t, ok := r.Rows.(driver.RowsColumnTypeNullable); ok {
 		return t.ColumnTypeNullable(i)
 	}
 	return false, false
 }
 
-func (r *cachedRows) ColumnTypePrecisionScale(i int) (precision, scale int64, ok bool) {
+func (r typedRows) ColumnTypePrecisionScale(i int) (precision, scale int64, ok bool) {
 	if t, ok := r.Rows.(driver.RowsColumnTypePrecisionScale); ok {
 		return t.ColumnTypePrecisionScale(i)
 	}
 	return 0, 0, false
 }
 
-func (r *cachedRows) ColumnTypeScanType(i int) reflect.Type {
+func (r typedRows) ColumnTypeScanType(i int) reflect.Type {
 	if t, ok := r.Rows.(driver.RowsColumnTypeScanType); ok {
 		return t.ColumnTypeScanType(i)
 	}
