@@ -136,6 +136,9 @@ func (m *Metrics) StepEnded(queue, outcome string, d time.Duration) {
 	if m == nil {
 		return
 	}
+	// The duration first: a scrape that sees the step counted sees its
+	// duration too.
+	m.StepDuration.WithLabelValues(queue, outcome).Observe(d.Seconds())
 	switch outcome {
 	case "committed":
 		m.StepsCommitted.WithLabelValues(queue).Inc()
@@ -144,7 +147,6 @@ func (m *Metrics) StepEnded(queue, outcome string, d time.Duration) {
 	case "failed":
 		m.StepsFailed.WithLabelValues(queue, "terminal").Inc()
 	}
-	m.StepDuration.WithLabelValues(queue, outcome).Observe(d.Seconds())
 }
 
 // StepCost adds a committed step's cost under model.

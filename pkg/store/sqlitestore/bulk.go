@@ -17,7 +17,9 @@ var _ session.BulkGraph = (*Store)(nil)
 // [session.BulkTx.PutBatch] writes its versions with multi-row INSERTs.
 // Versions written in bulk are not cached.
 func (s *Store) Bulk(ctx context.Context, fn func(ctx context.Context, tx session.BulkTx) error) error {
-	tx, err := s.writer.BeginTx(ctx, nil)
+	// Alone, not in a group: an import reads its client's upload inside
+	// this transaction, and a group's members wait for its last.
+	tx, err := s.writer.BeginTx(alone(ctx), nil)
 	if err != nil {
 		return translate("bulk", err)
 	}

@@ -32,10 +32,22 @@ import (
 // is interrupted, which would undo the other members' work. A context
 // still ends the wait for the connection. A PRAGMA a member runs lasts
 // for the rest of its group. Closing the handle waits for the
-// transaction in progress, then commits the open group.
+// transaction in progress, then commits the open group. A member must
+// not wait on anything slow (a client, the network) inside its
+// transaction: the members before it wait for its end to hear their
+// commit; Bulk's transactions run alone for that reason.
 
 // maxGroup bounds a group's members, so a steady queue still commits.
 const maxGroup = 64
+
+// aloneKey marks a context whose write transaction runs alone: one that
+// may last (a bulk import reads its client's upload inside it) would
+// hold back the commit of every member before it in its group.
+type aloneKey struct{}
+
+// alone returns ctx marked so that a write transaction begun with it
+// runs alone.
+func alone(ctx context.Context) context.Context { return context.WithValue(ctx, aloneKey{}, true) }
 
 // groupConnector is the writer's driver.Connector: every connection it
 // returns shares one connection of inner.
@@ -56,6 +68,9 @@ type writer struct {
 	held    bool
 	queue   []chan struct{} // waiters, each handed the connection by closing its channel
 	toClose []driver.Stmt   // statements closed while another held the connection
+	// stmts are the views' prepared statements not yet finalized: Close
+	// finalizes them before it closes the connection.
+	stmts map[driver.Stmt]struct{}
 
 	// openMu guards opening conn and closed (which the holder also reads).
 	openMu sync.Mutex
@@ -79,7 +94,9 @@ type group struct {
 }
 
 func newGroupConnector(inner driver.Connector) *groupConnector {
-	return &groupConnector{inner: inner}
+	c := &groupConnector{inner: inner}
+	c.w.stmts = make(map[driver.Stmt]struct{})
+	return c
 }
 
 // Connect implements [driver.Connector]: the first call opens the SQLite
@@ -117,7 +134,17 @@ func (c *groupConnector) Close() error {
 	_ = w.acquire(context.Background()) // cannot fail: no cancellation
 	defer w.release()
 	w.flush()
-	w.finalizePending()
+	w.mu.Lock()
+	open := make([]driver.Stmt, 0, len(w.stmts))
+	for st := range w.stmts {
+		open = append(open, st)
+	}
+	w.toClose = nil
+	clear(w.stmts)
+	w.mu.Unlock()
+	for _, st := range open {
+		_ = st.Close()
+	}
 	w.openMu.Lock()
 	defer w.openMu.Unlock()
 	if w.closed {
@@ -205,10 +232,21 @@ func (w *writer) finalizePending() {
 	w.toClose = nil
 	w.mu.Unlock()
 	for _, s := range pending {
-		if !w.closed {
-			_ = s.Close()
-		}
+		w.finalize(s)
 	}
+}
+
+// finalize finalizes a view's statement, unless Close did; the holder
+// calls it.
+func (w *writer) finalize(s driver.Stmt) error {
+	w.mu.Lock()
+	_, open := w.stmts[s]
+	delete(w.stmts, s)
+	w.mu.Unlock()
+	if !open || w.closed {
+		return nil
+	}
+	return s.Close()
 }
 
 // commitGroup commits the open group and tells its members.
@@ -304,6 +342,9 @@ func (c *groupConn) PrepareContext(ctx context.Context, query string) (driver.St
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlite driver statement %T lacks the context methods", s)
 	}
+	c.w.mu.Lock()
+	c.w.stmts[is] = struct{}{}
+	c.w.mu.Unlock()
 	return &groupStmt{c: c, s: is}, nil
 }
 
@@ -317,11 +358,11 @@ func (c *groupConn) Begin() (driver.Tx, error) {
 }
 
 // BeginTx implements [driver.ConnBeginTx]: a read-write transaction of the
-// default isolation joins the open group, or opens one; any other runs
-// alone after the group commits.
+// default isolation joins the open group, or opens one; any other, and
+// one whose context is marked alone, runs alone after the group commits.
 func (c *groupConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	w := c.w
-	if opts.ReadOnly || opts.Isolation != driver.IsolationLevel(0) {
+	if opts.ReadOnly || opts.Isolation != driver.IsolationLevel(0) || ctx.Value(aloneKey{}) != nil {
 		if err := c.hold(ctx); err != nil {
 			return nil, err
 		}
@@ -507,7 +548,7 @@ type groupStmt struct {
 func (s *groupStmt) Close() error {
 	w := s.c.w
 	if s.c.tx != nil {
-		return s.s.Close()
+		return w.finalize(s.s)
 	}
 	w.mu.Lock()
 	if w.held || len(w.queue) > 0 {
@@ -517,10 +558,7 @@ func (s *groupStmt) Close() error {
 	}
 	w.held = true
 	w.mu.Unlock()
-	var err error
-	if !w.closed {
-		err = s.s.Close()
-	}
+	err := w.finalize(s.s)
 	w.release()
 	return err
 }
