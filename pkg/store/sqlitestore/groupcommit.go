@@ -232,7 +232,7 @@ func (w *writer) finalizePending() {
 	w.toClose = nil
 	w.mu.Unlock()
 	for _, s := range pending {
-		w.finalize(s)
+		_ = w.finalize(s)
 	}
 }
 
