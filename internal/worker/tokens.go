@@ -19,16 +19,21 @@ const tokenEvery = 50 * time.Millisecond
 type tokenBatcher struct {
 	every time.Duration
 	send  func(text string)
+	// after runs f once d has passed and returns what stops it
+	// (time.AfterFunc; tests fire it themselves).
+	after func(d time.Duration, f func()) (stop func() bool)
 
 	// mu is held while sending too: a timer's send and a flush never
 	// overlap, and a flush returns after any send in progress.
-	mu    sync.Mutex
-	buf   strings.Builder
-	timer *time.Timer
+	mu   sync.Mutex
+	buf  strings.Builder
+	stop func() bool // the pending timer's, or nil
 }
 
 func newTokenBatcher(every time.Duration, send func(text string)) *tokenBatcher {
-	return &tokenBatcher{every: every, send: send}
+	return &tokenBatcher{every: every, send: send, after: func(d time.Duration, f func()) func() bool {
+		return time.AfterFunc(d, f).Stop
+	}}
 }
 
 // add gathers a delta.
@@ -39,8 +44,8 @@ func (b *tokenBatcher) add(delta string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.buf.WriteString(delta)
-	if b.timer == nil {
-		b.timer = time.AfterFunc(b.every, b.flush)
+	if b.stop == nil {
+		b.stop = b.after(b.every, b.flush)
 	}
 }
 
@@ -48,9 +53,9 @@ func (b *tokenBatcher) add(delta string) {
 func (b *tokenBatcher) flush() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.timer != nil {
-		b.timer.Stop()
-		b.timer = nil
+	if b.stop != nil {
+		b.stop()
+		b.stop = nil
 	}
 	if b.buf.Len() == 0 {
 		return

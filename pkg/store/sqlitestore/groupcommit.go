@@ -417,9 +417,7 @@ func (t *groupTx) Commit() error {
 	w := t.c.w
 	t.c.tx = nil
 	if t.alone != nil {
-		err := t.alone.Commit()
-		w.release()
-		return err
+		return t.endAlone(t.alone.Commit)
 	}
 	if _, err := w.conn.ExecContext(context.Background(), "RELEASE rath_member", nil); err != nil {
 		err = errors.Join(err, t.undo())
@@ -439,12 +437,18 @@ func (t *groupTx) Rollback() error {
 	w := t.c.w
 	t.c.tx = nil
 	if t.alone != nil {
-		err := t.alone.Rollback()
-		w.release()
-		return err
+		return t.endAlone(t.alone.Rollback)
 	}
 	err := t.undo()
 	w.release()
+	return err
+}
+
+// endAlone ends a transaction that ran alone with end (its Commit or
+// Rollback) and releases the writer.
+func (t *groupTx) endAlone(end func() error) error {
+	err := end()
+	t.c.w.release()
 	return err
 }
 
@@ -475,26 +479,38 @@ func (t *groupTx) undo() error {
 // ExecContext implements [driver.ExecerContext]: inside the view's
 // transaction, on the writer; outside one, alone (hold).
 func (c *groupConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	return c.exec(ctx, func(ctx context.Context) (driver.Result, error) { return c.w.conn.ExecContext(ctx, query, args) })
+}
+
+// exec runs a statement: in the view's transaction, on the writer it
+// holds; outside one, alone (hold).
+func (c *groupConn) exec(ctx context.Context, run func(context.Context) (driver.Result, error)) (driver.Result, error) {
 	if c.tx != nil {
-		return c.w.conn.ExecContext(c.stmtCtx(ctx), query, args)
+		return run(c.stmtCtx(ctx))
 	}
 	if err := c.hold(ctx); err != nil {
 		return nil, err
 	}
 	defer c.w.release()
-	return c.w.conn.ExecContext(ctx, query, args)
+	return run(ctx)
 }
 
 // QueryContext implements [driver.QueryerContext]. Outside a transaction
 // the rows hold the writer until they are closed.
 func (c *groupConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	return c.query(ctx, func(ctx context.Context) (driver.Rows, error) { return c.w.conn.QueryContext(ctx, query, args) })
+}
+
+// query runs a query as exec runs a statement; outside a transaction its
+// rows hold the writer until they are closed.
+func (c *groupConn) query(ctx context.Context, run func(context.Context) (driver.Rows, error)) (driver.Rows, error) {
 	if c.tx != nil {
-		return c.w.conn.QueryContext(c.stmtCtx(ctx), query, args)
+		return run(c.stmtCtx(ctx))
 	}
 	if err := c.hold(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := c.w.conn.QueryContext(ctx, query, args)
+	rows, err := run(ctx)
 	if err != nil {
 		c.w.release()
 		return nil, err
@@ -582,27 +598,9 @@ func named(args []driver.Value) []driver.NamedValue {
 }
 
 func (s *groupStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	if s.c.tx != nil {
-		return s.s.ExecContext(s.c.stmtCtx(ctx), args)
-	}
-	if err := s.c.hold(ctx); err != nil {
-		return nil, err
-	}
-	defer s.c.w.release()
-	return s.s.ExecContext(ctx, args)
+	return s.c.exec(ctx, func(ctx context.Context) (driver.Result, error) { return s.s.ExecContext(ctx, args) })
 }
 
 func (s *groupStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	if s.c.tx != nil {
-		return s.s.QueryContext(s.c.stmtCtx(ctx), args)
-	}
-	if err := s.c.hold(ctx); err != nil {
-		return nil, err
-	}
-	rows, err := s.s.QueryContext(ctx, args)
-	if err != nil {
-		s.c.w.release()
-		return nil, err
-	}
-	return &groupRows{typedRows: typedRows{rows}, w: s.c.w}, nil
+	return s.c.query(ctx, func(ctx context.Context) (driver.Rows, error) { return s.s.QueryContext(ctx, args) })
 }

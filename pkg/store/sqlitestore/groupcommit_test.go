@@ -72,10 +72,10 @@ func member(db *sql.DB, q string, end func(*sql.Tx) error) <-chan error {
 }
 
 // waitWaiting waits until n connections wait for the writer.
-func waitWaiting(t *testing.T, w *writer, n int32) {
+func waitWaiting(t *testing.T, w *writer, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for int32(w.waiters()) != n {
+	for w.waiters() != n {
 		if time.Now().After(deadline) {
 			t.Fatalf("waiting = %d, want %d", w.waiters(), n)
 		}
@@ -458,13 +458,7 @@ func TestGroupCommitCloseWithPreparedTx(t *testing.T) {
 		}
 		closed := make(chan error, 1)
 		go func() { closed <- s.Close() }()
-		deadline := time.Now().Add(10 * time.Second)
-		for s.group.w.waiters() != 1 {
-			if time.Now().After(deadline) {
-				t.Fatal("Close did not wait for the transaction")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		waitWaiting(t, &s.group.w, 1) // Close waits for the transaction
 		if err := tx.Commit(); err != nil {
 			t.Fatalf("Commit: %v", err)
 		}
