@@ -18,7 +18,10 @@
 // Statements inside a write transaction are not interrupted by their
 // context (an interrupted write would roll the whole group back); a
 // context still ends the wait for the writer, and the transaction ends at
-// its next statement. [Store.DB] is such a handle.
+// its next statement. When SQLite rolls a whole transaction back after an
+// error in it (a full disk, INSERT OR ROLLBACK), the rest of that
+// transaction's statements are refused rather than run outside any
+// transaction, and its Commit fails. [Store.DB] is such a handle.
 //
 // The chunks table is keyed by (lane, ord) (see package store), so a lane's
 // chunks are one sequential range. Transcripts and ancestor lists come back

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"modernc.org/sqlite"
 )
 
 // Group commit on the writer. SQLite has one writer, and each commit
@@ -81,6 +83,13 @@ type writer struct {
 	open    bool // a group transaction is open on conn
 	members int  // transactions committed into the open group
 	cur     *group
+	// rolledBack is set by SQLite's rollback hook when a transaction on
+	// conn is rolled back, explicitly or by SQLite itself after an error
+	// (a full disk, INSERT OR ROLLBACK); it is cleared when a transaction
+	// begins. While it is set, the statements of the transaction in
+	// progress are refused (errRolledBack): run after such a rollback,
+	// they would commit one by one outside any transaction.
+	rolledBack bool
 
 	// commits and grouped count the group commits and the transactions
 	// they carried (GroupCommits; tests).
@@ -112,6 +121,12 @@ func (c *groupConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		h, ok := dc.(sqlite.HookRegisterer)
+		if !ok {
+			_ = dc.Close()
+			return nil, fmt.Errorf("sqlite driver connection %T has no rollback hook", dc)
+		}
+		h.RegisterRollbackHook(func() { c.w.rolledBack = true })
 		cc, err := newCachedConn(dc)
 		if err != nil {
 			return nil, err
@@ -371,6 +386,7 @@ func (c *groupConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.
 			w.release()
 			return nil, err
 		}
+		w.rolledBack = false
 		c.tx = &groupTx{c: c, alone: tx}
 		return c.tx, nil
 	}
@@ -390,7 +406,7 @@ func (c *groupConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.
 			w.release()
 			return nil, err
 		}
-		w.open, w.cur = true, &group{done: make(chan struct{})}
+		w.open, w.cur, w.rolledBack = true, &group{done: make(chan struct{})}, false
 	}
 	// Every member works under a savepoint: its rollback undoes its own
 	// work only, and its RELEASE fails if SQLite rolled the whole
@@ -456,8 +472,7 @@ func (t *groupTx) endAlone(end func() error) error {
 // transaction when no member committed into it yet. When the savepoint is
 // gone, SQLite rolled the whole transaction back after an error: the
 // group fails, and its members hear so. (A caller that went on after
-// such an error ran its later statements outside any transaction, each
-// committed at once; it is told its transaction failed.)
+// such an error had its statements refused: errRolledBack.)
 func (t *groupTx) undo() error {
 	w := t.c.w
 	bg := context.Background()
@@ -486,6 +501,9 @@ func (c *groupConn) ExecContext(ctx context.Context, query string, args []driver
 // holds; outside one, alone (hold).
 func (c *groupConn) exec(ctx context.Context, run func(context.Context) (driver.Result, error)) (driver.Result, error) {
 	if c.tx != nil {
+		if c.w.rolledBack {
+			return nil, errRolledBack
+		}
 		return run(c.stmtCtx(ctx))
 	}
 	if err := c.hold(ctx); err != nil {
@@ -505,6 +523,9 @@ func (c *groupConn) QueryContext(ctx context.Context, query string, args []drive
 // rows hold the writer until they are closed.
 func (c *groupConn) query(ctx context.Context, run func(context.Context) (driver.Rows, error)) (driver.Rows, error) {
 	if c.tx != nil {
+		if c.w.rolledBack {
+			return nil, errRolledBack
+		}
 		return run(c.stmtCtx(ctx))
 	}
 	if err := c.hold(ctx); err != nil {
@@ -604,3 +625,7 @@ func (s *groupStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (
 func (s *groupStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	return s.c.query(ctx, func(ctx context.Context) (driver.Rows, error) { return s.s.QueryContext(ctx, args) })
 }
+
+// errRolledBack refuses a statement of a transaction that SQLite rolled
+// back as a whole after an error in it.
+var errRolledBack = errors.New("sqlitestore: SQLite rolled this transaction back after an error in it; it can only be rolled back")

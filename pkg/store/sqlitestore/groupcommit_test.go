@@ -523,3 +523,92 @@ func TestGroupCommitBulkRunsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestGroupCommitRefusesAfterSQLiteRolledBack: a caller that goes on
+// after a statement on which SQLite rolled its whole transaction back
+// (INSERT OR ROLLBACK, a full disk) must not have its later statements
+// run outside any transaction, each committed at once while its Commit
+// reports failure: they are refused, and nothing of the transaction is
+// stored. A member that joins the group after it, and one that joined
+// before it, are told the truth too.
+func TestGroupCommitRefusesAfterSQLiteRolledBack(t *testing.T) {
+	db, w, r := groupTestDB(t)
+	// before: a member committed into the group a's statement will roll back.
+	before := begin(t, db, `INSERT INTO item (id, v) VALUES (10, 'before')`)
+	aCh := make(chan *sql.Tx, 1)
+	go func() {
+		tx, err := db.BeginTx(context.Background(), nil)
+		if err != nil {
+			t.Error(err)
+		}
+		aCh <- tx
+	}()
+	waitWaiting(t, w, 1)
+	beforeErr := make(chan error, 1)
+	go func() { beforeErr <- before.Commit() }() // hands the open group to a
+	a := <-aCh
+	if a == nil {
+		t.FailNow()
+	}
+	if _, err := a.Exec(`INSERT INTO item (id, v) VALUES (1, 'a')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Exec(`INSERT OR ROLLBACK INTO item (id, v) VALUES (1, 'dup')`); err == nil {
+		t.Fatal("duplicate insert succeeded")
+	}
+	_, err := a.Exec(`INSERT INTO item (id, v) VALUES (3, 'after the rollback')`)
+	if err == nil {
+		t.Error("a statement after SQLite rolled the transaction back ran")
+	} else if !errors.Is(err, errRolledBack) {
+		t.Errorf("statement after the rollback: %v, want errRolledBack", err)
+	}
+	var n int
+	if err := a.QueryRow(`SELECT count(*) FROM item`).Scan(&n); err == nil {
+		t.Error("a query after SQLite rolled the transaction back ran")
+	}
+	bErr := member(db, `INSERT INTO item (id, v) VALUES (2, 'b')`, (*sql.Tx).Commit)
+	waitWaiting(t, w, 1)
+	if err := a.Commit(); err == nil {
+		t.Fatal("Commit of a transaction SQLite rolled back = nil")
+	}
+	if err := <-beforeErr; err == nil {
+		t.Error("the member before was told committed; SQLite rolled its rows back")
+	}
+	b := <-bErr
+	if got := count(t, r, `SELECT count(*) FROM item WHERE id = 2`); (b == nil) != (got == 1) {
+		t.Fatalf("the member after was told %v, and its row stored: %v", b, got == 1)
+	}
+	if got := count(t, r, `SELECT count(*) FROM item WHERE id IN (1, 3, 10)`); got != 0 {
+		t.Fatalf("%d rows of rolled back transactions are stored", got)
+	}
+}
+
+// TestGroupCommitAfterMemberRollback: a member's rollback (to its
+// savepoint) leaves the group usable: the member after it in the same
+// group runs its statements and commits with the group.
+func TestGroupCommitAfterMemberRollback(t *testing.T) {
+	db, w, r := groupTestDB(t)
+	a := begin(t, db, `INSERT INTO item (id, v) VALUES (1, 'a')`)
+	bDone := member(db, `INSERT INTO item (id, v) VALUES (2, 'b')`, (*sql.Tx).Rollback)
+	waitWaiting(t, w, 1)
+	cDone := member(db, `INSERT INTO item (id, v) VALUES (3, 'c')`, (*sql.Tx).Commit)
+	waitWaiting(t, w, 2)
+	if err := a.Commit(); err != nil {
+		t.Fatalf("first member's Commit: %v", err)
+	}
+	if err := <-bDone; err != nil {
+		t.Fatalf("second member: %v", err)
+	}
+	if err := <-cDone; err != nil {
+		t.Fatalf("third member, after the second's rollback: %v", err)
+	}
+	if got := count(t, r, `SELECT count(*) FROM item WHERE id IN (1, 3)`); got != 2 {
+		t.Fatalf("%d of the committed members' rows are stored, want 2", got)
+	}
+	if got := count(t, r, `SELECT count(*) FROM item WHERE id = 2`); got != 0 {
+		t.Fatal("the rolled back member's row is stored")
+	}
+	if c := w.commits.Load(); c != 1 {
+		t.Fatalf("%d commits, want the group's one", c)
+	}
+}
