@@ -247,20 +247,26 @@ func TestGroupCommitFailsTogether(t *testing.T) {
 }
 
 // TestGroupCommitMemberRollback: a member that rolls back undoes its own
-// rows only; the member before it in the group commits.
+// rows only (to its savepoint); the member before it in the group
+// commits, and so does the member after it, in the same group.
 func TestGroupCommitMemberRollback(t *testing.T) {
 	db, w, r := groupTestDB(t)
 	a := begin(t, db, `INSERT INTO item (id, v) VALUES (1, 'a')`)
 	bDone := member(db, `INSERT INTO item (id, v) VALUES (2, 'b')`, (*sql.Tx).Rollback)
 	waitWaiting(t, w, 1)
+	cDone := member(db, `INSERT INTO item (id, v) VALUES (3, 'c')`, (*sql.Tx).Commit)
+	waitWaiting(t, w, 2)
 	if err := a.Commit(); err != nil {
 		t.Fatalf("first member's Commit: %v", err)
 	}
 	if err := <-bDone; err != nil {
 		t.Fatalf("second member: %v", err)
 	}
-	if got := count(t, r, `SELECT count(*) FROM item WHERE id = 1`); got != 1 {
-		t.Fatal("the committed member's row is not stored")
+	if err := <-cDone; err != nil {
+		t.Fatalf("third member, after the second's rollback: %v", err)
+	}
+	if got := count(t, r, `SELECT count(*) FROM item WHERE id IN (1, 3)`); got != 2 {
+		t.Fatalf("%d of the committed members' rows are stored, want 2", got)
 	}
 	if got := count(t, r, `SELECT count(*) FROM item WHERE id = 2`); got != 0 {
 		t.Fatal("the rolled back member's row is stored")
@@ -580,35 +586,5 @@ func TestGroupCommitRefusesAfterSQLiteRolledBack(t *testing.T) {
 	}
 	if got := count(t, r, `SELECT count(*) FROM item WHERE id IN (1, 3, 10)`); got != 0 {
 		t.Fatalf("%d rows of rolled back transactions are stored", got)
-	}
-}
-
-// TestGroupCommitAfterMemberRollback: a member's rollback (to its
-// savepoint) leaves the group usable: the member after it in the same
-// group runs its statements and commits with the group.
-func TestGroupCommitAfterMemberRollback(t *testing.T) {
-	db, w, r := groupTestDB(t)
-	a := begin(t, db, `INSERT INTO item (id, v) VALUES (1, 'a')`)
-	bDone := member(db, `INSERT INTO item (id, v) VALUES (2, 'b')`, (*sql.Tx).Rollback)
-	waitWaiting(t, w, 1)
-	cDone := member(db, `INSERT INTO item (id, v) VALUES (3, 'c')`, (*sql.Tx).Commit)
-	waitWaiting(t, w, 2)
-	if err := a.Commit(); err != nil {
-		t.Fatalf("first member's Commit: %v", err)
-	}
-	if err := <-bDone; err != nil {
-		t.Fatalf("second member: %v", err)
-	}
-	if err := <-cDone; err != nil {
-		t.Fatalf("third member, after the second's rollback: %v", err)
-	}
-	if got := count(t, r, `SELECT count(*) FROM item WHERE id IN (1, 3)`); got != 2 {
-		t.Fatalf("%d of the committed members' rows are stored, want 2", got)
-	}
-	if got := count(t, r, `SELECT count(*) FROM item WHERE id = 2`); got != 0 {
-		t.Fatal("the rolled back member's row is stored")
-	}
-	if c := w.commits.Load(); c != 1 {
-		t.Fatalf("%d commits, want the group's one", c)
 	}
 }
