@@ -66,10 +66,12 @@ type groupConnector struct {
 // waiter is either handed the connection or has left the queue by then,
 // so a group left open always has a holder who will decide again.
 type writer struct {
-	mu      sync.Mutex
-	held    bool
-	queue   []chan struct{} // waiters, each handed the connection by closing its channel
-	toClose []driver.Stmt   // statements closed while another held the connection
+	mu    sync.Mutex
+	held  bool
+	queue []chan struct{} // waiters, each handed the connection by closing its channel
+	// queued, when set (tests), is signaled when a waiter joins queue.
+	queued  chan struct{}
+	toClose []driver.Stmt // statements closed while another held the connection
 	// stmts are the views' prepared statements not yet finalized: Close
 	// finalizes them before it closes the connection.
 	stmts map[driver.Stmt]struct{}
@@ -183,6 +185,12 @@ func (w *writer) acquire(ctx context.Context) error {
 	}
 	ch := make(chan struct{})
 	w.queue = append(w.queue, ch)
+	if w.queued != nil {
+		select {
+		case w.queued <- struct{}{}:
+		default:
+		}
+	}
 	w.mu.Unlock()
 	select {
 	case <-ch:
@@ -501,10 +509,11 @@ func (c *groupConn) ExecContext(ctx context.Context, query string, args []driver
 // holds; outside one, alone (hold).
 func (c *groupConn) exec(ctx context.Context, run func(context.Context) (driver.Result, error)) (driver.Result, error) {
 	if c.tx != nil {
-		if c.w.rolledBack {
-			return nil, errRolledBack
+		ctx, err := c.txCtx(ctx)
+		if err != nil {
+			return nil, err
 		}
-		return run(c.stmtCtx(ctx))
+		return run(ctx)
 	}
 	if err := c.hold(ctx); err != nil {
 		return nil, err
@@ -523,10 +532,11 @@ func (c *groupConn) QueryContext(ctx context.Context, query string, args []drive
 // rows hold the writer until they are closed.
 func (c *groupConn) query(ctx context.Context, run func(context.Context) (driver.Rows, error)) (driver.Rows, error) {
 	if c.tx != nil {
-		if c.w.rolledBack {
-			return nil, errRolledBack
+		ctx, err := c.txCtx(ctx)
+		if err != nil {
+			return nil, err
 		}
-		return run(c.stmtCtx(ctx))
+		return run(ctx)
 	}
 	if err := c.hold(ctx); err != nil {
 		return nil, err
@@ -539,13 +549,17 @@ func (c *groupConn) query(ctx context.Context, run func(context.Context) (driver
 	return &groupRows{typedRows: typedRows{rows}, w: c.w}, nil
 }
 
-// stmtCtx is the context a statement in the view's transaction runs
-// with: a group member's statements are not interrupted.
-func (c *groupConn) stmtCtx(ctx context.Context) context.Context {
-	if c.tx != nil && c.tx.alone == nil {
-		return context.WithoutCancel(ctx)
+// txCtx is the context a statement in the view's transaction runs with
+// (a group member's statements are not interrupted), or errRolledBack
+// once SQLite rolled the transaction back.
+func (c *groupConn) txCtx(ctx context.Context) (context.Context, error) {
+	if c.w.rolledBack {
+		return nil, errRolledBack
 	}
-	return ctx
+	if c.tx.alone == nil {
+		return context.WithoutCancel(ctx), nil
+	}
+	return ctx, nil
 }
 
 // ResetSession implements [driver.SessionResetter].

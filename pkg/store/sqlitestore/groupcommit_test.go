@@ -71,15 +71,48 @@ func member(db *sql.DB, q string, end func(*sql.Tx) error) <-chan error {
 	return done
 }
 
-// waitWaiting waits until n connections wait for the writer.
+// within returns what done delivers, failing the test if nothing comes
+// in 10 s (a hang).
+func within(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("no result in 10s: hung")
+		return nil
+	}
+}
+
+// commitWithin commits tx, failing the test if the Commit fails or does
+// not return in 10 s; when names the situation.
+func commitWithin(t *testing.T, tx *sql.Tx, when string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- tx.Commit() }()
+	if err := within(t, done); err != nil {
+		t.Fatalf("Commit %s: %v", when, err)
+	}
+}
+
+// waitWaiting waits until n connections wait for the writer: it wakes
+// each time a waiter joins the queue.
 func waitWaiting(t *testing.T, w *writer, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	w.mu.Lock()
+	if w.queued == nil {
+		w.queued = make(chan struct{}, 1)
+	}
+	queued := w.queued
+	w.mu.Unlock()
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
 	for w.waiters() != n {
-		if time.Now().After(deadline) {
+		select {
+		case <-queued:
+		case <-deadline.C:
 			t.Fatalf("waiting = %d, want %d", w.waiters(), n)
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -341,16 +374,7 @@ func TestGroupCommitCanceledWait(t *testing.T) {
 	if err := <-bErr; !errors.Is(err, context.Canceled) {
 		t.Fatalf("canceled BeginTx = %v, want context.Canceled", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- a.Commit() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Commit did not return after the waiter gave up")
-	}
+	commitWithin(t, a, "after the waiter gave up")
 	if got := count(t, r, `SELECT count(*) FROM item`); got != 1 {
 		t.Fatalf("%d items, want 1", got)
 	}
@@ -387,13 +411,8 @@ func TestGroupCommitWaiterLeavesAtHandOff(t *testing.T) {
 		if err := <-bErr; err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, sql.ErrTxDone) {
 			t.Fatalf("iteration %d: the waiter: %v", i, err)
 		}
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("iteration %d: Commit: %v", i, err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("iteration %d: Commit hung", i)
+		if err := within(t, done); err != nil {
+			t.Fatalf("iteration %d: Commit: %v", i, err)
 		}
 	}
 	if got := count(t, r, `SELECT count(*) FROM item`); got != n {
@@ -514,16 +533,7 @@ func TestGroupCommitBulkRunsAlone(t *testing.T) {
 		})
 	}()
 	waitWaiting(t, &s.group.w, 1)
-	committed := make(chan error, 1)
-	go func() { committed <- a.Commit() }()
-	select {
-	case err := <-committed:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a Commit waited for the bulk import after it")
-	}
+	commitWithin(t, a, "with a bulk import waiting after it")
 	finish()
 	if err := <-bulkDone; err != nil {
 		t.Fatal(err)
