@@ -509,11 +509,7 @@ func (c *groupConn) ExecContext(ctx context.Context, query string, args []driver
 // holds; outside one, alone (hold).
 func (c *groupConn) exec(ctx context.Context, run func(context.Context) (driver.Result, error)) (driver.Result, error) {
 	if c.tx != nil {
-		ctx, err := c.txCtx(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return run(ctx)
+		return inTx(ctx, c, run)
 	}
 	if err := c.hold(ctx); err != nil {
 		return nil, err
@@ -532,11 +528,7 @@ func (c *groupConn) QueryContext(ctx context.Context, query string, args []drive
 // rows hold the writer until they are closed.
 func (c *groupConn) query(ctx context.Context, run func(context.Context) (driver.Rows, error)) (driver.Rows, error) {
 	if c.tx != nil {
-		ctx, err := c.txCtx(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return run(ctx)
+		return inTx(ctx, c, run)
 	}
 	if err := c.hold(ctx); err != nil {
 		return nil, err
@@ -549,17 +541,18 @@ func (c *groupConn) query(ctx context.Context, run func(context.Context) (driver
 	return &groupRows{typedRows: typedRows{rows}, w: c.w}, nil
 }
 
-// txCtx is the context a statement in the view's transaction runs with
-// (a group member's statements are not interrupted), or errRolledBack
-// once SQLite rolled the transaction back.
-func (c *groupConn) txCtx(ctx context.Context) (context.Context, error) {
+// inTx runs a statement of the view's transaction: a group member's
+// statements are not interrupted, and none runs once SQLite rolled the
+// transaction back (errRolledBack).
+func inTx[T any](ctx context.Context, c *groupConn, run func(context.Context) (T, error)) (T, error) {
 	if c.w.rolledBack {
-		return nil, errRolledBack
+		var zero T
+		return zero, errRolledBack
 	}
 	if c.tx.alone == nil {
-		return context.WithoutCancel(ctx), nil
+		ctx = context.WithoutCancel(ctx)
 	}
-	return ctx, nil
+	return run(ctx)
 }
 
 // ResetSession implements [driver.SessionResetter].
