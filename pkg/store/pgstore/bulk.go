@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store/internal/graphrow"
@@ -152,30 +154,41 @@ SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::integer[], $4::text[], $5::text
 SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::smallint[], $4::text[])`
 )
 
-// bulkInserts builds the statements writing vs in lanes lp with the tenants
-// batchTenants stated (versions in order, so their commit sequence follows
-// the file).
-func bulkInserts(vs []*session.Version, lp []graphrow.LanePos, tenants []any) (*pgx.Batch, error) {
+// rowColumns holds versions' rows column by column, for statements that
+// unnest one array parameter per column: the bulk inserts and a commit
+// group's (group.go).
+type rowColumns struct {
+	ids                                        []uuid.UUID
+	bases                                      []pgtype.UUID
+	ops, placements, extras, hashes            []string
+	keys, runs, steps, agents, models, workers []*string
+	trace                                      []*string
+	lens, owns, pcounts                        []int32
+	prompt, completion, total                  []int64
+	created                                    []time.Time
+	nanos                                      []int16
+	chunkVersion                               []uuid.UUID
+	chunkOf                                    []int // the index in vs of each chunk's version
+	chunkOrd                                   []int32
+	chunkKind, chunkPayload, chunkHash         []string
+	edgeChild, edgeParent                      []uuid.UUID
+	edgeOrd                                    []int16
+	edgeOp                                     []string
+}
+
+// columnsOf lays vs out as columns: their version rows ($1–$21 of
+// bulkVersionsSQL and groupVersionsSQL), their chunks and their edges.
+func columnsOf(vs []*session.Version) (*rowColumns, error) {
 	n := len(vs)
-	stated := make([]*string, n)
-	for i, t := range tenants {
-		if t, ok := t.(string); ok {
-			stated[i] = &t
-		}
+	c := &rowColumns{
+		ids: make([]uuid.UUID, n), bases: make([]pgtype.UUID, n),
+		ops: make([]string, n), placements: make([]string, n), extras: make([]string, n), hashes: make([]string, n),
+		keys: make([]*string, n), runs: make([]*string, n), steps: make([]*string, n), agents: make([]*string, n),
+		models: make([]*string, n), workers: make([]*string, n), trace: make([]*string, n),
+		lens: make([]int32, n), owns: make([]int32, n), pcounts: make([]int32, n),
+		prompt: make([]int64, n), completion: make([]int64, n), total: make([]int64, n),
+		created: make([]time.Time, n), nanos: make([]int16, n),
 	}
-	var (
-		ids, ops, placements, extras, hashes, lanes = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		bases, keys                                 = make([]*string, n), make([]*string, n)
-		runs, steps, agents, models, workers, trace = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
-		lens, owns, pcounts, pos                    = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
-		prompt, completion, total                   = make([]int64, n), make([]int64, n), make([]int64, n)
-		created                                     = make([]time.Time, n)
-		nanos                                       = make([]int16, n)
-	)
-	var chunkVersion, chunkLane, chunkKind, chunkPayload, chunkHash []string
-	var chunkOrd []int32
-	var edgeChild, edgeParent, edgeOp []string
-	var edgeOrd []int16
 	for i, v := range vs {
 		placement, err := graphrow.Placement(v.Placement)
 		if err != nil {
@@ -185,45 +198,79 @@ func bulkInserts(vs []*session.Version, lp []graphrow.LanePos, tenants []any) (*
 		if err != nil {
 			return nil, fmt.Errorf("versions[%d]: %w", i, err)
 		}
-		id, lane := v.ID.String(), lp[i].Lane.String()
-		ids[i], ops[i], placements[i], extras[i], hashes[i], lanes[i] = id, string(v.Op), placement, ex, v.Hash, lane
+		c.ids[i], c.ops[i], c.placements[i], c.extras[i], c.hashes[i] = v.ID, string(v.Op), placement, ex, v.Hash
 		if v.Base != nil {
-			b := v.Base.String()
-			bases[i] = &b
+			c.bases[i] = pgtype.UUID{Bytes: *v.Base, Valid: true}
 		}
-		keys[i] = graphrow.NullString(&v.Key)
+		c.keys[i] = graphrow.NullString(&v.Key)
 		p := &v.Producer
-		runs[i], steps[i], agents[i] = graphrow.NullString(&p.Run), graphrow.NullString(&p.Step), graphrow.NullString(&p.Agent)
-		models[i], workers[i], trace[i] = graphrow.NullString(&p.Model), graphrow.NullString(&p.Worker), graphrow.NullString(&p.TraceID)
-		lens[i], owns[i], pcounts[i], pos[i] = int32(v.Len), int32(len(v.Chunks)), int32(len(v.Parents)), int32(lp[i].Pos)
-		prompt[i], completion[i], total[i] = v.Usage.PromptTokens, v.Usage.CompletionTokens, v.Usage.TotalTokens
+		c.runs[i], c.steps[i], c.agents[i] = graphrow.NullString(&p.Run), graphrow.NullString(&p.Step), graphrow.NullString(&p.Agent)
+		c.models[i], c.workers[i], c.trace[i] = graphrow.NullString(&p.Model), graphrow.NullString(&p.Worker), graphrow.NullString(&p.TraceID)
+		c.lens[i], c.owns[i], c.pcounts[i] = int32(v.Len), int32(len(v.Chunks)), int32(len(v.Parents))
+		c.prompt[i], c.completion[i], c.total[i] = v.Usage.PromptTokens, v.Usage.CompletionTokens, v.Usage.TotalTokens
 		at := v.CreatedAt.UTC()
 		micro := at.Truncate(time.Microsecond)
-		created[i], nanos[i] = micro, int16(at.Sub(micro))
+		c.created[i], c.nanos[i] = micro, int16(at.Sub(micro))
 		start := v.Len - len(v.Chunks)
-		for k, c := range v.Chunks {
-			chunkVersion = append(chunkVersion, id)
-			chunkLane = append(chunkLane, lane)
-			chunkOrd = append(chunkOrd, int32(start+k))
-			chunkKind = append(chunkKind, string(c.Kind()))
-			chunkPayload = append(chunkPayload, string(c.Payload()))
-			chunkHash = append(chunkHash, c.Hash())
+		for k, ch := range v.Chunks {
+			c.chunkVersion = append(c.chunkVersion, v.ID)
+			c.chunkOf = append(c.chunkOf, i)
+			c.chunkOrd = append(c.chunkOrd, int32(start+k))
+			c.chunkKind = append(c.chunkKind, string(ch.Kind()))
+			c.chunkPayload = append(c.chunkPayload, string(ch.Payload()))
+			c.chunkHash = append(c.chunkHash, ch.Hash())
 		}
 		for k, parent := range v.Parents {
-			edgeChild = append(edgeChild, id)
-			edgeParent = append(edgeParent, parent.String())
-			edgeOrd = append(edgeOrd, int16(k))
-			edgeOp = append(edgeOp, string(v.Op))
+			c.edgeChild = append(c.edgeChild, v.ID)
+			c.edgeParent = append(c.edgeParent, parent)
+			c.edgeOrd = append(c.edgeOrd, int16(k))
+			c.edgeOp = append(c.edgeOp, string(v.Op))
 		}
 	}
+	return c, nil
+}
+
+// versionArgs returns the row columns as the arguments $1–$21.
+func (c *rowColumns) versionArgs(extra ...any) []any {
+	return append([]any{c.ids, c.bases, c.ops, c.lens, c.owns, c.pcounts, c.placements, c.prompt, c.completion, c.total,
+		c.runs, c.steps, c.agents, c.models, c.workers, c.trace, c.extras, c.keys, c.created, c.nanos, c.hashes}, extra...)
+}
+
+// queueEdges queues the edges' insert, if there are any.
+func (c *rowColumns) queueEdges(b *pgx.Batch) {
+	if len(c.edgeChild) > 0 {
+		b.Queue(bulkEdgesSQL, c.edgeChild, c.edgeParent, c.edgeOrd, c.edgeOp)
+	}
+}
+
+// bulkInserts builds the statements writing vs in lanes lp with the tenants
+// batchTenants stated (versions in order, so their commit sequence follows
+// the file).
+func bulkInserts(vs []*session.Version, lp []graphrow.LanePos, tenants []any) (*pgx.Batch, error) {
+	c, err := columnsOf(vs)
+	if err != nil {
+		return nil, err
+	}
+	n := len(vs)
+	stated := make([]*string, n)
+	for i, t := range tenants {
+		if t, ok := t.(string); ok {
+			stated[i] = &t
+		}
+	}
+	lanes, pos := make([]uuid.UUID, n), make([]int32, n)
+	for i := range vs {
+		lanes[i], pos[i] = lp[i].Lane, int32(lp[i].Pos)
+	}
 	b := &pgx.Batch{}
-	b.Queue(bulkVersionsSQL, ids, bases, ops, lens, owns, pcounts, placements, prompt, completion, total,
-		runs, steps, agents, models, workers, trace, extras, keys, created, nanos, hashes, lanes, pos, stated)
-	if len(chunkVersion) > 0 {
-		b.Queue(bulkChunksSQL, chunkVersion, chunkLane, chunkOrd, chunkKind, chunkPayload, chunkHash)
+	b.Queue(bulkVersionsSQL, c.versionArgs(lanes, pos, stated)...)
+	if len(c.chunkVersion) > 0 {
+		chunkLane := make([]uuid.UUID, len(c.chunkOf))
+		for k, i := range c.chunkOf {
+			chunkLane[k] = lanes[i]
+		}
+		b.Queue(bulkChunksSQL, c.chunkVersion, chunkLane, c.chunkOrd, c.chunkKind, c.chunkPayload, c.chunkHash)
 	}
-	if len(edgeChild) > 0 {
-		b.Queue(bulkEdgesSQL, edgeChild, edgeParent, edgeOrd, edgeOp)
-	}
+	c.queueEdges(b)
 	return b, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/rath-run/rath/pkg/session"
 )
@@ -168,10 +169,14 @@ func groupContext(batch []*commitReq) (context.Context, context.CancelFunc) {
 	}
 }
 
-// send queues every request's statements into one batch and runs it.
+// send queues every request's statements into one batch and runs it. A
+// group of several writes its versions, chunks and edges as one
+// multi-row statement each (queueRows), then each request's own
+// statements in order.
 func (g *grouper) send(ctx context.Context, batch []*commitReq) error {
 	b := &pgx.Batch{}
-	for _, r := range batch {
+	if len(batch) == 1 {
+		r := batch[0]
 		args, err := argsOf(r.v)
 		if err != nil {
 			return err
@@ -184,6 +189,10 @@ func (g *grouper) send(ctx context.Context, batch []*commitReq) error {
 		if len(r.v.Parents) > 0 {
 			b.Queue(insertEdgesSQL, r.v.ID, r.v.Parents, string(r.v.Op))
 		}
+	} else if err := g.queueRows(b, batch); err != nil {
+		return err
+	}
+	for _, r := range batch {
 		for _, st := range r.after {
 			b.Queue(st.SQL, st.Args...).Query(func(rows pgx.Rows) error {
 				if err := scanStmt(st, rows); err != nil && r.scanErr == nil {
@@ -199,3 +208,74 @@ func (g *grouper) send(ctx context.Context, batch []*commitReq) error {
 	}
 	return g.q.SendBatch(ctx, b).Close()
 }
+
+// queueRows queues the rows of a group's versions as three statements,
+// whatever the group's size: Postgres pays its cost of running a
+// statement (setting up the plan, the table's CHECK constraints and
+// triggers) once a group, not once a version (issue 25).
+//
+// They write what each version's own insertVersionSQL would: every
+// version's links were committed before it was queued (Put verifies them
+// against the stored rows first), so no version of a group is another's
+// base or parent, and one statement sees all it needs. Of two versions
+// extending the same base, only the first may join the base's lane: one
+// after the other in one transaction, the second would have found the
+// position taken and started its own, as it does here.
+func (g *grouper) queueRows(b *pgx.Batch, batch []*commitReq) error {
+	vs := make([]*session.Version, len(batch))
+	claims := make([]bool, len(batch))
+	parents := make([]pgtype.UUID, len(batch))
+	claimed := make(map[session.ID]bool, len(batch))
+	for i, r := range batch {
+		vs[i] = r.v
+		if r.claim && r.v.Base != nil && !claimed[*r.v.Base] {
+			claims[i], claimed[*r.v.Base] = true, true
+		}
+		if len(r.v.Parents) > 0 {
+			parents[i] = pgtype.UUID{Bytes: r.v.Parents[0], Valid: true}
+		}
+	}
+	c, err := columnsOf(vs)
+	if err != nil {
+		return err
+	}
+	b.Queue(groupVersionsSQL, c.versionArgs(claims, parents, g.tenant)...)
+	if len(c.chunkVersion) > 0 {
+		b.Queue(groupChunksSQL, c.chunkVersion, c.chunkOrd, c.chunkKind, c.chunkPayload, c.chunkHash)
+	}
+	c.queueEdges(b)
+	return nil
+}
+
+// groupVersionsSQL is insertVersionSQL for many versions, one array
+// parameter a column ($1–$21 as bulkVersionsSQL's), $22 whether each may
+// join its base's lane, $23 each one's first parent (whose tenant it
+// takes), $24 the store's tenant for roots. The base's lane and the first
+// parent's tenant are found by key for each row (a lateral lookup, a
+// scalar subquery): TestGroupPlanUsesKeys holds the cached plan to that.
+const groupVersionsSQL = `INSERT INTO versions (id, base_id, op, len, own_count, parent_count, placement,
+	prompt_tokens, completion_tokens, total_tokens, run, step, agent, model, worker, trace_id, extras, key,
+	created_at, created_nanos, hash, lane, pos, tenant)
+SELECT t.id, t.base_id, t.op, t.len, t.own_count, t.parent_count, t.placement::jsonb,
+	t.prompt_tokens, t.completion_tokens, t.total_tokens, t.run, t.step, t.agent, t.model, t.worker, t.trace_id,
+	t.extras::json, t.key, t.created_at, t.created_nanos, t.hash, COALESCE(c.lane, t.id), COALESCE(c.pos, 0),
+	COALESCE((SELECT p.tenant FROM versions p WHERE p.id = t.first_parent), $24::text)
+FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::integer[], $5::integer[], $6::integer[], $7::text[],
+	$8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
+	$16::text[], $17::text[], $18::text[], $19::timestamptz[], $20::smallint[], $21::text[], $22::boolean[], $23::uuid[])
+	WITH ORDINALITY AS t(id, base_id, op, len, own_count, parent_count, placement,
+	prompt_tokens, completion_tokens, total_tokens, run, step, agent, model, worker, trace_id, extras, key,
+	created_at, created_nanos, hash, claim, first_parent, n)
+LEFT JOIN LATERAL (
+	SELECT b.lane, b.pos + 1 AS pos FROM versions b
+	WHERE t.claim AND b.id = t.base_id
+	  AND NOT EXISTS (SELECT 1 FROM versions o WHERE o.lane = b.lane AND o.pos = b.pos + 1)
+) c ON true
+ORDER BY t.n`
+
+// groupChunksSQL is insertChunksSQL for a group's versions: each chunk in
+// its version's lane, read from the version row the group wrote just
+// before.
+const groupChunksSQL = `INSERT INTO chunks (version_id, lane, ord, kind, payload, hash)
+SELECT t.version_id, (SELECT v.lane FROM versions v WHERE v.id = t.version_id), t.ord, t.kind, t.payload, t.hash
+FROM unnest($1::uuid[], $2::integer[], $3::text[], $4::text[], $5::text[]) AS t(version_id, ord, kind, payload, hash)`

@@ -1,0 +1,18 @@
+package pgstore
+
+// Test hooks for the external tests.
+
+// GroupVersionsSQL and GroupChunksSQL are a commit group's multi-row
+// statements, for the plan test.
+const (
+	GroupVersionsSQL = groupVersionsSQL
+	GroupChunksSQL   = groupChunksSQL
+)
+
+// GroupQueued returns how many commits wait in s's group queue.
+func GroupQueued(s *Store) int {
+	g := s.group
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.queue)
+}

@@ -1,0 +1,293 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rath-run/rath/pkg/session"
+	"github.com/rath-run/rath/pkg/store/pgstore"
+	"github.com/rath-run/rath/pkg/store/storetest"
+)
+
+// captured is a graph that records the version an operation would commit
+// instead of committing it.
+type captured struct {
+	session.Graph
+	v *session.Version
+}
+
+func (c *captured) Put(_ context.Context, v *session.Version) (*session.Version, error) {
+	c.v = v
+	return v, nil
+}
+
+// TestGroupWritesWhatAloneWould: a group of several commits writes its
+// versions, chunks and edges with one statement each, and every version
+// ends as it would committed alone: of the versions extending one base,
+// one joins its lane and the others start their own; a version whose
+// base's next position is taken starts its own; a root takes the store's
+// tenant; a merge gets both edges; each chunk is in its version's lane.
+func TestGroupWritesWhatAloneWould(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openStore(t, pgstore.Options{GroupCommit: 1})
+	pool := st.Pool()
+	mustSession := func(s session.Session, err error) session.Session {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	root := mustSession(session.FromUserMessage(ctx, st, "root"))
+	taken := mustSession(root.Append(ctx, session.Assistant("takes root's next position")))
+	x := mustSession(session.FromUserMessage(ctx, st, "x"))
+	held := mustSession(session.FromUserMessage(ctx, st, "held"))
+
+	// Hold one group in flight (GroupCommit 1: the others queue behind it).
+	lock, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock(7)`); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var holdErr error
+	wg.Go(func() {
+		_, _, holdErr = st.PutWith(ctx, storetest.Prepare(t, held, "hold", session.Assistant("held")),
+			pgstore.Stmt{SQL: `SELECT pg_advisory_xact_lock_shared(7)`})
+	})
+	waitFor(t, "the first group to wait for the lock", func() bool {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'advisory'`).Scan(&n)
+		return err == nil && n == 1
+	})
+
+	newRoot := &captured{Graph: st}
+	mustSession(session.FromUserMessage(ctx, newRoot, "a new root"))
+	merge := &captured{Graph: st}
+	mustSession(session.Wrap(merge, x.Version()).Merge(ctx, session.Wrap(merge, root.Version())))
+	members := []*session.Version{
+		storetest.Prepare(t, x, "m1", session.Assistant("one")),
+		storetest.Prepare(t, x, "m2", session.Assistant("two")),
+		storetest.Prepare(t, root, "m3", session.Assistant("three")),
+		newRoot.v,
+		merge.v,
+	}
+	errs := make([]error, len(members))
+	ran := make([]bool, len(members))
+	for i, v := range members {
+		wg.Go(func() { _, ran[i], errs[i] = st.PutWith(ctx, v) })
+	}
+	waitFor(t, "the members to queue", func() bool { return pgstore.GroupQueued(st) == len(members) })
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_unlock(7)`); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if holdErr != nil {
+		t.Fatalf("held commit: %v", holdErr)
+	}
+	for i := range members {
+		if errs[i] != nil || !ran[i] {
+			t.Fatalf("member %d: ran %v, %v; want committed", i, ran[i], errs[i])
+		}
+	}
+
+	type row struct {
+		lane        uuid.UUID
+		pos         int
+		tenant      string
+		xmin, cmin  string
+		parentCount int
+	}
+	rows := map[uuid.UUID]row{}
+	ids := make([]uuid.UUID, len(members))
+	for i, v := range members {
+		ids[i] = v.ID
+	}
+	q, err := pool.Query(ctx, `SELECT id, lane, pos, tenant, xmin::text, cmin::text, parent_count FROM versions WHERE id = ANY($1)`, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for q.Next() {
+		var id uuid.UUID
+		var r row
+		if err := q.Scan(&id, &r.lane, &r.pos, &r.tenant, &r.xmin, &r.cmin, &r.parentCount); err != nil {
+			t.Fatal(err)
+		}
+		rows[id] = r
+	}
+	if q.Err() != nil || len(rows) != len(members) {
+		t.Fatalf("read %d member rows, %v", len(rows), q.Err())
+	}
+	first := rows[members[0].ID]
+	for i, v := range members {
+		r := rows[v.ID]
+		if r.xmin != first.xmin || r.cmin != first.cmin {
+			t.Errorf("member %d written by transaction %s command %s, member 0 by %s/%s: want one statement", i, r.xmin, r.cmin, first.xmin, first.cmin)
+		}
+		if r.tenant != pgstore.DefaultTenant {
+			t.Errorf("member %d: tenant %q, want %q", i, r.tenant, pgstore.DefaultTenant)
+		}
+	}
+
+	lanePos := func(id session.ID) (uuid.UUID, int) {
+		var lane uuid.UUID
+		var pos int
+		if err := pool.QueryRow(ctx, `SELECT lane, pos FROM versions WHERE id = $1`, id).Scan(&lane, &pos); err != nil {
+			t.Fatal(err)
+		}
+		return lane, pos
+	}
+	xLane, xPos := lanePos(x.Version().ID)
+	joined := 0
+	for i, v := range []*session.Version{members[0], members[1], members[4]} { // all extend x
+		r := rows[v.ID]
+		switch {
+		case r.lane == xLane && r.pos == xPos+1:
+			joined++
+		case r.lane != v.ID || r.pos != 0:
+			t.Errorf("extension %d of x: lane %s pos %d; want x's next position or its own lane", i, r.lane, r.pos)
+		}
+	}
+	if joined != 1 {
+		t.Errorf("%d of the three extensions of x joined its lane, want 1", joined)
+	}
+	for i, v := range members[2:4] { // root's next position is taken; a root
+		if r := rows[v.ID]; r.lane != v.ID || r.pos != 0 {
+			t.Errorf("member %d: lane %s pos %d, want its own lane", i+2, r.lane, r.pos)
+		}
+	}
+	if tl, tp := lanePos(taken.Version().ID); tp != 1 {
+		t.Fatalf("setup: root's extension at lane %s pos %d, want position 1", tl, tp)
+	}
+
+	var wrongLane, chunks int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE c.lane <> v.lane), count(*)
+		FROM chunks c JOIN versions v ON v.id = c.version_id WHERE v.id = ANY($1)`, ids).Scan(&wrongLane, &chunks); err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for _, v := range members {
+		want += len(v.Chunks)
+	}
+	if wrongLane != 0 || chunks != want {
+		t.Errorf("chunks: %d stored (%d outside their version's lane), want %d", chunks, wrongLane, want)
+	}
+	var edges []byte
+	if err := pool.QueryRow(ctx, `SELECT json_agg(json_build_array(parent_id, ordinal, op) ORDER BY ordinal) FROM lineage WHERE child_id = $1`, merge.v.ID).Scan(&edges); err != nil {
+		t.Fatal(err)
+	}
+	wantEdges, _ := json.Marshal([][]any{{x.Version().ID, 0, "merge"}, {root.Version().ID, 1, "merge"}})
+	if strings.ReplaceAll(string(edges), " ", "") != string(wantEdges) {
+		t.Errorf("merge's edges = %s, want %s", edges, wantEdges)
+	}
+	for i, v := range members {
+		got, err := st.GetUncached(ctx, v.ID)
+		if err != nil || got.Hash != v.Hash {
+			t.Errorf("member %d read back: %v, %v", i, got, err)
+		}
+	}
+	if _, err := st.Verify(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestGroupPlanUsesKeys: a group's multi-row statements find each base,
+// first parent and chunk's version by key in the plan Postgres caches for
+// them (a generic plan, planned before the arrays' sizes are known), not
+// by scanning versions: a scan grows with the graph.
+func TestGroupPlanUsesKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openStore(t, pgstore.Options{})
+	conn, err := st.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, q := range []string{
+		`INSERT INTO versions (id, op, len, own_count, parent_count, hash, lane, tenant, created_at)
+			SELECT id, 'create', 0, 0, 0, repeat('a', 64), id, 'default', now()
+			FROM (SELECT gen_random_uuid() AS id FROM generate_series(1, 5000)) g`,
+		`ANALYZE versions`,
+		`SET plan_cache_mode = force_generic_plan`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for name, c := range map[string]struct {
+		sql  string
+		args int
+	}{
+		"group_versions": {pgstore.GroupVersionsSQL, 24},
+		"group_chunks":   {pgstore.GroupChunksSQL, 5},
+	} {
+		if _, err := conn.Conn().Prepare(ctx, name, c.sql); err != nil {
+			t.Fatalf("%s: prepare: %v", name, err)
+		}
+		lits := make([]string, c.args)
+		for i := range lits {
+			lits[i] = "'{}'" // empty arrays: a generic plan does not look at them
+		}
+		if name == "group_versions" {
+			lits[23] = "'default'"
+		}
+		var raw []byte
+		if err := conn.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE `+name+`(`+strings.Join(lits, ", ")+`)`).Scan(&raw); err != nil {
+			t.Fatalf("%s: explain: %v", name, err)
+		}
+		var doc any
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		lookups := 0
+		var walk func(v any)
+		walk = func(v any) {
+			switch v := v.(type) {
+			case map[string]any:
+				if rel, _ := v["Relation Name"].(string); rel == "versions" || rel == "chunks" {
+					switch v["Node Type"] {
+					case "Index Scan", "Index Only Scan":
+						lookups++
+					case "ModifyTable":
+					default:
+						t.Errorf("%s: %s on %s, want lookups by key: %s", name, v["Node Type"], rel, raw)
+					}
+				}
+				for _, x := range v {
+					walk(x)
+				}
+			case []any:
+				for _, x := range v {
+					walk(x)
+				}
+			}
+		}
+		walk(doc)
+		if lookups == 0 {
+			t.Errorf("%s: no index lookup in the plan: %s", name, raw)
+		}
+	}
+}
