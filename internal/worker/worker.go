@@ -253,12 +253,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	deliveries := make(chan *bus.Delivery)
 	var wg sync.WaitGroup
 	for range w.cfg.Slots {
-		wg.Go(func() {
-			for d := range deliveries {
-				w.handle(work, d)
-				<-slots
-			}
-		})
+		wg.Go(func() { w.serve(work, deliveries, slots, &wg) })
 	}
 	w.log.InfoContext(ctx, "worker started", slog.Int("slots", w.cfg.Slots))
 	for ctx.Err() == nil {
@@ -314,6 +309,26 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.log.Info("worker stopped")
 	return nil
+}
+
+// serve is one slot: it runs deliveries until the channel closes, freeing
+// the slot after each. When a step's goroutine ends inside handle
+// (runtime.Goexit, as a fault test's crash point does), serve frees the
+// slot and starts its successor before the goroutine goes.
+func (w *Worker) serve(ctx context.Context, deliveries <-chan *bus.Delivery, slots <-chan struct{}, wg *sync.WaitGroup) {
+	for d := range deliveries {
+		returned := false
+		func() {
+			defer func() {
+				<-slots
+				if !returned {
+					wg.Go(func() { w.serve(ctx, deliveries, slots, wg) })
+				}
+			}()
+			w.handle(ctx, d)
+			returned = true
+		}()
+	}
 }
 
 // handle runs one delivery to its end: ack, nak or term.

@@ -64,12 +64,17 @@ type Options struct {
 // DefaultTenant is [Options.Tenant]'s default, the operator's tenant.
 const DefaultTenant = "default"
 
-// DefaultGroupCommit is [Options.GroupCommit]'s default: up to four groups
-// in flight, each on its own connection. With one, every commit waited
-// for the single group ahead of it; at 1,000 sessions in flight that
-// queue, not the CPU, set the pace (issue 25: 971 → 1,331 steps/s on the
-// 2-core machine, and 1,040 → 1,172 at 16 in flight; docs/BENCHMARKS.md).
-const DefaultGroupCommit = 4
+// DefaultGroupCommit is [Options.GroupCommit]'s default: up to two groups
+// in flight, each on its own connection. A group of several writes its
+// versions, chunks and edges with one statement each (group.go), so a
+// larger group costs Postgres less a commit; more groups in flight make
+// them smaller. On the 2-core machine (issue 25, docs/BENCHMARKS.md), at
+// 16 steps in flight: four groups 838–949 steps/s, two 1,077–1,094, one
+// 1,118–1,129; at 1,000 sessions the three are alike (1,328–1,450). One
+// group kept every commit waiting for the single one ahead of it before
+// groups were written with multi-row statements (971 steps/s at 1,000
+// sessions); two leave Postgres a second backend on larger machines.
+const DefaultGroupCommit = 2
 
 // DefaultMaxConns is [Options.MaxConns]'s default, the run store's pool
 // size too (package runs): a worker runs many steps at once, and pgx's own
