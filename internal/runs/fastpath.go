@@ -88,24 +88,119 @@ gone AS (
 UPDATE step_journal SET data = (data::jsonb - 'arguments' - 'result' - 'reason')::text
 WHERE step_id = $1 AND kind IN ('ambiguous', 'review') AND EXISTS (SELECT 1 FROM live)`
 
+// startStepsSQL is startStepSQL for several steps at once ($1 their ids,
+// $2 their workers, $3 the time): steps that start together on Postgres
+// share one statement (Store.starts). It returns a row for each step it
+// started; the others take the general path, as with startStepSQL.
+// startStepsEpochSQL reads the redaction epoch too. As in startStepHead,
+// the runs are looked up by id: their status "pending" is written as not
+// any other status (the table's CHECK), which the planner cannot match to
+// runs_status_idx (TestHotPathPlansUseKeys).
+const (
+	startStepsHead = `WITH relax AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
+inp AS (SELECT * FROM unnest($1::text[], $2::text[]) AS t(sid, wkr)),
+st AS (
+	UPDATE steps SET status = 'running', attempts = attempts + 1, worker = inp.wkr,
+		started_at = COALESCE(started_at, $3), updated_at = $3
+	FROM inp
+	WHERE steps.id = inp.sid AND status NOT IN ('waiting','committed','failed','canceled')
+	  AND (SELECT v FROM relax) IS NOT NULL
+	  AND (SELECT r.status IN ('pending','running','waiting') AND (r.deadline IS NULL OR r.deadline > $3)
+		FROM runs r WHERE r.id = steps.run_id)
+	RETURNING ` + stepCols + `
+),
+run AS (
+	UPDATE runs SET status = 'running', updated_at = $3
+	WHERE id = ANY (ARRAY(SELECT run_id FROM st))
+	  AND status NOT IN ('running','waiting','succeeded','failed','canceled','timed_out')
+)
+`
+	startStepsSQL      = startStepsHead + `SELECT ` + stepCols + ` FROM st`
+	startStepsEpochSQL = startStepsHead + `SELECT ` + stepCols + `, (SELECT epoch FROM redaction_epoch) FROM st`
+)
+
+// maxStartGroup bounds the steps one start statement takes.
+const maxStartGroup = 256
+
+// startCall is one StartStep's fast path: its step and worker, and what
+// the start statement found (ok: the step was plainly startable and is
+// started; st is it).
+type startCall struct {
+	stepID, worker string
+	st             Step
+	ok             bool
+}
+
+// errStartedTwice refuses a group that would start one step twice: each
+// call goes alone instead, one after the other.
+var errStartedTwice = errors.New("a step is started twice in one group")
+
 // startStepFast is StartStep's one-statement path; ok is false when the
-// step is not plainly startable and the general path must decide.
-func (s *Store) startStepFast(ctx context.Context, stepID, worker string) (st Step, ok bool, err error) {
-	var epoch sql.NullInt64
-	if s.epochInStart {
-		row := s.db.QueryRowContext(ctx, startStepEpochSQL, stepID, worker, s.ts())
-		st, err = scanStep(scanAlso{row, []any{&epoch}})
-	} else {
-		st, err = scanStep(s.db.QueryRowContext(ctx, startStepSQL, stepID, worker, s.ts()))
-	}
-	st.RedactionEpoch, st.EpochKnown = epoch.Int64, epoch.Valid
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return Step{}, false, nil
-	case err != nil:
+// step is not plainly startable and the general path must decide. Starts
+// that arrive while one is in flight share the next statement.
+func (s *Store) startStepFast(ctx context.Context, stepID, worker string) (Step, bool, error) {
+	c := &startCall{stepID: stepID, worker: worker}
+	if err := s.starts.do(ctx, c); err != nil {
 		return Step{}, false, fmt.Errorf("start step %s: %w", stepID, err)
 	}
-	return st, true, nil
+	return c.st, c.ok, nil
+}
+
+// startSteps runs the start statement for calls: startStepSQL for one,
+// startStepsSQL for several.
+func (s *Store) startSteps(ctx context.Context, calls []*startCall) error {
+	var epoch sql.NullInt64
+	if len(calls) == 1 {
+		c := calls[0]
+		var err error
+		if s.epochInStart {
+			row := s.db.QueryRowContext(ctx, startStepEpochSQL, c.stepID, c.worker, s.ts())
+			c.st, err = scanStep(scanAlso{row, []any{&epoch}})
+		} else {
+			c.st, err = scanStep(s.db.QueryRowContext(ctx, startStepSQL, c.stepID, c.worker, s.ts()))
+		}
+		c.st.RedactionEpoch, c.st.EpochKnown = epoch.Int64, epoch.Valid
+		c.ok = err == nil
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		return err
+	}
+	byID := make(map[string]*startCall, len(calls))
+	ids, workers := make([]string, len(calls)), make([]string, len(calls))
+	for i, c := range calls {
+		if byID[c.stepID] != nil {
+			return errStartedTwice
+		}
+		byID[c.stepID] = c
+		ids[i], workers[i] = c.stepID, c.worker
+	}
+	q := startStepsSQL
+	if s.epochInStart {
+		q = startStepsEpochSQL
+	}
+	rows, err := s.db.QueryContext(ctx, q, ids, workers, s.ts())
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var sc scanner = rows
+		if s.epochInStart {
+			sc = scanAlso{rows, []any{&epoch}}
+		}
+		st, err := scanStep(sc)
+		if err != nil {
+			return err
+		}
+		c := byID[st.ID]
+		if c == nil {
+			return fmt.Errorf("the start statement returned step %s, not asked for", st.ID)
+		}
+		st.RedactionEpoch, st.EpochKnown = epoch.Int64, epoch.Valid
+		c.st, c.ok = st, true
+	}
+	return rows.Err()
 }
 
 // commitStepSQL records a step committed and, for an agent run whose other

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -52,7 +50,7 @@ func (s *Store) AppendJournal(ctx context.Context, stepID string, es ...JournalE
 	a := &journalAppend{stepID: stepID, es: es, now: s.ts()}
 	var err error
 	if s.relaxed && s.journal != nil {
-		err = s.journal.append(ctx, s, a)
+		err = s.journal.do(ctx, a)
 	} else {
 		err = s.insertJournal(ctx, a)
 	}
@@ -68,8 +66,6 @@ type journalAppend struct {
 	stepID string
 	es     []JournalEntry
 	now    time.Time
-	done   chan struct{} // closed when err is set (grouped appends)
-	err    error
 }
 
 // insertJournal writes the appends' rows in one statement.
@@ -93,83 +89,9 @@ func (s *Store) insertJournal(ctx context.Context, as ...*journalAppend) error {
 	return err
 }
 
-// journalGroup groups concurrent journal appends (AppendJournal).
-type journalGroup struct {
-	mu    sync.Mutex
-	busy  bool             // a statement is in flight
-	queue []*journalAppend // arrived meanwhile; not sent yet
-}
-
 // maxJournalGroup bounds a group, in appends (Postgres allows 65,535
 // parameters a statement; an append is a few rows of 7).
 const maxJournalGroup = 256
-
-// groupTimeout bounds a group sent on behalf of other callers.
-const groupTimeout = 30 * time.Second
-
-func (g *journalGroup) append(ctx context.Context, s *Store, a *journalAppend) error {
-	g.mu.Lock()
-	if !g.busy {
-		g.busy = true
-		g.mu.Unlock()
-		err := s.insertJournal(ctx, a)
-		g.next(ctx, s)
-		return err
-	}
-	a.done = make(chan struct{})
-	g.queue = append(g.queue, a)
-	g.mu.Unlock()
-	select {
-	case <-a.done:
-		return a.err
-	case <-ctx.Done():
-		g.mu.Lock()
-		if i := slices.Index(g.queue, a); i >= 0 {
-			// Not sent: nothing of it is written.
-			g.queue = slices.Delete(g.queue, i, i+1)
-			g.mu.Unlock()
-			return ctx.Err()
-		}
-		g.mu.Unlock()
-		// Sent: its statement is in flight; its result is the answer.
-		<-a.done
-		return a.err
-	}
-}
-
-// next sends the appends queued while a statement was in flight, as one
-// group, from a goroutine of its own (the caller that sent the last
-// statement returns at once), and so on until none are queued.
-func (g *journalGroup) next(ctx context.Context, s *Store) {
-	g.mu.Lock()
-	if len(g.queue) == 0 {
-		g.busy = false
-		g.mu.Unlock()
-		return
-	}
-	n := min(len(g.queue), maxJournalGroup)
-	group := slices.Clone(g.queue[:n])
-	g.queue = slices.Delete(g.queue, 0, n)
-	g.mu.Unlock()
-	go func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
-		defer cancel()
-		err := s.insertJournal(ctx, group...)
-		if err != nil && len(group) > 1 {
-			// Refused as a group: nothing was written; each alone.
-			for _, a := range group {
-				a.err = s.insertJournal(ctx, a)
-				close(a.done)
-			}
-		} else {
-			for _, a := range group {
-				a.err = err
-				close(a.done)
-			}
-		}
-		g.next(ctx, s)
-	}()
-}
 
 // LoadJournal returns step stepID's journal in the order it was recorded
 // (by time, then round).

@@ -63,6 +63,7 @@ func TestHotPathPlansUseKeys(t *testing.T) {
 		args []any
 	}{
 		"start":  {startStepEpochSQL, []any{"run_x/0", "w1", "2026-01-01T00:00:00Z"}},
+		"starts": {startStepsEpochSQL, []any{"{run_x/0}", "{w1}", "2026-01-01T00:00:00Z"}},
 		"commit": {commitStepSQL, []any{"run_x/0", "00000000-0000-0000-0000-000000000001", "2026-01-01T00:00:00Z"}},
 	} {
 		tx, err := conn.Begin(ctx)

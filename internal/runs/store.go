@@ -25,8 +25,10 @@ type Store struct {
 	// epochInStart: StartStep's one statement on Postgres reads the
 	// redaction epoch too (startStepEpochSQL), as the store's role may.
 	epochInStart bool
-	// journal groups concurrent journal appends (journal.go; Postgres).
-	journal *journalGroup
+	// journal groups concurrent journal appends (journal.go), starts
+	// concurrent step starts (fastpath.go); Postgres.
+	journal *coalescer[*journalAppend]
+	starts  *coalescer[*startCall]
 }
 
 // NewStore returns a Store over db. now is the clock (time.Now when nil).
@@ -34,7 +36,12 @@ func NewStore(db *sql.DB, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{db: db, now: now, journal: &journalGroup{}}
+	s := &Store{db: db, now: now}
+	s.journal = &coalescer[*journalAppend]{max: maxJournalGroup, send: func(ctx context.Context, as []*journalAppend) error {
+		return s.insertJournal(ctx, as...)
+	}}
+	s.starts = &coalescer[*startCall]{max: maxStartGroup, send: s.startSteps}
+	return s
 }
 
 func (s *Store) ts() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
@@ -72,7 +79,7 @@ func (s *Store) CreateStmts(r *Run, steps []Step) []pgstore.Stmt {
 	stmts := s.createStmts(r, steps)
 	out := make([]pgstore.Stmt, len(stmts))
 	for i, st := range stmts {
-		out[i] = pgstore.Stmt{SQL: st.SQL, Args: st.Args}
+		out[i] = pgstore.Stmt{SQL: st.SQL, Args: st.Args, Rows: st.rows}
 	}
 	return out
 }
@@ -81,7 +88,27 @@ type stmt struct {
 	what string
 	SQL  string
 	Args []any
+	// rows is the statement's multi-row form on Postgres ([pgstore.Stmt.Rows]).
+	rows string
 }
+
+// insertRunsSQL and insertStepsSQL insert many runs or steps, one array
+// parameter for each argument of the single-row statement, in order: a
+// group commit's submissions record their runs and first steps with one
+// statement each.
+const (
+	insertRunsSQL = `INSERT INTO runs (id, status, queue, target, input_id, error, created_at, updated_at, budget, kind, driver, workflow, deadline, trace_context, conversation_id)
+SELECT t.id, t.status, t.queue, t.target, t.input_id, '', t.at, t.at, t.budget, t.kind, t.driver, t.workflow, t.deadline, t.trace_context, t.conversation_id
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::uuid[], $6::timestamptz[], $7::text[], $8::text[], $9::text[], $10::text[],
+	$11::timestamptz[], $12::text[], $13::text[])
+	WITH ORDINALITY AS t(id, status, queue, target, input_id, at, budget, kind, driver, workflow, deadline, trace_context, conversation_id, n)
+ORDER BY t.n`
+	insertStepsSQL = `INSERT INTO steps (id, run_id, ordinal, status, input_id, attempts, worker, error, created_at, updated_at, target)
+SELECT t.id, t.run_id, t.ordinal, t.status, t.input_id, 0, '', '', t.at, t.at, t.target
+FROM unnest($1::text[], $2::text[], $3::integer[], $4::text[], $5::uuid[], $6::timestamptz[], $7::text[])
+	WITH ORDINALITY AS t(id, run_id, ordinal, status, input_id, at, target, n)
+ORDER BY t.n`
+)
 
 func (s *Store) createStmts(r *Run, steps []Step) []stmt {
 	now := s.ts()
@@ -100,6 +127,7 @@ func (s *Store) createStmts(r *Run, steps []Step) []stmt {
 		 VALUES ($1, $2, $3, $4, $5, '', $6, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		Args: []any{r.ID, string(r.Status), r.Queue, string(r.Target), r.Input.String(), now, budgetText(r.Budget),
 			string(r.Kind), r.Driver, r.Workflow, deadline, r.TraceContext, r.Conversation},
+		rows: insertRunsSQL,
 	}}
 	for i := range steps {
 		st := &steps[i]
@@ -120,6 +148,7 @@ func insertStepStmt(st *Step) stmt {
 		SQL: `INSERT INTO steps (id, run_id, ordinal, status, input_id, attempts, worker, error, created_at, updated_at, target)
 		 VALUES ($1, $2, $3, $4, $5, 0, '', '', $6, $6, $7)`,
 		Args: []any{st.ID, st.RunID, st.Ordinal, string(st.Status), st.Input.String(), st.CreatedAt, string(st.Target)},
+		rows: insertStepsSQL,
 	}
 }
 

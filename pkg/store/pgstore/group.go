@@ -192,21 +192,86 @@ func (g *grouper) send(ctx context.Context, batch []*commitReq) error {
 	} else if err := g.queueRows(b, batch); err != nil {
 		return err
 	}
-	for _, r := range batch {
-		for _, st := range r.after {
-			b.Queue(st.SQL, st.Args...).Query(func(rows pgx.Rows) error {
-				if err := scanStmt(st, rows); err != nil && r.scanErr == nil {
-					var pgErr *pgconn.PgError
-					if errors.As(err, &pgErr) {
-						return err // the server refused the statement: the group fails
-					}
-					r.scanErr = err
+	queueAfter(b, batch)
+	return g.q.SendBatch(ctx, b).Close()
+}
+
+// queueAfter queues the requests' own statements place by place: every
+// request's first statement, then every second one, and so on, each
+// request's in its own order (the requests are independent commits, so
+// their order among each other does not matter). At each place, the
+// requests whose statement there has the same multi-row form
+// ([Stmt.Rows]) run it as one statement.
+func queueAfter(b *pgx.Batch, batch []*commitReq) {
+	for j := 0; ; j++ {
+		var at []*commitReq
+		forms := map[string][]*commitReq{}
+		var order []string
+		for _, r := range batch {
+			if j >= len(r.after) {
+				continue
+			}
+			at = append(at, r)
+			if st := r.after[j]; st.Rows != "" && st.Scan == nil {
+				if forms[st.Rows] == nil {
+					order = append(order, st.Rows)
 				}
-				return nil
-			})
+				forms[st.Rows] = append(forms[st.Rows], r)
+			}
+		}
+		if len(at) == 0 {
+			return
+		}
+		merged := map[*commitReq]bool{}
+		for _, form := range order {
+			if rs := forms[form]; len(rs) > 1 && queueRowsOf(b, form, rs, j) {
+				for _, r := range rs {
+					merged[r] = true
+				}
+			}
+		}
+		for _, r := range at {
+			if !merged[r] {
+				queueStmt(b, r, r.after[j])
+			}
 		}
 	}
-	return g.q.SendBatch(ctx, b).Close()
+}
+
+// queueRowsOf queues the statements at place j of rs, which share the
+// multi-row form form, as one statement of it; false when their
+// arguments do not line up (then each goes alone).
+func queueRowsOf(b *pgx.Batch, form string, rs []*commitReq, j int) bool {
+	n := len(rs[0].after[j].Args)
+	for _, r := range rs {
+		if len(r.after[j].Args) != n {
+			return false
+		}
+	}
+	cols := make([]any, n)
+	for i := range cols {
+		col := make([]any, len(rs))
+		for k, r := range rs {
+			col[k] = r.after[j].Args[i]
+		}
+		cols[i] = col
+	}
+	b.Queue(form, cols...)
+	return true
+}
+
+// queueStmt queues one request's statement with its Scan.
+func queueStmt(b *pgx.Batch, r *commitReq, st Stmt) {
+	b.Queue(st.SQL, st.Args...).Query(func(rows pgx.Rows) error {
+		if err := scanStmt(st, rows); err != nil && r.scanErr == nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) {
+				return err // the server refused the statement: the group fails
+			}
+			r.scanErr = err
+		}
+		return nil
+	})
 }
 
 // queueRows queues the rows of a group's versions as three statements,

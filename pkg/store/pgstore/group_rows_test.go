@@ -3,12 +3,14 @@ package pgstore_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store/pgstore"
@@ -33,6 +35,8 @@ func (c *captured) Put(_ context.Context, v *session.Version) (*session.Version,
 // one joins its lane and the others start their own; a version whose
 // base's next position is taken starts its own; a root takes the store's
 // tenant; a merge gets both edges; each chunk is in its version's lane.
+// The members' own statements that have a multi-row form run as one, and
+// each member's statements still run in its order.
 func TestGroupWritesWhatAloneWould(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -50,6 +54,9 @@ func TestGroupWritesWhatAloneWould(t *testing.T) {
 	x := mustSession(session.FromUserMessage(ctx, st, "x"))
 	held := mustSession(session.FromUserMessage(ctx, st, "held"))
 
+	if _, err := pool.Exec(ctx, `CREATE TABLE probe (version uuid PRIMARY KEY REFERENCES versions (id), n int NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
 	// Hold one group in flight (GroupCommit 1: the others queue behind it).
 	lock, err := pool.Acquire(ctx)
 	if err != nil {
@@ -82,10 +89,33 @@ func TestGroupWritesWhatAloneWould(t *testing.T) {
 		newRoot.v,
 		merge.v,
 	}
+	// Each member's own statement has a multi-row form: they run as one.
+	// One member has a second statement, reading what its first wrote.
+	seen := -1
 	errs := make([]error, len(members))
 	ran := make([]bool, len(members))
 	for i, v := range members {
-		wg.Go(func() { _, ran[i], errs[i] = st.PutWith(ctx, v) })
+		after := []pgstore.Stmt{{SQL: `INSERT INTO probe (version, n) VALUES ($1, $2)`, Args: []any{v.ID, i},
+			Rows: `INSERT INTO probe (version, n) SELECT * FROM unnest($1::uuid[], $2::int[])`}}
+		if i == 3 { // at the same place, a statement of another kind: the others still go as one
+			after = []pgstore.Stmt{{SQL: `SELECT 1 FROM versions WHERE id = $1`, Args: []any{v.ID}, Scan: func(rows pgx.Rows) error {
+				if !rows.Next() {
+					return errors.New("the member's own version is not there")
+				}
+				return nil
+			}}}
+		}
+		if i == 2 {
+			after = append(after, pgstore.Stmt{SQL: `SELECT n FROM probe WHERE version = $1`, Args: []any{v.ID}, Scan: func(rows pgx.Rows) error {
+				for rows.Next() {
+					if err := rows.Scan(&seen); err != nil {
+						return err
+					}
+				}
+				return rows.Err()
+			}})
+		}
+		wg.Go(func() { _, ran[i], errs[i] = st.PutWith(ctx, v, after...) })
 	}
 	waitFor(t, "the members to queue", func() bool { return pgstore.GroupQueued(st) == len(members) })
 	if _, err := lock.Exec(ctx, `SELECT pg_advisory_unlock(7)`); err != nil {
@@ -137,6 +167,18 @@ func TestGroupWritesWhatAloneWould(t *testing.T) {
 		if r.tenant != pgstore.DefaultTenant {
 			t.Errorf("member %d: tenant %q, want %q", i, r.tenant, pgstore.DefaultTenant)
 		}
+	}
+
+	if seen != 2 {
+		t.Errorf("member 2's second statement read n = %d, want 2 (its first statement's row)", seen)
+	}
+	var probes, probeStatements, wrongN int
+	if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT (xmin::text, cmin::text)), count(*) FILTER (WHERE version <> ($1::uuid[])[n + 1])
+		FROM probe`, ids).Scan(&probes, &probeStatements, &wrongN); err != nil {
+		t.Fatal(err)
+	}
+	if probes != len(members)-1 || probeStatements != 1 || wrongN != 0 {
+		t.Errorf("probe rows: %d by %d statements, %d with another member's n; want %d by 1, 0", probes, probeStatements, wrongN, len(members)-1)
 	}
 
 	lanePos := func(id session.ID) (uuid.UUID, int) {

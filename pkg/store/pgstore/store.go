@@ -609,6 +609,13 @@ type Stmt struct {
 	Args []any
 	// Scan, when set, reads the statement's rows; nil discards them.
 	Scan func(pgx.Rows) error
+	// Rows, when set (and Scan is not), is the statement's multi-row
+	// form: when the commits of one group each run the same statement
+	// (the same Rows) at the same place among their statements, they run
+	// as one statement of Rows, whose parameter $i is the array of every
+	// commit's argument i, in the group's order. It must write what
+	// running SQL once per commit would.
+	Rows string
 }
 
 // PutWith commits v as Put does and runs after in the same transaction,

@@ -1,0 +1,105 @@
+package runs
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// coalescer sends calls of one kind of statement so that concurrent ones
+// share a statement: with none in flight a call goes alone at once; calls
+// arriving while one is in flight go together as the next statement (one
+// transaction, one WAL flush, one statement's setup in Postgres for the
+// group). send writes the items of a call or group, setting their results
+// in the items themselves; it must handle a single item. A group refused
+// as a whole (send returns an error) wrote nothing, and each of its items
+// is sent again alone, so each caller gets its own answer. Used on
+// Postgres for the journal's appends and the steps' starts.
+type coalescer[T any] struct {
+	send func(ctx context.Context, items []T) error
+	max  int // the most items one statement takes
+
+	mu    sync.Mutex
+	busy  bool          // a statement is in flight
+	queue []*waiting[T] // arrived meanwhile; not sent yet
+}
+
+// waiting is a call queued in a coalescer.
+type waiting[T any] struct {
+	item T
+	done chan struct{} // closed once err is set
+	err  error
+}
+
+// groupTimeout bounds a group sent on behalf of other callers.
+const groupTimeout = 30 * time.Second
+
+// do sends item, alone or with others, and returns its error.
+func (c *coalescer[T]) do(ctx context.Context, item T) error {
+	c.mu.Lock()
+	if !c.busy {
+		c.busy = true
+		c.mu.Unlock()
+		err := c.send(ctx, []T{item})
+		c.next(ctx)
+		return err
+	}
+	w := &waiting[T]{item: item, done: make(chan struct{})}
+	c.queue = append(c.queue, w)
+	c.mu.Unlock()
+	select {
+	case <-w.done:
+		return w.err
+	case <-ctx.Done():
+		c.mu.Lock()
+		if i := slices.Index(c.queue, w); i >= 0 {
+			// Not sent: nothing of it is written.
+			c.queue = slices.Delete(c.queue, i, i+1)
+			c.mu.Unlock()
+			return ctx.Err()
+		}
+		c.mu.Unlock()
+		// Sent: its statement is in flight; its result is the answer.
+		<-w.done
+		return w.err
+	}
+}
+
+// next sends the calls queued while a statement was in flight, as one
+// group, from a goroutine of its own (the caller that sent the last
+// statement returns at once), and so on until none are queued.
+func (c *coalescer[T]) next(ctx context.Context) {
+	c.mu.Lock()
+	if len(c.queue) == 0 {
+		c.busy = false
+		c.mu.Unlock()
+		return
+	}
+	n := min(len(c.queue), c.max)
+	group := slices.Clone(c.queue[:n])
+	c.queue = slices.Delete(c.queue, 0, n)
+	c.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
+		defer cancel()
+		items := make([]T, len(group))
+		for i, w := range group {
+			items[i] = w.item
+		}
+		err := c.send(ctx, items)
+		if err != nil && len(group) > 1 {
+			// Refused as a group: nothing was written; each alone.
+			for _, w := range group {
+				w.err = c.send(ctx, []T{w.item})
+				close(w.done)
+			}
+		} else {
+			for _, w := range group {
+				w.err = err
+				close(w.done)
+			}
+		}
+		c.next(ctx)
+	}()
+}

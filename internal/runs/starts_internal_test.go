@@ -1,0 +1,162 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rath-run/rath/internal/testdb"
+	"github.com/rath-run/rath/pkg/store/storeurl"
+)
+
+// TestStartsGroupedDecideAsAlone: step starts that arrive while one is in
+// flight go as one statement (they share its transaction), and each
+// decides what it would alone: a pending step starts and its run runs
+// (once for a run of two steps); an ended step, a waiting one and one of
+// a run past its deadline take the general path and end ErrTerminal. A
+// group that would start one step twice goes one start at a time.
+func TestStartsGroupedDecideAsAlone(t *testing.T) {
+	ctx := context.Background()
+	url := testdb.Postgres(t)
+	gs, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true, Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gs.Close() })
+	s, db, err := Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	input := uuid.New()
+	if _, err := conn.Exec(ctx, `INSERT INTO versions (id, op, len, own_count, parent_count, hash, lane, tenant, created_at)
+		VALUES ($1, 'create', 0, 0, 0, repeat('a', 64), $1, 'default', now())`, input); err != nil {
+		t.Fatal(err)
+	}
+	newRun := func(steps int, deadline *time.Time) Run {
+		t.Helper()
+		r := Run{ID: NewRunID(), Queue: "q", Target: []byte(`{}`), Input: input, Deadline: deadline}
+		ss := make([]Step, steps)
+		for i := range ss {
+			ss[i] = Step{Ordinal: i, Input: input}
+		}
+		if err := s.Create(ctx, &r, ss); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	// hold starts blocker's step with its row locked by another
+	// transaction, so the starts called meanwhile queue; it returns a
+	// function that releases the lock once they have all queued.
+	hold := func(n int) (release func()) {
+		t.Helper()
+		blocker := newRun(1, nil)
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM steps WHERE id = $1 FOR UPDATE`, blocker.Steps[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { _, err := s.StartStep(ctx, blocker.Steps[0].ID, "w"); done <- err }()
+		return func() {
+			t.Helper()
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				s.starts.mu.Lock()
+				queued := len(s.starts.queue)
+				s.starts.mu.Unlock()
+				if queued == n {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d starts queued, want %d", queued, n)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("the held start: %v", err)
+			}
+		}
+	}
+	startAll := func(ids []string) ([]Step, []error) {
+		sts, errs := make([]Step, len(ids)), make([]error, len(ids))
+		release := hold(len(ids))
+		var wg sync.WaitGroup
+		for i, id := range ids {
+			wg.Go(func() { sts[i], errs[i] = s.StartStep(ctx, id, "w") })
+		}
+		release()
+		wg.Wait()
+		return sts, errs
+	}
+
+	plain, pair := newRun(1, nil), newRun(2, nil)
+	ended := newRun(1, nil)
+	if _, err := s.StartStep(ctx, ended.Steps[0].ID, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CommitStep(ctx, ended.Steps[0].ID, input); err != nil {
+		t.Fatal(err)
+	}
+	waiting := newRun(1, nil)
+	if _, err := s.StartStep(ctx, waiting.Steps[0].ID, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WaitStep(ctx, waiting.Steps[0].ID, input); err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-time.Second)
+	late := newRun(1, &past)
+
+	ids := []string{plain.Steps[0].ID, pair.Steps[0].ID, pair.Steps[1].ID, ended.Steps[0].ID, waiting.Steps[0].ID, late.Steps[0].ID}
+	sts, errs := startAll(ids)
+	for i := range 3 {
+		if errs[i] != nil || sts[i].Status != StepRunning || sts[i].Attempts != 1 || sts[i].ID != ids[i] || sts[i].Worker != "w" || !sts[i].EpochKnown {
+			t.Errorf("start of %s = %+v, %v; want running, attempt 1, the epoch read", ids[i], sts[i], errs[i])
+		}
+	}
+	for i := 3; i < len(ids); i++ {
+		if !errors.Is(errs[i], ErrTerminal) {
+			t.Errorf("start of %s: %v, want ErrTerminal", ids[i], errs[i])
+		}
+	}
+	var xmins int
+	if err := conn.QueryRow(ctx, `SELECT count(DISTINCT xmin::text) FROM steps WHERE id = ANY($1)`, ids[:3]).Scan(&xmins); err != nil || xmins != 1 {
+		t.Errorf("the three started steps were written by %d transactions (%v), want 1: one statement", xmins, err)
+	}
+	for _, c := range []struct {
+		id   string
+		want RunStatus
+	}{{plain.ID, RunRunning}, {pair.ID, RunRunning}, {ended.ID, RunSucceeded}, {waiting.ID, RunWaiting}, {late.ID, RunTimedOut}} {
+		if r, err := s.Get(ctx, c.id); err != nil || r.Status != c.want {
+			t.Errorf("run %s = %s, %v; want %s", c.id, r.Status, err, c.want)
+		}
+	}
+
+	// The same step twice in one group (a redelivery racing the first
+	// delivery): both start, one after the other, as they would alone.
+	twice := newRun(1, nil)
+	sts, errs = startAll([]string{twice.Steps[0].ID, twice.Steps[0].ID})
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("starts of one step twice: %v, %v", errs[0], errs[1])
+	}
+	if a, b := sts[0].Attempts, sts[1].Attempts; a+b != 3 {
+		t.Errorf("starts of one step twice saw attempts %d and %d, want 1 and 2", a, b)
+	}
+}
