@@ -20,7 +20,10 @@ import (
 // Postgres runs as one implicit transaction: one round trip, one WAL flush
 // and one transaction's overhead for the whole group. A commit that arrives
 // when fewer are in flight goes at once, alone, so grouping adds no latency
-// when the store is idle; under load the groups grow by themselves.
+// when the store is idle; under load the groups grow by themselves. A
+// group's versions, chunks and edges go as one multi-row statement each,
+// and so do its members' statements that have a multi-row form
+// ([Stmt.Rows]): Postgres sets a statement up once a group.
 //
 // A group commits all or nothing. When it fails on a statement (a replayed
 // version's unique key, a lane taken by a concurrent commit, a caller's
