@@ -32,6 +32,14 @@ import (
 // [Store.relaxedTx] for why that is safe for this bookkeeping.
 const startStepSQL = startStepHead + `SELECT ` + stepCols + ` FROM st`
 
+// startable is the start statements' condition on a step ($3 the time):
+// not waiting or ended, of a run that has not ended and whose deadline has
+// not passed, and the relaxed commit set (relax).
+const startable = `status NOT IN ('waiting','committed','failed','canceled')
+	  AND (SELECT v FROM relax) IS NOT NULL
+	  AND (SELECT r.status IN ('pending','running','waiting') AND (r.deadline IS NULL OR r.deadline > $3)
+		FROM runs r WHERE r.id = steps.run_id)`
+
 // startStepHead is the start statement's part before its SELECT.
 //
 // Its conditions are written so that every row is found by its key, in
@@ -48,10 +56,7 @@ const startStepHead = `WITH relax AS (SELECT set_config('synchronous_commit', 'o
 st AS (
 	UPDATE steps SET status = 'running', attempts = attempts + 1, worker = $2,
 		started_at = COALESCE(started_at, $3), updated_at = $3
-	WHERE id = $1 AND status NOT IN ('waiting','committed','failed','canceled')
-	  AND (SELECT v FROM relax) IS NOT NULL
-	  AND (SELECT r.status IN ('pending','running','waiting') AND (r.deadline IS NULL OR r.deadline > $3)
-		FROM runs r WHERE r.id = steps.run_id)
+	WHERE id = $1 AND ` + startable + `
 	RETURNING ` + stepCols + `
 ),
 run AS (
@@ -103,10 +108,7 @@ st AS (
 	UPDATE steps SET status = 'running', attempts = attempts + 1, worker = inp.wkr,
 		started_at = COALESCE(started_at, $3), updated_at = $3
 	FROM inp
-	WHERE steps.id = inp.sid AND status NOT IN ('waiting','committed','failed','canceled')
-	  AND (SELECT v FROM relax) IS NOT NULL
-	  AND (SELECT r.status IN ('pending','running','waiting') AND (r.deadline IS NULL OR r.deadline > $3)
-		FROM runs r WHERE r.id = steps.run_id)
+	WHERE steps.id = inp.sid AND ` + startable + `
 	RETURNING ` + stepCols + `
 ),
 run AS (

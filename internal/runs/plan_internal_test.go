@@ -5,11 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/rath-run/rath/internal/testdb"
-	"github.com/rath-run/rath/pkg/store/storeurl"
 )
 
 // TestHotPathPlansUseKeys: the step's start and commit find their step and
@@ -22,21 +17,10 @@ import (
 // planner to see a choice.
 func TestHotPathPlansUseKeys(t *testing.T) {
 	ctx := context.Background()
-	url := testdb.Postgres(t)
-	st, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true, Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	_, conn := migratedPG(t)
+	insertRoot(t, conn, "00000000-0000-0000-0000-000000000001")
 	// Runs and steps like a busy store's: many ended, one in flight.
 	for _, q := range []string{
-		`INSERT INTO versions (id, op, len, own_count, parent_count, hash, lane, tenant, created_at)
-			VALUES ('00000000-0000-0000-0000-000000000001', 'create', 0, 0, 0, repeat('a', 64), '00000000-0000-0000-0000-000000000001', 'default', now())`,
 		`INSERT INTO runs (id, status, queue, target, input_id, created_at, updated_at)
 			SELECT 'run_' || i, 'succeeded', 'default', '{}',
 				'00000000-0000-0000-0000-000000000001', now(), now() FROM generate_series(1, 5000) i`,

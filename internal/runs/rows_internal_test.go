@@ -7,10 +7,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-
-	"github.com/rath-run/rath/internal/testdb"
-	"github.com/rath-run/rath/pkg/store/storeurl"
 )
 
 // TestCreateRowsWriteWhatSingleRowsWould: the multi-row forms of a run's
@@ -21,22 +17,9 @@ import (
 // for runs that set none, and a run with two first steps.
 func TestCreateRowsWriteWhatSingleRowsWould(t *testing.T) {
 	ctx := context.Background()
-	url := testdb.Postgres(t)
-	st, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true, Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	_, conn := migratedPG(t)
 	const input = "00000000-0000-0000-0000-000000000001"
-	if _, err := conn.Exec(ctx, `INSERT INTO versions (id, op, len, own_count, parent_count, hash, lane, tenant, created_at)
-		VALUES ($1, 'create', 0, 0, 0, repeat('a', 64), $1, 'default', now())`, input); err != nil {
-		t.Fatal(err)
-	}
+	insertRoot(t, conn, input)
 	s := &Store{now: func() time.Time { return time.Date(2026, 11, 27, 12, 0, 0, 123456789, time.UTC) }}
 	deadline := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	full := func(id string) (*Run, []Step) {

@@ -3,15 +3,12 @@ package runs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-
-	"github.com/rath-run/rath/internal/testdb"
-	"github.com/rath-run/rath/pkg/store/storeurl"
 )
 
 // TestStartsGroupedDecideAsAlone: step starts that arrive while one is in
@@ -22,27 +19,14 @@ import (
 // group that would start one step twice goes one start at a time.
 func TestStartsGroupedDecideAsAlone(t *testing.T) {
 	ctx := context.Background()
-	url := testdb.Postgres(t)
-	gs, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true, Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = gs.Close() })
+	url, conn := migratedPG(t)
 	s, db, err := Open(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	input := uuid.New()
-	if _, err := conn.Exec(ctx, `INSERT INTO versions (id, op, len, own_count, parent_count, hash, lane, tenant, created_at)
-		VALUES ($1, 'create', 0, 0, 0, repeat('a', 64), $1, 'default', now())`, input); err != nil {
-		t.Fatal(err)
-	}
+	insertRoot(t, conn, input)
 	newRun := func(steps int, deadline *time.Time) Run {
 		t.Helper()
 		r := Run{ID: NewRunID(), Queue: "q", Target: []byte(`{}`), Input: input, Deadline: deadline}
@@ -71,21 +55,21 @@ func TestStartsGroupedDecideAsAlone(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() { _, err := s.StartStep(ctx, blocker.Steps[0].ID, "w"); done <- err }()
+		// The blocker's start is in flight (waiting for the row) before
+		// any other start is called: they queue behind it.
+		waitUntil(t, "the held start to wait for its row", func() (bool, string) {
+			var n int
+			err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
+			return err == nil && n == 1, fmt.Sprintf("%d waiting, %v", n, err)
+		})
 		return func() {
 			t.Helper()
-			deadline := time.Now().Add(10 * time.Second)
-			for {
+			waitUntil(t, "the starts to queue", func() (bool, string) {
 				s.starts.mu.Lock()
 				queued := len(s.starts.queue)
 				s.starts.mu.Unlock()
-				if queued == n {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%d starts queued, want %d", queued, n)
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
+				return queued == n, fmt.Sprintf("%d queued, want %d", queued, n)
+			})
 			if err := tx.Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -158,5 +142,22 @@ func TestStartsGroupedDecideAsAlone(t *testing.T) {
 	}
 	if a, b := sts[0].Attempts, sts[1].Attempts; a+b != 3 {
 		t.Errorf("starts of one step twice saw attempts %d and %d, want 1 and 2", a, b)
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after 10 s with
+// cond's last word.
+func waitUntil(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %s", what, last)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }

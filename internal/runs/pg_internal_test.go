@@ -1,0 +1,40 @@
+package runs
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rath-run/rath/internal/testdb"
+	"github.com/rath-run/rath/pkg/store/storeurl"
+)
+
+// migratedPG returns the URL of a fresh, migrated test database and a
+// connection to it (both closed when the test ends).
+func migratedPG(t *testing.T) (string, *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	url := testdb.Postgres(t)
+	st, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true, Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return url, conn
+}
+
+// insertRoot stores a bare root version with id, for runs and steps to
+// name as their input.
+func insertRoot(t *testing.T, conn *pgx.Conn, id any) {
+	t.Helper()
+	if _, err := conn.Exec(context.Background(), `INSERT INTO versions (id, op, len, own_count, parent_count, hash, lane, tenant, created_at)
+		VALUES ($1, 'create', 0, 0, 0, repeat('a', 64), $1, 'default', now())`, id); err != nil {
+		t.Fatal(err)
+	}
+}
