@@ -2,27 +2,41 @@ package runs
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // coalescer sends calls of one kind of statement so that concurrent ones
-// share a statement: with none in flight a call goes alone at once; calls
-// arriving while one is in flight go together as the next statement (one
-// transaction, one WAL flush, one statement's setup in Postgres for the
-// group). send writes the items of a call or group, setting their results
-// in the items themselves; it must handle a single item. A group refused
-// as a whole (send returns an error) wrote nothing, and each of its items
-// is sent again alone, so each caller gets its own answer. Used on
-// Postgres for the journal's appends and the steps' starts.
+// share a statement: while fewer than inFlight statements are in flight a
+// call goes alone at once; calls arriving meanwhile go together as the
+// next statement (one transaction, one WAL flush, one statement's setup in
+// Postgres for the group). send writes the items of a call or group,
+// setting their results in the items themselves; it must handle a single
+// item.
+//
+// A group the server refused (send returns a *pgconn.PgError, or an error
+// send marks with errSendAlone) wrote nothing, and each of its items is
+// sent again alone, so each caller gets its own answer. Any other error
+// (a broken connection, the group's time limit) goes to every member as
+// is: whether the group was written is unknown, as for any statement
+// whose connection fails, and sending it again could apply it twice.
+//
+// More than one statement in flight keeps one stuck statement (a row lock
+// held elsewhere, a connection gone silent) from holding every other call
+// of the process behind it. Used on Postgres for the journal's appends and
+// the steps' starts.
 type coalescer[T any] struct {
-	send func(ctx context.Context, items []T) error
-	max  int // the most items one statement takes
+	send     func(ctx context.Context, items []T) error
+	max      int // the most items one statement takes
+	inFlight int // the most statements in flight (0: 1)
 
-	mu    sync.Mutex
-	busy  bool          // a statement is in flight
-	queue []*waiting[T] // arrived meanwhile; not sent yet
+	mu      sync.Mutex
+	sending int           // statements in flight
+	queue   []*waiting[T] // arrived meanwhile; not sent yet
 }
 
 // waiting is a call queued in a coalescer.
@@ -32,14 +46,18 @@ type waiting[T any] struct {
 	err  error
 }
 
+// errSendAlone marks a group send refused before anything was written:
+// each of its items goes alone.
+var errSendAlone = errors.New("send each alone")
+
 // groupTimeout bounds a group sent on behalf of other callers.
 const groupTimeout = 30 * time.Second
 
 // do sends item, alone or with others, and returns its error.
 func (c *coalescer[T]) do(ctx context.Context, item T) error {
 	c.mu.Lock()
-	if !c.busy {
-		c.busy = true
+	if c.sending < max(c.inFlight, 1) {
+		c.sending++
 		c.mu.Unlock()
 		err := c.send(ctx, []T{item})
 		c.next(ctx)
@@ -68,11 +86,12 @@ func (c *coalescer[T]) do(ctx context.Context, item T) error {
 
 // next sends the calls queued while a statement was in flight, as one
 // group, from a goroutine of its own (the caller that sent the last
-// statement returns at once), and so on until none are queued.
+// statement returns at once), and so on until none are queued; then it
+// gives its place in flight back.
 func (c *coalescer[T]) next(ctx context.Context) {
 	c.mu.Lock()
 	if len(c.queue) == 0 {
-		c.busy = false
+		c.sending--
 		c.mu.Unlock()
 		return
 	}
@@ -88,7 +107,8 @@ func (c *coalescer[T]) next(ctx context.Context) {
 			items[i] = w.item
 		}
 		err := c.send(ctx, items)
-		if err != nil && len(group) > 1 {
+		var pgErr *pgconn.PgError
+		if len(group) > 1 && (errors.As(err, &pgErr) || errors.Is(err, errSendAlone)) {
 			// Refused as a group: nothing was written; each alone.
 			for _, w := range group {
 				w.err = c.send(ctx, []T{w.item})

@@ -135,7 +135,7 @@ type startCall struct {
 
 // errStartedTwice refuses a group that would start one step twice: each
 // call goes alone instead, one after the other.
-var errStartedTwice = errors.New("a step is started twice in one group")
+var errStartedTwice = fmt.Errorf("a step is started twice in one group: %w", errSendAlone)
 
 // startStepFast is StartStep's one-statement path; ok is false when the
 // step is not plainly startable and the general path must decide. Starts

@@ -40,27 +40,30 @@ func TestStartsGroupedDecideAsAlone(t *testing.T) {
 		return r
 	}
 
-	// hold starts blocker's step with its row locked by another
-	// transaction, so the starts called meanwhile queue; it returns a
-	// function that releases the lock once they have all queued.
+	// hold starts as many steps as a store has start statements in flight,
+	// with their rows locked by another transaction, so the starts called
+	// meanwhile queue; it returns a function that releases the locks once
+	// they have all queued.
 	hold := func(n int) (release func()) {
 		t.Helper()
-		blocker := newRun(1, nil)
 		tx, err := conn.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM steps WHERE id = $1 FOR UPDATE`, blocker.Steps[0].ID); err != nil {
-			t.Fatal(err)
+		done := make(chan error, groupsInFlight)
+		for range groupsInFlight {
+			blocker := newRun(1, nil)
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM steps WHERE id = $1 FOR UPDATE`, blocker.Steps[0].ID); err != nil {
+				t.Fatal(err)
+			}
+			go func() { _, err := s.StartStep(ctx, blocker.Steps[0].ID, "w"); done <- err }()
 		}
-		done := make(chan error, 1)
-		go func() { _, err := s.StartStep(ctx, blocker.Steps[0].ID, "w"); done <- err }()
-		// The blocker's start is in flight (waiting for the row) before
-		// any other start is called: they queue behind it.
-		waitUntil(t, "the held start to wait for its row", func() (bool, string) {
-			var n int
-			err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
-			return err == nil && n == 1, fmt.Sprintf("%d waiting, %v", n, err)
+		// The blockers' starts are in flight (waiting for their rows)
+		// before any other start is called: the others queue behind them.
+		waitUntil(t, "the held starts to wait for their rows", func() (bool, string) {
+			var waiting int
+			err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+			return err == nil && waiting == groupsInFlight, fmt.Sprintf("%d waiting, %v", waiting, err)
 		})
 		return func() {
 			t.Helper()
@@ -73,8 +76,10 @@ func TestStartsGroupedDecideAsAlone(t *testing.T) {
 			if err := tx.Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if err := <-done; err != nil {
-				t.Fatalf("the held start: %v", err)
+			for range groupsInFlight {
+				if err := <-done; err != nil {
+					t.Fatalf("a held start: %v", err)
+				}
 			}
 		}
 	}
@@ -159,5 +164,59 @@ func waitUntil(t *testing.T, what string, cond func() (bool, string)) {
 			t.Fatalf("timed out waiting for %s: %s", what, last)
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestStartHeldUpHoldsNoOtherStart: a step start held up (its row locked
+// by another transaction, as a stuck commit or an operator's session
+// would) does not hold the process's other starts behind it: they go on
+// the store's other statement in flight. With one statement in flight
+// they all waited for the held one.
+func TestStartHeldUpHoldsNoOtherStart(t *testing.T) {
+	ctx := context.Background()
+	url, conn := migratedPG(t)
+	s, db, err := Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	input := uuid.New()
+	insertRoot(t, conn, input)
+	var ids []string
+	for range 4 {
+		r := Run{ID: NewRunID(), Queue: "q", Target: []byte(`{}`), Input: input}
+		if err := s.Create(ctx, &r, []Step{{Input: input}}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.Steps[0].ID)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM steps WHERE id = $1 FOR UPDATE`, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan error, 1)
+	go func() { _, err := s.StartStep(ctx, ids[0], "w"); held <- err }()
+	waitUntil(t, "the held start to wait for its row", func() (bool, string) {
+		var waiting int
+		err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		return err == nil && waiting == 1, fmt.Sprintf("%d waiting, %v", waiting, err)
+	})
+	for _, id := range ids[1:] {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		st, err := s.StartStep(sctx, id, "w")
+		cancel()
+		if err != nil || st.Status != StepRunning {
+			t.Fatalf("start of %s while another is held up: %+v, %v", id, st, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-held; err != nil {
+		t.Fatalf("the held start: %v", err)
 	}
 }

@@ -37,12 +37,18 @@ func NewStore(db *sql.DB, now func() time.Time) *Store {
 		now = time.Now
 	}
 	s := &Store{db: db, now: now}
-	s.journal = &coalescer[*journalAppend]{max: maxJournalGroup, send: func(ctx context.Context, as []*journalAppend) error {
+	s.journal = &coalescer[*journalAppend]{max: maxJournalGroup, inFlight: groupsInFlight, send: func(ctx context.Context, as []*journalAppend) error {
 		return s.insertJournal(ctx, as...)
 	}}
-	s.starts = &coalescer[*startCall]{max: maxStartGroup, send: s.startSteps}
+	s.starts = &coalescer[*startCall]{max: maxStartGroup, inFlight: groupsInFlight, send: s.startSteps}
 	return s
 }
+
+// groupsInFlight is how many journal or start statements a store has in
+// flight at once (coalescer): two, so that one held up (a row locked
+// elsewhere, a connection gone silent) does not hold every step of the
+// process behind it.
+const groupsInFlight = 2
 
 func (s *Store) ts() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
 

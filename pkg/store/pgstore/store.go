@@ -604,6 +604,14 @@ func (d *db) Put(ctx context.Context, v *session.Version) (*session.Version, err
 
 // Stmt is a statement on the caller's own tables of the store's database
 // that [Store.PutWith] runs in the transaction of a version's commit.
+//
+// Commits that go in one group share a transaction, and their statements
+// run place by place: every commit's first statement, then every
+// second one, and so on, each commit's in its own order. A commit's
+// statements must therefore give the same outcome whichever other
+// commits' statements run between them, as those of independent commits
+// do (two updates of one counter, each read back by its own commit, would
+// not).
 type Stmt struct {
 	SQL  string
 	Args []any
