@@ -2,8 +2,10 @@ package runs
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rath-run/rath/internal/testdb"
@@ -37,4 +39,20 @@ func insertRoot(t *testing.T, conn *pgx.Conn, id any) {
 		VALUES ($1, 'create', 0, 0, 0, repeat('a', 64), $1, 'default', now())`, id); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// openRunStore returns a run store on a fresh migrated test database, its
+// database handle, a connection of the test's own, and the id of a root
+// version stored for runs to take as input.
+func openRunStore(t *testing.T) (*Store, *sql.DB, *pgx.Conn, uuid.UUID) {
+	t.Helper()
+	url, conn := migratedPG(t)
+	s, db, err := Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	input := uuid.New()
+	insertRoot(t, conn, input)
+	return s, db, conn, input
 }

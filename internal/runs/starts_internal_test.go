@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // TestStartsGroupedDecideAsAlone: step starts that arrive while one is in
@@ -19,14 +17,7 @@ import (
 // group that would start one step twice goes one start at a time.
 func TestStartsGroupedDecideAsAlone(t *testing.T) {
 	ctx := context.Background()
-	url, conn := migratedPG(t)
-	s, db, err := Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	input := uuid.New()
-	insertRoot(t, conn, input)
+	s, db, conn, input := openRunStore(t)
 	newRun := func(steps int, deadline *time.Time) Run {
 		t.Helper()
 		r := Run{ID: NewRunID(), Queue: "q", Target: []byte(`{}`), Input: input, Deadline: deadline}
@@ -154,16 +145,19 @@ func TestStartsGroupedDecideAsAlone(t *testing.T) {
 // cond's last word.
 func waitUntil(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		ok, last := cond()
 		if ok {
 			return
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline:
 			t.Fatalf("timed out waiting for %s: %s", what, last)
+		case <-tick.C:
 		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
 
@@ -174,14 +168,7 @@ func waitUntil(t *testing.T, what string, cond func() (bool, string)) {
 // they all waited for the held one.
 func TestStartHeldUpHoldsNoOtherStart(t *testing.T) {
 	ctx := context.Background()
-	url, conn := migratedPG(t)
-	s, db, err := Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	input := uuid.New()
-	insertRoot(t, conn, input)
+	s, db, conn, input := openRunStore(t)
 	var ids []string
 	for range 4 {
 		r := Run{ID: NewRunID(), Queue: "q", Target: []byte(`{}`), Input: input}
