@@ -77,6 +77,10 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Bus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("declare stream %s: %w", JobsStream, translate(ctx, err))
 	}
+	persist, err := eventsPersistMode(ctx, js, cfg)
+	if err != nil {
+		return nil, err
+	}
 	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        EventsStream,
 		Description: "Rath run events (rath.events.<run>.<type>); may be lost, Postgres is the truth",
@@ -91,6 +95,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Bus, error) {
 		// Replays read a run's events with direct gets (Bus.ReplayRun):
 		// no consumer, and not through the JetStream API queue.
 		AllowDirect: true,
+		PersistMode: persist,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("declare stream %s: %w", EventsStream, translate(ctx, err))
@@ -105,6 +110,36 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Bus, error) {
 		return nil, fmt.Errorf("declare object store %s: %w", WorkspacesBucket, translate(ctx, err))
 	}
 	return b, nil
+}
+
+// eventsPersistMode is the persist mode New declares RATH_EVENTS with.
+//
+// A single-replica file stream is declared in [jetstream.AsyncPersistMode]:
+// the server acknowledges an event once it is in the stream's memory and
+// writes what arrived in the last milliseconds with one write(2), where the
+// default mode writes every message by itself before acknowledging it
+// (events are most of a step's messages). A hard kill of the server can
+// lose the events of those milliseconds; the stream is lossy by contract
+// (Postgres is the truth, watchers settle from the store), and RATH_JOBS,
+// whose messages must survive, keeps the default mode. Replicated streams
+// already flush asynchronously behind their Raft log, and memory streams
+// do not write, so both keep the default.
+//
+// The server refuses to change a stream's persist mode, so a stream
+// declared before keeps the mode it has.
+func eventsPersistMode(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.PersistModeType, error) {
+	want := jetstream.DefaultPersistMode
+	if cfg.Storage == jetstream.FileStorage && cfg.Replicas == 1 {
+		want = jetstream.AsyncPersistMode
+	}
+	s, err := js.Stream(ctx, EventsStream)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return want, nil
+	case err != nil:
+		return 0, fmt.Errorf("look up stream %s: %w", EventsStream, translate(ctx, err))
+	}
+	return s.CachedInfo().Config.PersistMode, nil
 }
 
 // bindWait is how long bind waits for the coordinator to declare the

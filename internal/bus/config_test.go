@@ -10,6 +10,7 @@ import (
 
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/bus/bustest"
+	"github.com/rath-run/rath/internal/bus/embedded"
 )
 
 func TestConfigWithDefaults(t *testing.T) {
@@ -104,5 +105,71 @@ func TestNewIdempotent(t *testing.T) {
 		if _, err := b2.Consumer(ctx, "default"); err != nil {
 			t.Fatalf("Consumer: %v", err)
 		}
+	}
+}
+
+// RATH_EVENTS on one replica of file storage is declared in async persist
+// mode (RATH_JOBS is not: its messages must be written before their
+// PubAck); a memory stream keeps the default; and a stream declared before
+// in another mode keeps it, since the server refuses to change it.
+func TestEventsPersistMode(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	mode := func(b *bus.Bus, name string) jetstream.PersistModeType {
+		t.Helper()
+		s, err := b.JetStream().Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		return s.CachedInfo().Config.PersistMode
+	}
+
+	b, _, nc := bustest.New(t)
+	if got := mode(b, bus.EventsStream); got != jetstream.AsyncPersistMode {
+		t.Fatalf("events persist mode = %v, want async", got)
+	}
+	if got := mode(b, bus.JobsStream); got != jetstream.DefaultPersistMode {
+		t.Fatalf("jobs persist mode = %v, want default", got)
+	}
+	if _, err := bus.New(ctx, nc, bus.Config{}); err != nil {
+		t.Fatalf("second New: %v", err)
+	}
+
+	mem, _, _ := bustest.NewWith(t, bustest.Options{Config: bus.Config{Storage: jetstream.MemoryStorage}})
+	if got := mode(mem, bus.EventsStream); got != jetstream.DefaultPersistMode {
+		t.Fatalf("memory events persist mode = %v, want default", got)
+	}
+
+	// A stream an earlier release declared in the default mode: New keeps
+	// the mode (changing it is refused) and still updates the rest.
+	srv, err := embedded.Start(ctx, embedded.Options{StoreDir: t.TempDir(), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	old, err := srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(old.Close)
+	js, err := jetstream.New(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: bus.EventsStream, Subjects: []string{bus.EventsSubjects}, MaxAge: time.Minute,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	upgraded, err := bus.New(ctx, old, bus.Config{EventsMaxAge: time.Hour})
+	if err != nil {
+		t.Fatalf("New over a stream in the default mode: %v", err)
+	}
+	s, err := upgraded.JetStream().Stream(ctx, bus.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.CachedInfo().Config; c.PersistMode != jetstream.DefaultPersistMode || c.MaxAge != time.Hour {
+		t.Fatalf("events after New over an older stream: persist mode %v, MaxAge %s; want default, 1h", c.PersistMode, c.MaxAge)
 	}
 }

@@ -121,3 +121,22 @@ func TestStmtCacheBoundAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The writer keeps its statement journal (a group's savepoints) in memory:
+// temp_store is MEMORY (2) on the writer, so the journal never spills to a
+// temporary file a write(2) at a time.
+func TestWriterTempStoreMemory(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "t.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var mode int
+	if err := s.writer.QueryRowContext(ctx, `PRAGMA temp_store`).Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if mode != 2 {
+		t.Fatalf("writer temp_store = %d, want 2 (MEMORY)", mode)
+	}
+}

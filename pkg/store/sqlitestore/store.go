@@ -73,6 +73,10 @@ func dsn(path string, readOnly bool) string {
 		q.Add("_pragma", "query_only(1)")
 	} else {
 		q.Set("_txlock", "immediate")
+		// The statement journal (a group commit's savepoints, one a
+		// member) stays in memory: left to its default it spills to a
+		// temporary file past 64 KiB and every page is a write(2).
+		q.Add("_pragma", "temp_store(MEMORY)")
 	}
 	return "file:" + path + "?" + q.Encode()
 }
