@@ -59,3 +59,29 @@ func mustMarshal(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// FuzzLiveEvent feeds arbitrary subjects and bodies to the reader of the
+// events a core subscription hands over: it never panics; a subject it
+// accepts is exactly the subject of the run and type it read, and
+// decoding the body either fails with an error or yields that run and type.
+func FuzzLiveEvent(f *testing.F) {
+	f.Add("rath.events.run_a.step.committed", []byte(`{"run_id":"run_a","step_id":"run_a/0","type":"step.committed","time":"2026-01-01T00:00:00Z"}`))
+	f.Add("rath.events.run_a.run.succeeded", []byte(`{}`))
+	f.Add("rath.events.run_a", []byte(`{}`))
+	f.Add("rath.events..step.committed", []byte(`[]`))
+	f.Add("rath.jobs.default", []byte(`{`))
+	f.Add("rath.events.run a.step..x", []byte(`{"run_id":1}`))
+	f.Fuzz(func(t *testing.T, subject string, data []byte) {
+		e, err := liveEvent(subject, data)
+		if err != nil {
+			return
+		}
+		if got := EventSubject(e.RunID, e.Type); got != subject {
+			t.Fatalf("subject %q read as run %q type %q, whose subject is %q", subject, e.RunID, e.Type, got)
+		}
+		ev, err := e.Decode()
+		if err == nil && (ev.RunID != e.RunID || ev.Type != e.Type) {
+			t.Fatalf("decoded %+v, want run %q type %q", ev, e.RunID, e.Type)
+		}
+	})
+}

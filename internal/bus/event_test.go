@@ -233,3 +233,62 @@ func TestWatchEndDeletesConsumer(t *testing.T) {
 	}
 	testenv.Eventually(t, 5*time.Second, "the ended watches' consumers are deleted", func() bool { return consumers() == before })
 }
+
+// SubscribeEvents hands over the events of the types asked for (a family
+// with ".>"), of every run, with the run and type from the subject; it
+// refuses a bad type naming it.
+func TestSubscribeEvents(t *testing.T) {
+	t.Parallel()
+	b, _, _ := bustest.New(t)
+	ctx := testCtx(t)
+	if _, err := b.SubscribeEvents(func(bus.LiveEvent) {}, "Step.X"); !errors.Is(err, bus.ErrInvalidEvent) || !strings.Contains(err.Error(), "Step.X") {
+		t.Fatalf("SubscribeEvents(Step.X): %v, want ErrInvalidEvent naming it", err)
+	}
+	if _, err := b.SubscribeEvents(func(bus.LiveEvent) {}); !errors.Is(err, bus.ErrInvalidEvent) {
+		t.Fatalf("SubscribeEvents(): %v, want ErrInvalidEvent", err)
+	}
+	got := make(chan bus.LiveEvent, 16)
+	stop, err := b.SubscribeEvents(func(e bus.LiveEvent) { got <- e }, bus.EventStepCommitted, "run.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	for _, e := range []bus.Event{
+		{RunID: "run_a", StepID: "run_a/0", Type: bus.EventStepStarted},
+		{RunID: "run_a", StepID: "run_a/0", Type: bus.EventStepCommitted, Data: json.RawMessage(`{"version":"v"}`)},
+		{RunID: "run_b", Type: "run.succeeded"},
+	} {
+		if err := b.PublishEvent(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.FlushEvents(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// One subscription a type: the two types come in either order.
+	want := map[string]string{"run_a step.committed": "run_a/0", "run_b run.succeeded": ""}
+	for range 2 {
+		select {
+		case le := <-got:
+			e, err := le.Decode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := le.RunID + " " + le.Type
+			step, ok := want[k]
+			if !ok || e.StepID != step || e.RunID != le.RunID || e.Type != le.Type {
+				t.Fatalf("got %s (decoded %s %s step %q); want one of %v", k, e.RunID, e.Type, e.StepID, want)
+			}
+			delete(want, k)
+		case <-ctx.Done():
+			t.Fatalf("events not received: %v", want)
+		}
+	}
+	// The step.started published first was not asked for (a check that
+	// sees only what has arrived by now).
+	select {
+	case le := <-got:
+		t.Fatalf("unexpected event %s %s", le.RunID, le.Type)
+	default:
+	}
+}

@@ -68,13 +68,20 @@ func (b *Bus) SubscribeRunAborts(fn func(runID string)) (stop func(), err error)
 		}
 		fn(runID)
 	}
+	return b.subscribe("run aborts", RunAbortSubjects(), handle)
+}
+
+// subscribe subscribes handle to subjects with plain core-NATS
+// subscriptions and waits for the server to have the interest (a
+// permissions violation surfaces here, not silently later).
+func (b *Bus) subscribe(what string, subjects []string, handle nats.MsgHandler) (stop func(), err error) {
 	var subs []*nats.Subscription
 	stop = func() {
 		for _, s := range subs {
 			_ = s.Unsubscribe()
 		}
 	}
-	for _, subj := range RunAbortSubjects() {
+	for _, subj := range subjects {
 		s, err := b.nc.Subscribe(subj, handle)
 		if err != nil {
 			stop()
@@ -82,15 +89,13 @@ func (b *Bus) SubscribeRunAborts(fn func(runID string)) (stop func(), err error)
 		}
 		subs = append(subs, s)
 	}
-	// Make sure the server has the interest before events are expected:
-	// a permissions violation surfaces here instead of silently later.
 	if err := b.nc.Flush(); err != nil {
 		stop()
-		return nil, fmt.Errorf("subscribe run aborts: %w", err)
+		return nil, fmt.Errorf("subscribe %s: %w", what, err)
 	}
 	if err := b.nc.LastError(); err != nil && errors.Is(err, nats.ErrPermissionViolation) {
 		stop()
-		return nil, fmt.Errorf("subscribe run aborts: %w", err)
+		return nil, fmt.Errorf("subscribe %s: %w", what, err)
 	}
 	return stop, nil
 }

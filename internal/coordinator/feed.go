@@ -5,14 +5,22 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/service"
 )
 
 // EventFeed is the service that wakes step waits (GET and PUT
 // /v1/runs/{id}/steps/{key}?wait=, the workflow driver's steps) from one
-// watch of every event on the bus, instead of each polling the run store.
-// Without it (stopped, or a bus that cannot watch everything) the waits
+// subscription to the events they end on, instead of each polling the run
+// store. Without it (stopped, or a bus that cannot subscribe) the waits
 // still end: they poll every 200 ms instead of every 5 s.
+//
+// The subscription is core NATS ([bus.Bus.SubscribeEvents]), not a
+// consumer of the events stream: the server sends each event once, and an
+// event of a run nobody waits on is dropped without being decoded. Events
+// published while the connection is down are lost, so the feed wakes every
+// waiter when the connection drops or comes back (each reads its step
+// again) and lets them poll fast while it is down.
 type EventFeed struct {
 	service.Base
 	bus     Bus
@@ -20,38 +28,62 @@ type EventFeed struct {
 	log     *slog.Logger
 }
 
+// eventSubscriber is a bus that can subscribe to every run's events (the
+// real bus).
+type eventSubscriber interface {
+	SubscribeEvents(fn func(bus.LiveEvent), types ...string) (stop func(), err error)
+	Reconnects() uint64
+	Connected() bool
+}
+
+// feedCheck is how often the feed looks at its connection.
+const feedCheck = time.Second
+
 // Start implements [service.Service].
 func (f *EventFeed) Start(ctx context.Context) error {
 	return f.Go(ctx, f.run)
 }
 
-// run feeds the waiters until ctx ends, watching again (after a second)
-// when a watch fails. Each watch is read to its end: the bus closes its
-// channel once the watch's own goroutines are done.
+// run subscribes (again a second later when that fails) and watches the
+// connection until ctx ends.
 func (f *EventFeed) run(ctx context.Context) {
-	aw, ok := f.bus.(allWatcher)
+	es, ok := f.bus.(eventSubscriber)
 	if !ok {
 		return
 	}
-	for ctx.Err() == nil {
-		// Only the events stepWaiters.notify acts on (it ignores
-		// run.submitted among run.>): the feed is not sent a step's
-		// started, token and reply events, several per step.
-		events, _, err := aw.WatchAll(ctx, "step.committed", "step.failed", "run.>")
-		if err != nil {
-			f.log.DebugContext(ctx, "step waiters: watch events", slog.Any("error", err))
-			t := time.NewTimer(time.Second)
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
-			continue
-		}
-		f.waiters.fed.Store(true)
-		for e := range events {
-			f.waiters.notify(e)
-		}
+	tick := time.NewTicker(feedCheck)
+	defer tick.Stop()
+	var stop func()
+	defer func() {
 		f.waiters.fed.Store(false)
+		if stop != nil {
+			stop()
+		}
+	}()
+	reconnects := es.Reconnects()
+	for {
+		if stop == nil {
+			// Only the events stepWaiters.notify acts on: not a step's
+			// started, token and reply events, several per step.
+			var err error
+			stop, err = es.SubscribeEvents(f.waiters.notifyLive, "step.committed", "step.failed", "run.>")
+			if err != nil {
+				stop = nil
+				f.log.DebugContext(ctx, "step waiters: subscribe to events", slog.Any("error", err))
+			}
+		}
+		up := stop != nil && es.Connected()
+		if n := es.Reconnects(); n != reconnects || up != f.waiters.fed.Load() {
+			// Events may have been missed (or will be, while down): every
+			// waiter reads its step again now.
+			reconnects = n
+			f.waiters.fed.Store(up)
+			f.waiters.wakeAll()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
 }

@@ -315,8 +315,9 @@ func (c *Coordinator) commonBaseHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // stepWaiters wakes the callers of WaitStep when an event about their step
-// or its run arrives. One watch of all events feeds it (when the bus can
-// watch everything); a caller polls as well, since events may be lost.
+// or its run arrives. One subscription to every run's step and run ends
+// feeds it (EventFeed, when the bus can subscribe); a caller polls as
+// well, since events may be lost.
 type stepWaiters struct {
 	// fed: the event feed is live, so waiters may poll slowly.
 	fed atomic.Bool
@@ -324,11 +325,6 @@ type stepWaiters struct {
 	mu     sync.Mutex
 	byStep map[string]map[chan struct{}]struct{}
 	byRun  map[string]map[chan struct{}]struct{}
-}
-
-// allWatcher is a bus that can stream every event (the real bus).
-type allWatcher interface {
-	WatchAll(ctx context.Context, types ...string) (<-chan bus.Event, func() error, error)
 }
 
 func (sw *stepWaiters) wait(runID, stepID string) (<-chan struct{}, func()) {
@@ -360,6 +356,48 @@ func (sw *stepWaiters) wait(runID, stepID string) (<-chan struct{}, func()) {
 	}
 }
 
+// notifyLive is notify for an event as the feed's subscription hands it
+// over: an event of a run nobody waits on is dropped undecoded (a step's
+// waiter waits on its run too).
+func (sw *stepWaiters) notifyLive(le bus.LiveEvent) {
+	sw.mu.Lock()
+	waited := len(sw.byRun[le.RunID]) > 0
+	sw.mu.Unlock()
+	if !waited {
+		return
+	}
+	e, err := le.Decode()
+	if err != nil {
+		// Undecodable (no step id to go by): the run's waiters read
+		// their steps again.
+		sw.mu.Lock()
+		defer sw.mu.Unlock()
+		wake(sw.byRun[le.RunID])
+		return
+	}
+	sw.notify(e)
+}
+
+// wakeAll wakes every waiter: each reads its step again.
+func (sw *stepWaiters) wakeAll() {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	for _, set := range sw.byRun {
+		wake(set)
+	}
+}
+
+// wake wakes the waiters of set without blocking (a waiter already woken
+// has its wake-up pending).
+func wake(set map[chan struct{}]struct{}) {
+	for ch := range set {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
 func (sw *stepWaiters) notify(e bus.Event) {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
@@ -370,12 +408,7 @@ func (sw *stepWaiters) notify(e bus.Event) {
 	case strings.HasPrefix(e.Type, "run.") && e.Type != "run.submitted":
 		set = sw.byRun[e.RunID]
 	}
-	for ch := range set {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	wake(set)
 }
 
 // clientKey checks the key of a version a client commits (field names it

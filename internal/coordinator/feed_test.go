@@ -1,0 +1,85 @@
+package coordinator
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/rath-run/rath/internal/bus"
+	"github.com/rath-run/rath/internal/bus/bustest"
+	"github.com/rath-run/rath/internal/bus/embedded"
+	"github.com/rath-run/rath/internal/testenv"
+)
+
+// The event feed wakes a step's waiter on its step's commit, published by
+// anyone on the bus, and not on the step's other events; when the
+// connection drops and when it comes back it wakes every waiter (events
+// published in between are lost) and lets them poll fast while it is down.
+func TestEventFeedWakesWaiters(t *testing.T) {
+	b, srv, nc := bustest.New(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	sw := &stepWaiters{}
+	f := &EventFeed{bus: b, waiters: sw, log: slog.New(slog.DiscardHandler)}
+	if err := f.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer f.Stop()
+	testenv.Eventually(t, 10*time.Second, "the feed to subscribe", sw.fed.Load)
+
+	woken := func(ch <-chan struct{}, within time.Duration) bool {
+		t.Helper()
+		select {
+		case <-ch:
+			return true
+		case <-time.After(within):
+			return false
+		}
+	}
+	ch, done := sw.wait("run_a", "run_a/0")
+	defer done()
+	other, doneOther := sw.wait("run_b", "run_b/0")
+	defer doneOther()
+
+	publish := func(runID, stepID, typ string) {
+		t.Helper()
+		if err := b.PublishEvent(ctx, bus.Event{RunID: runID, StepID: stepID, Type: typ}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.FlushEvents(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("run_a", "run_a/0", bus.EventStepStarted)
+	if woken(ch, 300*time.Millisecond) {
+		t.Fatal("woken by step.started: the feed wants only ends")
+	}
+	publish("run_a", "run_a/0", bus.EventStepCommitted)
+	if !woken(ch, 10*time.Second) {
+		t.Fatal("not woken within 10 s of the step's commit")
+	}
+	if woken(other, 300*time.Millisecond) {
+		t.Fatal("another run's waiter woken by run_a's commit")
+	}
+
+	opts := srv.Options()
+	srv.Shutdown()
+	testenv.Eventually(t, 10*time.Second, "the feed to see the connection down", func() bool { return !sw.fed.Load() })
+	if !woken(ch, 5*time.Second) || !woken(other, 5*time.Second) {
+		t.Fatal("waiters not woken when the connection dropped")
+	}
+	srv2, err := embedded.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	t.Cleanup(srv2.Shutdown)
+	testenv.Eventually(t, 15*time.Second, "the feed to be up again", func() bool { return nc.IsConnected() && sw.fed.Load() })
+	if !woken(ch, 5*time.Second) || !woken(other, 5*time.Second) {
+		t.Fatal("waiters not woken when the connection came back")
+	}
+	publish("run_b", "run_b/0", bus.EventStepFailed)
+	if !woken(other, 10*time.Second) {
+		t.Fatal("not woken by a step failure after the reconnect")
+	}
+}
