@@ -63,6 +63,12 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Bus, error) {
 		return b.bind(ctx)
 	}
 
+	// Checked before anything is declared: a mode that cannot be kept
+	// changes nothing.
+	persist, err := eventsPersistMode(ctx, js, cfg)
+	if err != nil {
+		return nil, err
+	}
 	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        JobsStream,
 		Description: "Rath step jobs (rath.jobs.<queue>); acked jobs are deleted",
@@ -76,10 +82,6 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Bus, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("declare stream %s: %w", JobsStream, translate(ctx, err))
-	}
-	persist, err := eventsPersistMode(ctx, js, cfg)
-	if err != nil {
-		return nil, err
 	}
 	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        EventsStream,
@@ -139,7 +141,15 @@ func eventsPersistMode(ctx context.Context, js jetstream.JetStream, cfg Config) 
 	case err != nil:
 		return 0, fmt.Errorf("look up stream %s: %w", EventsStream, translate(ctx, err))
 	}
-	return s.CachedInfo().Config.PersistMode, nil
+	have := s.CachedInfo().Config.PersistMode
+	if have == jetstream.AsyncPersistMode && want != have {
+		// NATS refuses async mode on more than one replica and refuses
+		// to change the mode: say what to do rather than pass on its
+		// refusal.
+		return 0, fmt.Errorf("%w: stream %s is in async persist mode, which NATS allows only on one replica of file storage (Replicas = %d, Storage = %s asked for) and cannot change in place: delete the stream while nothing runs (nats stream rm %s; its events are a live feed, runs keep their state in the store) and start again",
+			ErrInvalidConfig, EventsStream, cfg.Replicas, cfg.Storage, EventsStream)
+	}
+	return have, nil
 }
 
 // bindWait is how long bind waits for the coordinator to declare the

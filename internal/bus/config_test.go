@@ -134,6 +134,13 @@ func TestEventsPersistMode(t *testing.T) {
 	if _, err := bus.New(ctx, nc, bus.Config{}); err != nil {
 		t.Fatalf("second New: %v", err)
 	}
+	// More replicas (or memory) asked of the async stream: NATS can
+	// neither keep async on them nor change the mode; New says what to do.
+	for _, c := range []bus.Config{{Replicas: 3}, {Storage: jetstream.MemoryStorage}} {
+		if _, err := bus.New(ctx, nc, c); !errors.Is(err, bus.ErrInvalidConfig) || !strings.Contains(err.Error(), "nats stream rm "+bus.EventsStream) {
+			t.Fatalf("New(%+v) over the async stream: %v, want ErrInvalidConfig saying to delete %s", c, err, bus.EventsStream)
+		}
+	}
 
 	mem, _, _ := bustest.NewWith(t, bustest.Options{Config: bus.Config{Storage: jetstream.MemoryStorage}})
 	if got := mode(mem, bus.EventsStream); got != jetstream.DefaultPersistMode {

@@ -241,14 +241,14 @@ func TestSubscribeEvents(t *testing.T) {
 	t.Parallel()
 	b, _, _ := bustest.New(t)
 	ctx := testCtx(t)
-	if _, err := b.SubscribeEvents(func(bus.LiveEvent) {}, "Step.X"); !errors.Is(err, bus.ErrInvalidEvent) || !strings.Contains(err.Error(), "Step.X") {
+	if _, err := b.SubscribeEvents(ctx, func(bus.LiveEvent) {}, "Step.X"); !errors.Is(err, bus.ErrInvalidEvent) || !strings.Contains(err.Error(), "Step.X") {
 		t.Fatalf("SubscribeEvents(Step.X): %v, want ErrInvalidEvent naming it", err)
 	}
-	if _, err := b.SubscribeEvents(func(bus.LiveEvent) {}); !errors.Is(err, bus.ErrInvalidEvent) {
+	if _, err := b.SubscribeEvents(ctx, func(bus.LiveEvent) {}); !errors.Is(err, bus.ErrInvalidEvent) {
 		t.Fatalf("SubscribeEvents(): %v, want ErrInvalidEvent", err)
 	}
 	got := make(chan bus.LiveEvent, 16)
-	stop, err := b.SubscribeEvents(func(e bus.LiveEvent) { got <- e }, bus.EventStepCommitted, "run.>")
+	stop, err := b.SubscribeEvents(ctx, func(e bus.LiveEvent) { got <- e }, bus.EventStepCommitted, "run.>")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -39,8 +40,8 @@ func (e LiveEvent) Decode() (Event, error) {
 // runs on the subscriptions' goroutines, one a type: the events of one
 // type come in the order they were published (from one publisher), those
 // of different types in no set order. It must not block. stop
-// unsubscribes.
-func (b *Bus) SubscribeEvents(fn func(LiveEvent), types ...string) (stop func(), err error) {
+// unsubscribes. ctx bounds only the subscribing.
+func (b *Bus) SubscribeEvents(ctx context.Context, fn func(LiveEvent), types ...string) (stop func(), err error) {
 	if fn == nil {
 		return nil, fmt.Errorf("%w: nil event handler", ErrInvalidConfig)
 	}
@@ -62,7 +63,7 @@ func (b *Bus) SubscribeEvents(fn func(LiveEvent), types ...string) (stop func(),
 		}
 		fn(e)
 	}
-	return b.subscribe("events", subjects, handle)
+	return b.subscribe(ctx, "events", subjects, handle)
 }
 
 // liveEvent reads an event's run and type from its subject,

@@ -1,9 +1,11 @@
 package bus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -68,13 +70,14 @@ func (b *Bus) SubscribeRunAborts(fn func(runID string)) (stop func(), err error)
 		}
 		fn(runID)
 	}
-	return b.subscribe("run aborts", RunAbortSubjects(), handle)
+	return b.subscribe(context.Background(), "run aborts", RunAbortSubjects(), handle)
 }
 
 // subscribe subscribes handle to subjects with plain core-NATS
 // subscriptions and waits for the server to have the interest (a
 // permissions violation surfaces here, not silently later).
-func (b *Bus) subscribe(what string, subjects []string, handle nats.MsgHandler) (stop func(), err error) {
+// It waits for the server under ctx (and the connection's own timeout).
+func (b *Bus) subscribe(ctx context.Context, what string, subjects []string, handle nats.MsgHandler) (stop func(), err error) {
 	var subs []*nats.Subscription
 	stop = func() {
 		for _, s := range subs {
@@ -89,7 +92,7 @@ func (b *Bus) subscribe(what string, subjects []string, handle nats.MsgHandler) 
 		}
 		subs = append(subs, s)
 	}
-	if err := b.nc.Flush(); err != nil {
+	if err := b.flush(ctx); err != nil {
 		stop()
 		return nil, fmt.Errorf("subscribe %s: %w", what, err)
 	}
@@ -99,3 +102,14 @@ func (b *Bus) subscribe(what string, subjects []string, handle nats.MsgHandler) 
 	}
 	return stop, nil
 }
+
+// flush waits for the server to have processed what the connection sent:
+// until ctx ends, and at most flushWait (nats.Conn.Flush's own limit).
+func (b *Bus) flush(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, flushWait)
+	defer cancel()
+	return b.nc.FlushWithContext(ctx)
+}
+
+// flushWait bounds flush.
+const flushWait = 10 * time.Second

@@ -31,7 +31,7 @@ type EventFeed struct {
 // eventSubscriber is a bus that can subscribe to every run's events (the
 // real bus).
 type eventSubscriber interface {
-	SubscribeEvents(fn func(bus.LiveEvent), types ...string) (stop func(), err error)
+	SubscribeEvents(ctx context.Context, fn func(bus.LiveEvent), types ...string) (stop func(), err error)
 	Reconnects() uint64
 	Connected() bool
 }
@@ -66,7 +66,7 @@ func (f *EventFeed) run(ctx context.Context) {
 			// Only the events stepWaiters.notify acts on: not a step's
 			// started, token and reply events, several per step.
 			var err error
-			stop, err = es.SubscribeEvents(f.waiters.notifyLive, "step.committed", "step.failed", "run.>")
+			stop, err = es.SubscribeEvents(ctx, f.waiters.notifyLive, "step.committed", "step.failed", "run.>")
 			if err != nil {
 				stop = nil
 				f.log.DebugContext(ctx, "step waiters: subscribe to events", slog.Any("error", err))

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,5 +82,42 @@ func TestEventFeedWakesWaiters(t *testing.T) {
 	publish("run_b", "run_b/0", bus.EventStepFailed)
 	if !woken(other, 10*time.Second) {
 		t.Fatal("not woken by a step failure after the reconnect")
+	}
+}
+
+// blipBus is the real bus whose reconnect count the test moves: a
+// reconnect quicker than the feed's look at the connection.
+type blipBus struct {
+	*bus.Bus
+	reconnects atomic.Uint64
+}
+
+func (b *blipBus) Reconnects() uint64 { return b.reconnects.Load() }
+
+// A reconnect the feed never saw down (the count moved, the connection is
+// up at every look) still wakes every waiter: events may have been lost
+// in between.
+func TestEventFeedWakesOnQuickReconnect(t *testing.T) {
+	real, _, _ := bustest.New(t)
+	b := &blipBus{Bus: real}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	sw := &stepWaiters{}
+	f := &EventFeed{bus: b, waiters: sw, log: slog.New(slog.DiscardHandler)}
+	if err := f.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer f.Stop()
+	testenv.Eventually(t, 10*time.Second, "the feed to subscribe", sw.fed.Load)
+	ch, done := sw.wait("run_q", "run_q/0")
+	defer done()
+	b.reconnects.Add(1)
+	select {
+	case <-ch:
+	case <-time.After(5 * feedCheck):
+		t.Fatalf("not woken within %s of a reconnect", 5*feedCheck)
+	}
+	if !sw.fed.Load() {
+		t.Fatal("the feed is not live after a quick reconnect")
 	}
 }

@@ -641,14 +641,23 @@ func (svc *RunService) awaitStep(ctx context.Context, rs *runs.Store, id string,
 	c := svc.c
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	// Events may be lost; poll slowly as well (often without an event feed).
-	every := 5 * time.Second
-	if !c.waiters.fed.Load() {
-		every = 200 * time.Millisecond
+	// Events may be lost; poll slowly as well (often without an event
+	// feed), and again at the feed's pace after each wake-up: the feed
+	// wakes every waiter when its connection drops or comes back.
+	pollEvery := func() time.Duration {
+		if c.waiters.fed.Load() {
+			return 5 * time.Second
+		}
+		return 200 * time.Millisecond
 	}
+	every := pollEvery()
 	poll := time.NewTicker(every)
 	defer poll.Stop()
 	for {
+		if e := pollEvery(); e != every {
+			every = e
+			poll.Reset(every)
+		}
 		select {
 		case <-ctx.Done():
 			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {

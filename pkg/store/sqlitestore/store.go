@@ -75,7 +75,12 @@ func dsn(path string, readOnly bool) string {
 		q.Set("_txlock", "immediate")
 		// The statement journal (a group commit's savepoints, one a
 		// member) stays in memory: left to its default it spills to a
-		// temporary file past 64 KiB and every page is a write(2).
+		// temporary file past 64 KiB and every page is a write(2). The
+		// price: everything else temporary on the writer is in memory
+		// too, for the connection's life: sorts of a migration's CREATE
+		// INDEX, and the retention GC's table of doomed version ids
+		// (about 100 bytes a version it deletes; its pages are reused by
+		// the next GC, not returned).
 		q.Add("_pragma", "temp_store(MEMORY)")
 	}
 	return "file:" + path + "?" + q.Encode()
