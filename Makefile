@@ -59,7 +59,7 @@ faults: ## the fault tests at full scale: 1,000 steps / 50 worker kills, 50 NATS
 	  -run 'Test(WorkerKillsAtScale|NATSRestartsUnderLoad|PostgresRestartsUnderLoad|PartitionedWorkerIsFenced)$$' ./e2e/
 
 .PHONY: soak
-soak: ## the soak test: SOAK_DURATION (default 30m) at half the measured maximum, a fault every SOAK_FAULT_EVERY (5m)
+soak: ## the soak test: SOAK_DURATION (default 30m) at half the measured maximum (or SOAK_RATE runs/s), a fault every SOAK_FAULT_EVERY (5m)
 	eval "$$(scripts/testpg.sh start)"; \
 	SOAK_DURATION=$${SOAK_DURATION:-30m} $(GO) test -tags soak -count=1 -timeout 0 -v -run '^TestSoak$$' ./e2e/
 

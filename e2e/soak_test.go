@@ -102,7 +102,7 @@ type soakSample struct {
 }
 
 // TestSoak measures the cluster's maximum throughput, then runs at half of
-// it for SOAK_DURATION with a fault every SOAK_FAULT_EVERY (rotating: SIGKILL
+// it for SOAK_DURATION (at SOAK_RATE runs/s when set) with a fault every SOAK_FAULT_EVERY (rotating: SIGKILL
 // a worker and restart it, restart NATS, crash and restart Postgres),
 // sampling every process's RSS (/proc) and goroutines (go_goroutines on
 // /metrics). At the end: every run succeeded, the invariant checker
@@ -145,6 +145,15 @@ func TestSoak(t *testing.T) {
 	waitAllEnded(t, db, 5*time.Minute)
 	maxRate := float64(burst) / time.Since(t0).Seconds()
 	rate := maxRate / 2
+	if s := os.Getenv("SOAK_RATE"); s != "" {
+		// A fixed rate, to compare two builds on a machine whose maximum
+		// moves between runs.
+		r, err := strconv.ParseFloat(s, 64)
+		if err != nil || r <= 0 {
+			t.Fatalf("SOAK_RATE=%q: want a positive number of runs a second", s)
+		}
+		rate = r
+	}
 	t.Logf("soak: maximum %.0f runs/s (%d single-step runs, 2 workers × 4 slots, model 20 ms); soaking at %.0f runs/s for %s, a fault every %s",
 		maxRate, burst, rate, total, every)
 
