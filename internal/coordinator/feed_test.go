@@ -13,6 +13,20 @@ import (
 	"github.com/rath-run/rath/internal/testenv"
 )
 
+// startFeed starts an event feed on b, stopped by t.Cleanup, and waits
+// for it to be live.
+func startFeed(t *testing.T, b Bus) *stepWaiters {
+	t.Helper()
+	sw := &stepWaiters{}
+	f := &EventFeed{bus: b, waiters: sw, log: slog.New(slog.DiscardHandler)}
+	if err := f.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Stop)
+	testenv.Eventually(t, 10*time.Second, "the feed to subscribe", sw.fed.Load)
+	return sw
+}
+
 // The event feed wakes a step's waiter on its step's commit, published by
 // anyone on the bus, and not on the step's other events; when the
 // connection drops and when it comes back it wakes every waiter (events
@@ -21,13 +35,7 @@ func TestEventFeedWakesWaiters(t *testing.T) {
 	b, srv, nc := bustest.New(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	sw := &stepWaiters{}
-	f := &EventFeed{bus: b, waiters: sw, log: slog.New(slog.DiscardHandler)}
-	if err := f.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer f.Stop()
-	testenv.Eventually(t, 10*time.Second, "the feed to subscribe", sw.fed.Load)
+	sw := startFeed(t, b)
 
 	woken := func(ch <-chan struct{}, within time.Duration) bool {
 		t.Helper()
@@ -100,15 +108,7 @@ func (b *blipBus) Reconnects() uint64 { return b.reconnects.Load() }
 func TestEventFeedWakesOnQuickReconnect(t *testing.T) {
 	real, _, _ := bustest.New(t)
 	b := &blipBus{Bus: real}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	sw := &stepWaiters{}
-	f := &EventFeed{bus: b, waiters: sw, log: slog.New(slog.DiscardHandler)}
-	if err := f.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer f.Stop()
-	testenv.Eventually(t, 10*time.Second, "the feed to subscribe", sw.fed.Load)
+	sw := startFeed(t, b)
 	ch, done := sw.wait("run_q", "run_q/0")
 	defer done()
 	b.reconnects.Add(1)
