@@ -102,12 +102,12 @@ type soakSample struct {
 }
 
 // TestSoak measures the cluster's maximum throughput, then runs at half of
-// it for SOAK_DURATION (at SOAK_RATE runs/s when set) with a fault every SOAK_FAULT_EVERY (rotating: SIGKILL
-// a worker and restart it, restart NATS, crash and restart Postgres),
-// sampling every process's RSS (/proc) and goroutines (go_goroutines on
-// /metrics). At the end: every run succeeded, the invariant checker
-// passes, p50/p99 submit→commit latency and the memory and goroutine trends
-// are reported. Run it with `make soak` (SOAK_DURATION=3m for a short one).
+// it (at SOAK_RATE runs/s when set) for SOAK_DURATION with a fault every
+// SOAK_FAULT_EVERY (rotating: SIGKILL a worker and restart it, restart
+// NATS, crash and restart Postgres), sampling every process's RSS (/proc)
+// and goroutines (go_goroutines on /metrics). At the end: every run
+// succeeded, the invariant checker passes, p50/p99 submit→commit latency
+// and the memory and goroutine trends are reported. Run it with `make soak` (SOAK_DURATION=3m for a short one).
 func TestSoak(t *testing.T) {
 	total, every := soakDurations(t)
 	pg := startPrivatePG(t)

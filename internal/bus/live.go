@@ -71,7 +71,7 @@ func (b *Bus) SubscribeEvents(ctx context.Context, fn func(LiveEvent), types ...
 func liveEvent(subject string, data []byte) (LiveEvent, error) {
 	rest, ok := strings.CutPrefix(subject, "rath.events.")
 	if !ok {
-		return LiveEvent{}, fmt.Errorf("subject %q: want the prefix %q", subject, "rath.events.")
+		return LiveEvent{}, fmt.Errorf("subject %q: want the prefix rath.events. (an event subject)", subject)
 	}
 	runID, typ, ok := strings.Cut(rest, ".")
 	if !ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,19 +36,14 @@ func RunAbortSubjects() []string {
 // run.timed_out event subject (rath.events.<run>.run.canceled), or an error
 // naming what is wrong with the subject.
 func RunIDFromAbortSubject(subject string) (string, error) {
-	rest, ok := strings.CutPrefix(subject, "rath.events.")
-	if !ok {
-		return "", fmt.Errorf("subject %q: want the prefix rath.events. (an event subject)", subject)
+	e, err := liveEvent(subject, nil)
+	if err != nil {
+		return "", err
 	}
-	for _, typ := range abortTypes {
-		if runID, ok := strings.CutSuffix(rest, "."+typ); ok {
-			if err := validRunID(runID); err != nil {
-				return "", fmt.Errorf("subject %q: %w", subject, err)
-			}
-			return runID, nil
-		}
+	if !slices.Contains(abortTypes, e.Type) {
+		return "", fmt.Errorf("subject %q: want a %s event", subject, strings.Join(abortTypes, " or "))
 	}
-	return "", fmt.Errorf("subject %q: want a %s event", subject, strings.Join(abortTypes, " or "))
+	return e.RunID, nil
 }
 
 // SubscribeRunAborts calls fn with the run id of every run.canceled and
@@ -74,9 +70,8 @@ func (b *Bus) SubscribeRunAborts(fn func(runID string)) (stop func(), err error)
 }
 
 // subscribe subscribes handle to subjects with plain core-NATS
-// subscriptions and waits for the server to have the interest (a
-// permissions violation surfaces here, not silently later).
-// It waits for the server under ctx (and the connection's own timeout).
+// subscriptions and waits, under ctx, for the server to have the interest
+// (a permissions violation surfaces here, not silently later).
 func (b *Bus) subscribe(ctx context.Context, what string, subjects []string, handle nats.MsgHandler) (stop func(), err error) {
 	var subs []*nats.Subscription
 	stop = func() {
