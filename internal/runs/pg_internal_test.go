@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -55,4 +56,19 @@ func openRunStore(t *testing.T) (*Store, *sql.DB, *pgx.Conn, uuid.UUID) {
 	input := uuid.New()
 	insertRoot(t, conn, input)
 	return s, db, conn, input
+}
+
+// createRun records a run of steps steps (ordinals from 0, each on input)
+// in s.
+func createRun(t *testing.T, s *Store, input uuid.UUID, steps int, deadline *time.Time) Run {
+	t.Helper()
+	r := Run{ID: NewRunID(), Queue: "q", Target: []byte(`{}`), Input: input, Deadline: deadline}
+	ss := make([]Step, steps)
+	for i := range ss {
+		ss[i] = Step{Ordinal: i, Input: input}
+	}
+	if err := s.Create(context.Background(), &r, ss); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -2,11 +2,14 @@ package runs
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rath-run/rath/internal/testenv"
 )
 
 // TestStartsGroupedDecideAsAlone: step starts that arrive while one is in
@@ -18,18 +21,7 @@ import (
 func TestStartsGroupedDecideAsAlone(t *testing.T) {
 	ctx := context.Background()
 	s, db, conn, input := openRunStore(t)
-	newRun := func(steps int, deadline *time.Time) Run {
-		t.Helper()
-		r := Run{ID: NewRunID(), Queue: "q", Target: []byte(`{}`), Input: input, Deadline: deadline}
-		ss := make([]Step, steps)
-		for i := range ss {
-			ss[i] = Step{Ordinal: i, Input: input}
-		}
-		if err := s.Create(ctx, &r, ss); err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	newRun := func(steps int, deadline *time.Time) Run { return createRun(t, s, input, steps, deadline) }
 
 	// hold starts as many steps as a store has start statements in flight,
 	// with their rows locked by another transaction, so the starts called
@@ -51,11 +43,7 @@ func TestStartsGroupedDecideAsAlone(t *testing.T) {
 		}
 		// The blockers' starts are in flight (waiting for their rows)
 		// before any other start is called: the others queue behind them.
-		waitUntil(t, "the held starts to wait for their rows", func() (bool, string) {
-			var waiting int
-			err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
-			return err == nil && waiting == groupsInFlight, fmt.Sprintf("%d waiting, %v", waiting, err)
-		})
+		waitLockWaiters(t, db, "the held starts to wait for their rows", groupsInFlight)
 		return func() {
 			t.Helper()
 			waitUntil(t, "the starts to queue", func() (bool, string) {
@@ -141,24 +129,32 @@ func TestStartsGroupedDecideAsAlone(t *testing.T) {
 	}
 }
 
-// waitUntil polls cond until it holds, failing the test after 10 s with
-// cond's last word.
+// waitUntil polls cond until it holds, failing the test after 10 s and
+// logging cond's last word.
 func waitUntil(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, last := cond()
-		if ok {
-			return
+	var last string
+	defer func() {
+		if t.Failed() {
+			t.Logf("waiting for %s: last seen %s", what, last)
 		}
-		select {
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s: %s", what, last)
-		case <-tick.C:
-		}
-	}
+	}()
+	testenv.Eventually(t, 10*time.Second, what, func() bool {
+		ok, l := cond()
+		last = l
+		return ok
+	})
+}
+
+// waitLockWaiters waits until n backends of the test database wait for a
+// row lock.
+func waitLockWaiters(t *testing.T, db *sql.DB, what string, n int) {
+	t.Helper()
+	waitUntil(t, what, func() (bool, string) {
+		var waiting int
+		err := db.QueryRowContext(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		return err == nil && waiting == n, fmt.Sprintf("%d waiting, %v", waiting, err)
+	})
 }
 
 // TestStartHeldUpHoldsNoOtherStart: a step start held up (its row locked
@@ -171,11 +167,7 @@ func TestStartHeldUpHoldsNoOtherStart(t *testing.T) {
 	s, db, conn, input := openRunStore(t)
 	var ids []string
 	for range 4 {
-		r := Run{ID: NewRunID(), Queue: "q", Target: []byte(`{}`), Input: input}
-		if err := s.Create(ctx, &r, []Step{{Input: input}}); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, r.Steps[0].ID)
+		ids = append(ids, createRun(t, s, input, 1, nil).Steps[0].ID)
 	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
@@ -187,11 +179,7 @@ func TestStartHeldUpHoldsNoOtherStart(t *testing.T) {
 	}
 	held := make(chan error, 1)
 	go func() { _, err := s.StartStep(ctx, ids[0], "w"); held <- err }()
-	waitUntil(t, "the held start to wait for its row", func() (bool, string) {
-		var waiting int
-		err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
-		return err == nil && waiting == 1, fmt.Sprintf("%d waiting, %v", waiting, err)
-	})
+	waitLockWaiters(t, db, "the held start to wait for its row", 1)
 	for _, id := range ids[1:] {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		st, err := s.StartStep(sctx, id, "w")

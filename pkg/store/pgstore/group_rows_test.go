@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store/pgstore"
 	"github.com/rath-run/rath/pkg/store/storetest"
@@ -72,7 +73,7 @@ func TestGroupWritesWhatAloneWould(t *testing.T) {
 		_, _, holdErr = st.PutWith(ctx, storetest.Prepare(t, held, "hold", session.Assistant("held")),
 			pgstore.Stmt{SQL: `SELECT pg_advisory_xact_lock_shared(7)`})
 	})
-	waitFor(t, "the first group to wait for the lock", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the first group to wait for the lock", func() bool {
 		var n int
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'advisory'`).Scan(&n)
 		return err == nil && n == 1
@@ -117,7 +118,7 @@ func TestGroupWritesWhatAloneWould(t *testing.T) {
 		}
 		wg.Go(func() { _, ran[i], errs[i] = st.PutWith(ctx, v, after...) })
 	}
-	waitFor(t, "the members to queue", func() bool { return pgstore.GroupQueued(st) == len(members) })
+	testenv.Eventually(t, 10*time.Second, "the members to queue", func() bool { return pgstore.GroupQueued(st) == len(members) })
 	if _, err := lock.Exec(ctx, `SELECT pg_advisory_unlock(7)`); err != nil {
 		t.Fatal(err)
 	}
@@ -240,21 +241,6 @@ func TestGroupWritesWhatAloneWould(t *testing.T) {
 	}
 	if _, err := st.Verify(ctx); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
 	}
 }
 
