@@ -48,11 +48,10 @@
 // live ([Bus.WatchRunAfter] from a stream sequence, with each event's
 // sequence), holding an ordered consumer while it lasts; [Bus.ReplayRun]
 // reads a run's stored events with direct gets and no consumer (the events
-// stream allows direct gets); [Bus.WatchAll] follows every new event
-// through an ordered consumer; [Bus.SubscribeEvents] hands over the new
-// events of some types through core subscriptions, with no consumer and
-// nothing read back from the stream (the coordinator's step waits use it,
-// [Bus.SubscribeRunAborts] is its kind for workers). Trace context travels
+// stream allows direct gets); [Bus.SubscribeEvents] hands over the new
+// events of some types, of every run, through core subscriptions, with no
+// consumer and nothing read back from the stream (the coordinator's step
+// waits use it, [Bus.SubscribeRunAborts] is its kind for workers). Trace context travels
 // in message headers through [HeaderCarrier].
 //
 // # Errors

@@ -164,37 +164,12 @@ func (b *Bus) dropConsumer(ctx context.Context, cons jetstream.Consumer) {
 	}
 }
 
-// WatchAll streams every event stored from now on (DeliverNew) until ctx
-// ends, with the same channel contract as [Bus.WatchRun]. With types, only
-// the events of those types, of every run: a type may end in ".>" for
-// every type under it ("run.>"). The server filters, so the events a
-// watcher does not want are neither delivered nor decoded.
-func (b *Bus) WatchAll(ctx context.Context, types ...string) (<-chan Event, func() error, error) {
-	if len(types) == 0 {
-		return plain(b.watch(ctx, deliverNew, EventsSubjects))
-	}
-	filters := make([]string, len(types))
-	for i, typ := range types {
-		if err := validEventType(strings.TrimSuffix(typ, ".>")); err != nil {
-			return nil, nil, fmt.Errorf("%w: watch: %w", ErrInvalidEvent, err)
-		}
-		filters[i] = "rath.events.*." + typ
-	}
-	return plain(b.watch(ctx, deliverNew, filters...))
-}
-
-// deliverNew, as watch's after, starts at the next event stored.
-const deliverNew = ^uint64(0)
-
 // watch streams the events on the filter subjects stored after stream
-// sequence after (0: from the start; deliverNew: from now on).
+// sequence after (0: from the start).
 func (b *Bus) watch(ctx context.Context, after uint64, filters ...string) (<-chan StoredEvent, func() error, error) {
 	filter := strings.Join(filters, ",")
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy}
-	switch {
-	case after == deliverNew:
-		cfg.DeliverPolicy = jetstream.DeliverNewPolicy
-	case after > 0:
+	if after > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
 	}
 	cons, err := b.js.OrderedConsumer(ctx, EventsStream, jetstream.OrderedConsumerConfig{

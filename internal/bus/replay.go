@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -40,8 +41,8 @@ func (b *Bus) WatchRunAfter(ctx context.Context, runID string, after uint64) (<-
 	if err := validRunID(runID); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
-	if after == deliverNew {
-		after--
+	if after == math.MaxUint64 {
+		after-- // after+1 must not wrap to 0 (from the start)
 	}
 	return b.watch(ctx, after, "rath.events."+runID+".>")
 }
