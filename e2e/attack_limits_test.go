@@ -198,6 +198,7 @@ func TestAttackEventsConsumers(t *testing.T) {
 	var next, sent atomic.Int64
 	var mu sync.Mutex
 	statuses := map[int]int{}
+	var failures []string // requests that got no answer, why
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range workers {
@@ -205,6 +206,9 @@ func TestAttackEventsConsumers(t *testing.T) {
 			for next.Add(1) <= total && ctx.Err() == nil {
 				res, err := s.api(ctx, umbRead, http.MethodGet, "/v1/runs/"+ended+"/events", "")
 				if err != nil {
+					mu.Lock()
+					failures = append(failures, err.Error())
+					mu.Unlock()
 					continue
 				}
 				_, _ = io.Copy(io.Discard, res.Body)
@@ -219,7 +223,7 @@ func TestAttackEventsConsumers(t *testing.T) {
 	wg.Wait()
 	t.Logf("umbrella's flood: %d requests in %s, statuses %v", sent.Load(), time.Since(start).Round(time.Millisecond), statuses)
 	if sent.Load() < total {
-		t.Fatalf("the flood sent %d of %d requests within its time", sent.Load(), total)
+		t.Fatalf("the flood sent %d of %d requests within its time; unanswered: %q", sent.Load(), total, failures[:min(len(failures), 5)])
 	}
 
 	// Acme's live stream works and, past the server's read and write
