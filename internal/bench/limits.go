@@ -153,17 +153,33 @@ func pgbenchRate(ctx context.Context, pgbench, url, dir string, clients int, d t
 		return 0, err
 	}
 	defer func() { _ = os.Remove(script) }()
+	// On a loaded machine the clients can spend a short run connecting
+	// and finish no transaction; pgbench then prints no tps at all. Such a
+	// run measured nothing, so it is repeated for twice as long, a few
+	// times, before the limit is called unmeasurable.
 	secs := max(1, int(d.Round(time.Second)/time.Second))
-	out, err := exec.CommandContext(ctx, pgbench, "-n", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(clients, 2)), "-T", strconv.Itoa(secs), "-f", script, pgstore.ConnURL(url)).CombinedOutput()
-	if err != nil {
-		return 0, fmt.Errorf("pgbench: %w: %s", err, lastLine(out))
+	for try := 1; ; try++ {
+		out, err := exec.CommandContext(ctx, pgbench, "-n", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(clients, 2)), "-T", strconv.Itoa(secs), "-f", script, pgstore.ConnURL(url)).CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("pgbench: %w: %s", err, lastLine(out))
+		}
+		if m := tpsRE.FindSubmatch(out); m != nil {
+			return strconv.ParseFloat(string(m[1]), 64)
+		}
+		if !noTransactionsRE.Match(out) || try == pgbenchTries {
+			return 0, fmt.Errorf("pgbench printed no tps after %d run(s), the last of %d s: %s", try, secs, lastLine(out))
+		}
+		secs *= 2
 	}
-	m := tpsRE.FindSubmatch(out)
-	if m == nil {
-		return 0, fmt.Errorf("pgbench printed no tps: %s", lastLine(out))
-	}
-	return strconv.ParseFloat(string(m[1]), 64)
 }
+
+// noTransactionsRE matches pgbench's report of a run that finished no
+// transaction, after which it prints no tps.
+var noTransactionsRE = regexp.MustCompile(`(?m)^number of transactions actually processed: 0\b`)
+
+// pgbenchTries is how many runs pgbenchRate makes, each twice as long as
+// the one before, while pgbench finishes no transaction.
+const pgbenchTries = 4
 
 func lastLine(b []byte) string {
 	s := strings.TrimSpace(string(b))
