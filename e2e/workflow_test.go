@@ -217,3 +217,46 @@ func TestWorkflowSelectorLoopBinaries(t *testing.T) {
 		t.Fatalf("output:\n%s", out)
 	}
 }
+
+// TestWorkflowStepPublishedWhenNATSReturns stops NATS while a workflow's
+// first step runs, so that the coordinator records the second step while
+// its job cannot be published, and keeps NATS down until the publish has
+// timed out. The job waits in the coordinator's NATS client and reaches the
+// stream when NATS is back (its message id dedupes any republish): the
+// second step runs within seconds, not when the reconciler finds it stale
+// (--stale-after, 2 minutes by default, which this cluster keeps).
+func TestWorkflowStepPublishedWhenNATSReturns(t *testing.T) {
+	t.Parallel()
+	m := newModelCounter(t, map[string]time.Duration{"FIRST": 2 * time.Second})
+	c := newCluster(t, clusterConfig{workers: 1, env: m.env()})
+	r := c.submitWorkflow(`
+agents:
+  first: {model: gpt-test, instructions: FIRST step}
+  second: {model: gpt-test, instructions: SECOND step}
+steps:
+  - agent: first
+  - agent: second
+`, "outlive the outage")
+	c.waitRun(r.ID, 60*time.Second, "the first step running", func(r runs.Run) bool {
+		return len(r.Steps) == 1 && r.Steps[0].Status == runs.StepRunning
+	})
+	c.stopNATS()
+	c.waitRun(r.ID, 60*time.Second, "the second step recorded while NATS is down", func(r runs.Run) bool {
+		return len(r.Steps) == 2 && r.Steps[0].Status == runs.StepCommitted
+	})
+	c.waitFor("the coordinator's publish of the second step to time out", 60*time.Second, func() bool {
+		return strings.Contains(c.coord.output(), "publish failed")
+	})
+	c.startNATS()
+	back := time.Now()
+	r = c.waitRun(r.ID, 90*time.Second, "an end", func(r runs.Run) bool { return r.Status.Terminal() })
+	if r.Status != runs.RunSucceeded {
+		t.Fatalf("run %s: %s", r.Status, r.Error)
+	}
+	if took := time.Since(back); took > 20*time.Second {
+		t.Errorf("the run ended %s after NATS came back, want the second step run within seconds", took.Round(time.Second))
+	}
+	if m.count("FIRST") != 1 || m.count("SECOND") != 1 {
+		t.Errorf("model requests first %d, second %d; want 1 each", m.count("FIRST"), m.count("SECOND"))
+	}
+}
