@@ -100,10 +100,13 @@ WHERE step_id = $1 AND kind IN ('ambiguous', 'review') AND EXISTS (SELECT 1 FROM
 // startStepsEpochSQL reads the redaction epoch too. As in startStepHead,
 // the runs are looked up by id: their status "pending" is written as not
 // any other status (the table's CHECK), which the planner cannot match to
-// runs_status_idx (TestHotPathPlansUseKeys).
+// runs_status_idx (TestHotPathPlansUseKeys). The arrays reach unnest
+// through a subquery that OFFSET 0 keeps apart, so that a connection runs
+// the statement on its cached generic plan instead of planning it for each
+// group's values (see pgstore's groupVersionsSQL; TestStartsUseTheCachedPlan).
 const (
 	startStepsHead = `WITH relax AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
-inp AS (SELECT * FROM unnest($1::text[], $2::text[]) AS t(sid, wkr)),
+inp AS (SELECT t.* FROM (SELECT $1::text[] a1, $2::text[] a2 OFFSET 0) p, unnest(p.a1, p.a2) AS t(sid, wkr)),
 st AS (
 	UPDATE steps SET status = 'running', attempts = attempts + 1, worker = inp.wkr,
 		started_at = COALESCE(started_at, $3), updated_at = $3

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/rath-run/rath/internal/testdb"
 )
 
 // TestHotPathPlansUseKeys: the step's start and commit find their step and
@@ -103,5 +105,23 @@ func TestHotPathPlansUseKeys(t *testing.T) {
 				t.Errorf("%s: scans runs_status_idx by status alone (every open run): %s", name, cond)
 			}
 		}
+	}
+}
+
+// TestStartsUseTheCachedPlan runs the grouped start statement ten times on
+// one connection: after Postgres' five plans for the parameters' values it
+// runs on its cached generic plan, instead of being planned anew for each
+// group (as long as the planner could see the arrays' lengths).
+func TestStartsUseTheCachedPlan(t *testing.T) {
+	ctx := context.Background()
+	_, conn := migratedPG(t)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	generic, custom := testdb.CachedPlans(t, tx, "starts", startStepsEpochSQL, 10, "'{}'", "'{}'", "'2026-01-01T00:00:00Z'")
+	if custom > 5 || generic < 5 {
+		t.Errorf("%d executions planned for their values, %d on the cached plan; want 5 and 5", custom, generic)
 	}
 }
