@@ -106,7 +106,7 @@ WHERE step_id = $1 AND kind IN ('ambiguous', 'review') AND EXISTS (SELECT 1 FROM
 // group's values (see pgstore's groupVersionsSQL; TestStartsUseTheCachedPlan).
 const (
 	startStepsHead = `WITH relax AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
-inp AS (SELECT t.* FROM (SELECT $1::text[] a1, $2::text[] a2 OFFSET 0) p, unnest(p.a1, p.a2) AS t(sid, wkr)),
+inp AS (SELECT t.* FROM (SELECT $1::text[] a1, $2::text[] a2 OFFSET 0) arr, unnest(arr.a1, arr.a2) AS t(sid, wkr)),
 st AS (
 	UPDATE steps SET status = 'running', attempts = attempts + 1, worker = inp.wkr,
 		started_at = COALESCE(started_at, $3), updated_at = $3

@@ -341,9 +341,9 @@ SELECT t.id, t.base_id, t.op, t.len, t.own_count, t.parent_count, t.placement::j
 FROM (SELECT $1::uuid[] a1, $2::uuid[] a2, $3::text[] a3, $4::integer[] a4, $5::integer[] a5, $6::integer[] a6,
 	$7::text[] a7, $8::bigint[] a8, $9::bigint[] a9, $10::bigint[] a10, $11::text[] a11, $12::text[] a12,
 	$13::text[] a13, $14::text[] a14, $15::text[] a15, $16::text[] a16, $17::text[] a17, $18::text[] a18,
-	$19::timestamptz[] a19, $20::smallint[] a20, $21::text[] a21, $22::boolean[] a22, $23::uuid[] a23 OFFSET 0) p,
-	unnest(p.a1, p.a2, p.a3, p.a4, p.a5, p.a6, p.a7, p.a8, p.a9, p.a10, p.a11, p.a12, p.a13, p.a14, p.a15,
-	p.a16, p.a17, p.a18, p.a19, p.a20, p.a21, p.a22, p.a23)
+	$19::timestamptz[] a19, $20::smallint[] a20, $21::text[] a21, $22::boolean[] a22, $23::uuid[] a23 OFFSET 0) arr,
+	unnest(arr.a1, arr.a2, arr.a3, arr.a4, arr.a5, arr.a6, arr.a7, arr.a8, arr.a9, arr.a10, arr.a11, arr.a12, arr.a13, arr.a14, arr.a15,
+	arr.a16, arr.a17, arr.a18, arr.a19, arr.a20, arr.a21, arr.a22, arr.a23)
 	WITH ORDINALITY AS t(id, base_id, op, len, own_count, parent_count, placement,
 	prompt_tokens, completion_tokens, total_tokens, run, step, agent, model, worker, trace_id, extras, key,
 	created_at, created_nanos, hash, claim, first_parent, n)
@@ -359,5 +359,5 @@ ORDER BY t.n`
 // before.
 const groupChunksSQL = `INSERT INTO chunks (version_id, lane, ord, kind, payload, hash)
 SELECT t.version_id, (SELECT v.lane FROM versions v WHERE v.id = t.version_id), t.ord, t.kind, t.payload, t.hash
-FROM (SELECT $1::uuid[] a1, $2::integer[] a2, $3::text[] a3, $4::text[] a4, $5::text[] a5 OFFSET 0) p,
-	unnest(p.a1, p.a2, p.a3, p.a4, p.a5) AS t(version_id, ord, kind, payload, hash)`
+FROM (SELECT $1::uuid[] a1, $2::integer[] a2, $3::text[] a3, $4::text[] a4, $5::text[] a5 OFFSET 0) arr,
+	unnest(arr.a1, arr.a2, arr.a3, arr.a4, arr.a5) AS t(version_id, ord, kind, payload, hash)`
