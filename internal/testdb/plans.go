@@ -23,7 +23,7 @@ type Conn interface {
 // that a statement whose generic plan costs no more than those runs on it.
 func CachedPlans(t testing.TB, conn Conn, name, sql string, n int, lits ...string) (generic, custom int64) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	if _, err := conn.Exec(ctx, "PREPARE "+name+" AS "+sql); err != nil {
 		t.Fatalf("%s: prepare: %v", name, err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rath-run/rath/internal/testdb"
 	"github.com/rath-run/rath/internal/testenv"
@@ -252,12 +253,7 @@ func TestGroupWritesWhatAloneWould(t *testing.T) {
 func TestGroupPlanUsesKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := openStore(t, pgstore.Options{})
-	conn, err := st.Pool().Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
+	conn := groupConn(t)
 	for _, q := range []string{
 		`INSERT INTO versions (id, op, len, own_count, parent_count, hash, lane, tenant, created_at)
 			SELECT id, 'create', 0, 0, 0, repeat('a', 64), id, 'default', now()
@@ -269,25 +265,12 @@ func TestGroupPlanUsesKeys(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	for name, c := range map[string]struct {
-		sql  string
-		args int
-	}{
-		"group_versions": {pgstore.GroupVersionsSQL, 24},
-		"group_chunks":   {pgstore.GroupChunksSQL, 5},
-	} {
+	for name, c := range groupStatements() {
 		if _, err := conn.Conn().Prepare(ctx, name, c.sql); err != nil {
 			t.Fatalf("%s: prepare: %v", name, err)
 		}
-		lits := make([]string, c.args)
-		for i := range lits {
-			lits[i] = "'{}'" // empty arrays: a generic plan does not look at them
-		}
-		if name == "group_versions" {
-			lits[23] = "'default'"
-		}
 		var raw []byte
-		if err := conn.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE `+name+`(`+strings.Join(lits, ", ")+`)`).Scan(&raw); err != nil {
+		if err := conn.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE `+name+`(`+strings.Join(c.lits, ", ")+`)`).Scan(&raw); err != nil {
 			t.Fatalf("%s: explain: %v", name, err)
 		}
 		var doc any
@@ -332,30 +315,46 @@ func TestGroupPlanUsesKeys(t *testing.T) {
 // statement).
 func TestGroupStatementsUseTheCachedPlan(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	st := openStore(t, pgstore.Options{})
-	conn, err := st.Pool().Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	for name, c := range map[string]struct {
-		sql  string
-		args int
-	}{
-		"group_versions": {pgstore.GroupVersionsSQL, 24},
-		"group_chunks":   {pgstore.GroupChunksSQL, 5},
-	} {
-		lits := make([]string, c.args)
-		for i := range lits {
-			lits[i] = "'{}'"
-		}
-		if name == "group_versions" {
-			lits[23] = "'default'"
-		}
-		generic, custom := testdb.CachedPlans(t, conn, name, c.sql, 10, lits...)
+	conn := groupConn(t)
+	for name, c := range groupStatements() {
+		generic, custom := testdb.CachedPlans(t, conn, name, c.sql, 10, c.lits...)
 		if custom > 5 || generic < 5 {
 			t.Errorf("%s: %d executions planned for their values, %d on the cached plan; want 5 and 5", name, custom, generic)
 		}
+	}
+}
+
+// groupConn is a connection of a fresh store's pool, released when t ends.
+func groupConn(t *testing.T) *pgxpool.Conn {
+	t.Helper()
+	st := openStore(t, pgstore.Options{})
+	conn, err := st.Pool().Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	return conn
+}
+
+// groupStatements are a commit group's multi-row statements by name, each
+// with literals for its parameters: empty arrays (a generic plan does not
+// look at them) and, for the versions statement, the store's tenant.
+func groupStatements() map[string]struct {
+	sql  string
+	lits []string
+} {
+	empty := func(n int) []string {
+		lits := make([]string, n)
+		for i := range lits {
+			lits[i] = "'{}'"
+		}
+		return lits
+	}
+	return map[string]struct {
+		sql  string
+		lits []string
+	}{
+		"group_versions": {pgstore.GroupVersionsSQL, append(empty(23), "'default'")},
+		"group_chunks":   {pgstore.GroupChunksSQL, empty(5)},
 	}
 }
