@@ -122,6 +122,12 @@ type Config struct {
 	TTY      bool
 	// Getenv reads RATH_TEST_PG_BIN (pgbench) and CI.
 	Getenv func(string) string
+	// LoadedProfile, when set, receives a CPU profile of the steps
+	// scenario's loaded phase alone: the phase its CPU-per-step figures
+	// measure, without the limits, the serial phase or the other
+	// scenarios. It must not be set while another CPU profile runs in
+	// this process.
+	LoadedProfile io.Writer
 }
 
 func (c *Config) defaults() {

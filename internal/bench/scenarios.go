@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -272,8 +273,16 @@ func (b *runner) steps(ctx context.Context) error {
 	}{{"serial submit→commit p50", 0.50, budget(3)}, {"serial submit→commit p95", 0.95, 0}, {"serial submit→commit p99", 0.99, budget(15)}} {
 		b.r.add(Figure{Scenario: "steps", Name: q.name, Value: quantile(serial, q.p), Unit: "ms", Limit: limit(q.budget), LimitValue: q.budget})
 	}
+	if b.cfg.LoadedProfile != nil {
+		if err := pprof.StartCPUProfile(b.cfg.LoadedProfile); err != nil {
+			return fmt.Errorf("profile of the loaded phase: %w", err)
+		}
+	}
 	m := b.startMeter(ctx)
 	loaded, el, err := drive(ctx, b.cfg.Concurrency, b.cfg.Duration*2/3, b.p, "loaded", op)
+	if b.cfg.LoadedProfile != nil {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		return err
 	}

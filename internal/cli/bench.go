@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -42,6 +43,7 @@ type benchFlags struct {
 	workerSweep                   string
 	jsonPath, svgDir, dir         string
 	cpuProfile                    string
+	loadedProfile                 string
 	output                        string
 }
 
@@ -89,6 +91,7 @@ cluster, and with --store and --nats also its limits and memory recall.`,
 	fl.StringVar(&f.svgDir, "svg", "", "write the growth plots (SVG) into this directory")
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text (the table) or json (the report --json writes)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (with --dev: the whole stack's) to this file")
+	fl.StringVar(&f.loadedProfile, "cpuprofile-loaded", "", "write a CPU profile of the steps scenario's loaded phase alone (the phase CPU per step is measured over) to this file")
 	fl.StringVar(&f.dir, "dir", "", "with --dev: state directory (default: a temporary one, removed after)")
 	return c
 }
@@ -115,6 +118,9 @@ func runBench(ctx context.Context, env *Env, f *benchFlags, devSet bool) error {
 	}
 	if f.server != "" && devSet && f.dev {
 		return &exitError{code: 2, err: fmt.Errorf("--server and --dev: choose one")}
+	}
+	if f.cpuProfile != "" && f.loadedProfile != "" {
+		return &exitError{code: 2, err: errors.New("--cpuprofile and --cpuprofile-loaded: choose one (a process runs one CPU profile at a time)")}
 	}
 	if f.duration <= 0 {
 		return &exitError{code: 2, err: fmt.Errorf("--duration must be positive, not %s", f.duration)}
@@ -168,6 +174,14 @@ func runBench(ctx context.Context, env *Env, f *benchFlags, devSet bool) error {
 			return start(ctx, filepath.Join(scratch, fmt.Sprintf("sweep-%d", n)), workers)
 		}
 		target = t
+	}
+	if f.loadedProfile != "" {
+		fh, err := os.Create(f.loadedProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile-loaded: %w", err)
+		}
+		defer func() { _ = fh.Close() }()
+		cfg.LoadedProfile = fh
 	}
 	if f.cpuProfile != "" {
 		fh, err := os.Create(f.cpuProfile)

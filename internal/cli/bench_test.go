@@ -2,8 +2,10 @@ package cli
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +21,7 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{[]string{"bench", "--recall-items", "10,x"}, `--recall-items: "x" is not a positive integer`},
 		{[]string{"bench", "--duration", "0s"}, "--duration must be positive"},
 		{[]string{"bench", "--server", "http://127.0.0.1:1", "--dev"}, "--server and --dev: choose one"},
+		{[]string{"bench", "--cpuprofile", "a", "--cpuprofile-loaded", "b"}, "--cpuprofile and --cpuprofile-loaded: choose one"},
 	} {
 		var out, errOut bytes.Buffer
 		code := Main(context.Background(), tc.args, strings.NewReader(""), &out, &errOut)
@@ -59,5 +62,34 @@ func TestBenchLineageOnDevWritesJSONAndSVG(t *testing.T) {
 	svg, err := os.ReadFile(filepath.Join(svgDir, "load_vs_length.svg"))
 	if err != nil || !bytes.HasPrefix(svg, []byte("<svg")) {
 		t.Errorf("load_vs_length.svg: %v %.60q", err, svg)
+	}
+}
+
+// TestBenchProfilesTheLoadedPhase: --cpuprofile-loaded writes a CPU
+// profile (gzipped protobuf) whose samples include the workers' steps.
+func TestBenchProfilesTheLoadedPhase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "loaded.pprof")
+	var out, errOut bytes.Buffer
+	code := Main(t.Context(), []string{"bench", "--scenario", "steps", "--duration", "900ms", "--worker-sweep", "",
+		"--cpuprofile-loaded", path}, strings.NewReader(""), &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = fh.Close() }()
+	zr, err := gzip.NewReader(fh)
+	if err != nil {
+		t.Fatalf("profile is not gzipped: %v", err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The function names are in the profile's string table.
+	if !bytes.Contains(raw, []byte("worker.(*Worker).handle")) {
+		t.Errorf("the loaded phase's profile (%d bytes) has no worker step in it", len(raw))
 	}
 }
