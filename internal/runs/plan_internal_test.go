@@ -113,14 +113,9 @@ func TestHotPathPlansUseKeys(t *testing.T) {
 // runs on its cached generic plan, instead of being planned anew for each
 // group (as long as the planner could see the arrays' lengths).
 func TestStartsUseTheCachedPlan(t *testing.T) {
-	ctx := context.Background()
 	_, conn := migratedPG(t)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	generic, custom := testdb.CachedPlans(t, tx, "starts", startStepsEpochSQL, 10, "'{}'", "'{}'", "'2026-01-01T00:00:00Z'")
+	// Empty arrays: the statement starts nothing.
+	generic, custom := testdb.CachedPlans(t, conn, "starts", startStepsEpochSQL, 10, "'{}'", "'{}'", "'2026-01-01T00:00:00Z'")
 	if custom > 5 || generic < 5 {
 		t.Errorf("%d executions planned for their values, %d on the cached plan; want 5 and 5", custom, generic)
 	}

@@ -336,13 +336,16 @@ func groupConn(t *testing.T) *pgxpool.Conn {
 	return conn
 }
 
+// groupStmt is a statement with literals for its parameters.
+type groupStmt struct {
+	sql  string
+	lits []string
+}
+
 // groupStatements are a commit group's multi-row statements by name, each
 // with literals for its parameters: empty arrays (a generic plan does not
 // look at them) and, for the versions statement, the store's tenant.
-func groupStatements() map[string]struct {
-	sql  string
-	lits []string
-} {
+func groupStatements() map[string]groupStmt {
 	empty := func(n int) []string {
 		lits := make([]string, n)
 		for i := range lits {
@@ -350,10 +353,7 @@ func groupStatements() map[string]struct {
 		}
 		return lits
 	}
-	return map[string]struct {
-		sql  string
-		lits []string
-	}{
+	return map[string]groupStmt{
 		"group_versions": {pgstore.GroupVersionsSQL, append(empty(23), "'default'")},
 		"group_chunks":   {pgstore.GroupChunksSQL, empty(5)},
 	}
