@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -121,6 +122,9 @@ func runBench(ctx context.Context, env *Env, f *benchFlags, devSet bool) error {
 	}
 	if f.cpuProfile != "" && f.loadedProfile != "" {
 		return &exitError{code: 2, err: errors.New("--cpuprofile and --cpuprofile-loaded: choose one (a process runs one CPU profile at a time)")}
+	}
+	if f.loadedProfile != "" && !slices.Contains(scen, "steps") {
+		return &exitError{code: 2, err: fmt.Errorf("--cpuprofile-loaded profiles the steps scenario's loaded phase; --scenario %q does not run it", f.scenarios)}
 	}
 	if f.duration <= 0 {
 		return &exitError{code: 2, err: fmt.Errorf("--duration must be positive, not %s", f.duration)}

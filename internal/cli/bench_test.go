@@ -22,6 +22,7 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{[]string{"bench", "--duration", "0s"}, "--duration must be positive"},
 		{[]string{"bench", "--server", "http://127.0.0.1:1", "--dev"}, "--server and --dev: choose one"},
 		{[]string{"bench", "--cpuprofile", "a", "--cpuprofile-loaded", "b"}, "--cpuprofile and --cpuprofile-loaded: choose one"},
+		{[]string{"bench", "--scenario", "lineage", "--cpuprofile-loaded", "b"}, `--scenario "lineage" does not run it`},
 	} {
 		var out, errOut bytes.Buffer
 		code := Main(context.Background(), tc.args, strings.NewReader(""), &out, &errOut)
