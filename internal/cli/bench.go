@@ -92,7 +92,7 @@ cluster, and with --store and --nats also its limits and memory recall.`,
 	fl.StringVar(&f.svgDir, "svg", "", "write the growth plots (SVG) into this directory")
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text (the table) or json (the report --json writes)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (with --dev: the whole stack's) to this file")
-	fl.StringVar(&f.loadedProfile, "cpuprofile-loaded", "", "write a CPU profile of the steps scenario's loaded phase alone (the phase CPU per step is measured over) to this file")
+	fl.StringVar(&f.loadedProfile, "cpuprofile-loaded", "", "write a CPU profile of the steps scenario's loaded phase alone (the phase CPU per step is measured over; with --dev the whole stack's, with --server the load generator's) to this file")
 	fl.StringVar(&f.dir, "dir", "", "with --dev: state directory (default: a temporary one, removed after)")
 	return c
 }
