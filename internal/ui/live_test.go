@@ -364,6 +364,10 @@ func TestBrowserLiveStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The panel is drawn again as events arrive; the calls can reach it a
+	// redraw after the text (seen in CI), so wait for them, then read.
+	_, _ = chromedp.Run(bctx, chromedp.Poll[bool](`(() => { const c = document.querySelector("#live-calls"); return !!c && c.textContent.includes("done"); })()`,
+		chromedp.WithPollingTimeout(10*time.Second)))
 	calls, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#live-calls`)))
 	if err != nil {
 		t.Fatal(err)
