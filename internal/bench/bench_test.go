@@ -116,6 +116,32 @@ func TestRunAllScenariosOnDevStack(t *testing.T) {
 		}
 	}
 	checkFigures(t, r, "steps", "fork", "lineage", "recall", "fanout")
+	// The loaded latency split in three means that add up to about the
+	// latency (each step's three add up to its latency exactly), and the
+	// submit request's round trip, a part of the first.
+	figure := func(prefix string) (float64, bool) {
+		i := slices.IndexFunc(r.Figures, func(f bench.Figure) bool { return f.Scenario == "steps" && strings.HasPrefix(f.Name, prefix) })
+		if i < 0 {
+			return 0, false
+		}
+		return r.Figures[i].Value, true
+	}
+	var split float64
+	for _, name := range []string{"loaded, mean: submit → step started", "loaded, mean: step started → committed", "loaded, mean: committed → step.committed seen"} {
+		v, ok := figure(name)
+		if !ok || !(v > 0) {
+			t.Errorf("%s: %v (present %v), want a positive mean", name, v, ok)
+		}
+		split += v
+	}
+	if req, ok := figure("loaded, mean: of which the submit request"); !ok || !(req > 0) {
+		t.Errorf("submit request's round trip: %v (present %v), want a positive mean", req, ok)
+	}
+	p50, _ := figure("loaded submit→commit p50")
+	p99, _ := figure("loaded submit→commit p99")
+	if !(split >= p50/4 && split <= p99) {
+		t.Errorf("the latency's four parts add up to %.3f ms; the latency's p50 is %.3f ms, its p99 %.3f ms", split, p50, p99)
+	}
 	// steps/s is shown as a ratio to the commit limit.
 	if !slices.ContainsFunc(r.Figures, func(f bench.Figure) bool {
 		return f.Scenario == "steps" && f.Unit == "steps/s" && f.Limit == bench.LimitCommit && f.Ratio > 0
@@ -312,6 +338,9 @@ func TestStepsThroughTheEventStreamWithoutNATS(t *testing.T) {
 	}
 	r, _ := decode(t, rep)
 	checkFigures(t, r, "steps", "fanout")
+	if slices.ContainsFunc(r.Figures, func(f bench.Figure) bool { return strings.HasPrefix(f.Name, "loaded, mean:") }) {
+		t.Error("the latency split without the events' stamps from NATS")
+	}
 	if slices.ContainsFunc(r.Limits, func(l bench.Limit) bool { return l.Name == bench.LimitJetStream }) {
 		t.Errorf("a JetStream limit without a connection: %+v", r.Limits)
 	}

@@ -68,15 +68,30 @@ type committer struct {
 	subs []*nats.Subscription
 	mu   sync.Mutex
 	got  map[string]chan commitResult
+	// started holds each run's step.started stamp until its commit.
+	started map[string]time.Time
 }
 
+// commitResult is a step's commit as the committer saw it; started and
+// committed are the worker's stamps on the step's step.started and
+// step.committed events (zero when not seen, or without NATS).
 type commitResult struct {
-	version string
-	err     error
+	version            string
+	err                error
+	started, committed time.Time
+}
+
+// phases splits one submit→commit latency in three: from the submit to
+// the step's start, from the start to the commit (the model's time
+// included), and from the commit to its event's arrival here; request is
+// the submit request's round trip, a part of the first (the step may
+// start before the answer arrives). See runner.reportPhases.
+type phases struct {
+	request, toStart, toCommit, toSeen time.Duration
 }
 
 func newCommitter(t *Target) (*committer, error) {
-	c := &committer{cl: t.Client, got: map[string]chan commitResult{}}
+	c := &committer{cl: t.Client, got: map[string]chan commitResult{}, started: map[string]time.Time{}}
 	if t.NC == nil {
 		return c, nil
 	}
@@ -86,22 +101,36 @@ func newCommitter(t *Target) (*committer, error) {
 			return
 		}
 		var ev struct {
+			Time time.Time `json:"time"`
 			Data struct {
 				Version string `json:"version"`
 				Error   string `json:"error"`
 			} `json:"data"`
 		}
 		_ = json.Unmarshal(m.Data, &ev)
-		res := commitResult{version: ev.Data.Version}
-		if parts[len(parts)-1] != "committed" {
-			res.err = fmt.Errorf("run %s: %s: %s", parts[2], strings.Join(parts[3:], "."), ev.Data.Error)
+		what, run := strings.Join(parts[3:], "."), parts[2]
+		if what == "step.started" {
+			// A one-step run's start; its commit comes after it on the
+			// same connection.
+			c.mu.Lock()
+			c.started[run] = ev.Time
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Lock()
+		started := c.started[run]
+		delete(c.started, run)
+		c.mu.Unlock()
+		res := commitResult{version: ev.Data.Version, started: started, committed: ev.Time}
+		if what != "step.committed" {
+			res.err = fmt.Errorf("run %s: %s: %s", run, what, ev.Data.Error)
 		}
 		select {
-		case c.ch(parts[2]) <- res:
+		case c.ch(run) <- res:
 		default:
 		}
 	}
-	for _, subj := range []string{"rath.events.*.step.committed", "rath.events.*.run.failed"} {
+	for _, subj := range []string{"rath.events.*.step.committed", "rath.events.*.run.failed", "rath.events.*.step.started"} {
 		sub, err := t.NC.Subscribe(subj, handle)
 		if err != nil {
 			c.close()
@@ -133,20 +162,27 @@ func (c *committer) ch(run string) chan commitResult {
 	return ch
 }
 
-// wait returns the version the run's first step committed.
-func (c *committer) wait(ctx context.Context, run string) (string, error) {
+// wait returns the version the run's first step committed, and with NATS
+// the worker's stamps on its start and commit.
+func (c *committer) wait(ctx context.Context, run string) (commitResult, error) {
 	if len(c.subs) > 0 {
 		ch := c.ch(run)
-		defer func() { c.mu.Lock(); delete(c.got, run); c.mu.Unlock() }()
+		defer func() { c.mu.Lock(); delete(c.got, run); delete(c.started, run); c.mu.Unlock() }()
 		select {
 		case res := <-ch:
-			return res.version, res.err
+			return res, res.err
 		case <-time.After(time.Minute):
-			return "", fmt.Errorf("run %s: no step.committed within a minute", run)
+			return commitResult{}, fmt.Errorf("run %s: no step.committed within a minute", run)
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return commitResult{}, ctx.Err()
 		}
 	}
+	v, err := c.watch(ctx, run)
+	return commitResult{version: v}, err
+}
+
+// watch waits for the run's first commit through its event stream.
+func (c *committer) watch(ctx context.Context, run string) (string, error) {
 	var version string
 	errDone := fmt.Errorf("done")
 	err := c.cl.Watch(ctx, run, func(e api.Event) error {
@@ -188,13 +224,26 @@ func (b *runner) submit(ctx context.Context, c *committer, sessionID string) (st
 	if sessionID == "" {
 		req.Message = "go"
 	}
+	v, l, _, err := b.submitPhases(ctx, c, req)
+	return v, l, err
+}
+
+// submitPhases is submit, also splitting the latency (phases; zero
+// phases when the commit's events were not seen on NATS).
+func (b *runner) submitPhases(ctx context.Context, c *committer, req api.SubmitRequest) (string, time.Duration, phases, error) {
 	t0 := time.Now()
 	run, err := b.t.Client.SubmitAgent(ctx, req)
 	if err != nil {
-		return "", 0, fmt.Errorf("submit: %w", err)
+		return "", 0, phases{}, fmt.Errorf("submit: %w", err)
 	}
-	v, err := c.wait(ctx, run.ID)
-	return v, time.Since(t0), err
+	t1 := time.Now()
+	res, err := c.wait(ctx, run.ID)
+	seen := time.Now()
+	var ph phases
+	if !res.started.IsZero() && !res.committed.IsZero() {
+		ph = phases{request: t1.Sub(t0), toStart: res.started.Sub(t0), toCommit: res.committed.Sub(res.started), toSeen: seen.Sub(res.committed)}
+	}
+	return res.version, seen.Sub(t0), ph, err
 }
 
 // drive runs op from n goroutines until d has passed and returns the
@@ -278,8 +327,26 @@ func (b *runner) steps(ctx context.Context) error {
 			return fmt.Errorf("profile of the loaded phase: %w", err)
 		}
 	}
+	// In the loaded phase, on an in-process stack (one clock for the
+	// client and the worker's event stamps), split each latency.
+	var (
+		phaseMu sync.Mutex
+		split   []phases
+	)
+	loadedOp := op
+	if b.t.InProcess && b.t.NC != nil {
+		loadedOp = func(ctx context.Context) (time.Duration, error) {
+			_, l, ph, err := b.submitPhases(ctx, c, api.SubmitRequest{Agent: b.spec(), Message: "go"})
+			if err == nil && ph != (phases{}) {
+				phaseMu.Lock()
+				split = append(split, ph)
+				phaseMu.Unlock()
+			}
+			return l, err
+		}
+	}
 	m := b.startMeter(ctx)
-	loaded, el, err := drive(ctx, b.cfg.Concurrency, b.cfg.Duration*2/3, b.p, "loaded", op)
+	loaded, el, err := drive(ctx, b.cfg.Concurrency, b.cfg.Duration*2/3, b.p, "loaded", loadedOp)
 	if b.cfg.LoadedProfile != nil {
 		pprof.StopCPUProfile()
 	}
@@ -300,6 +367,7 @@ func (b *runner) steps(ctx context.Context) error {
 	}
 	b.r.add(Figure{Scenario: "steps", Name: "loaded submit→commit p50", Value: quantile(loaded, 0.5), Unit: "ms"})
 	b.r.add(Figure{Scenario: "steps", Name: "loaded submit→commit p99", Value: quantile(loaded, 0.99), Unit: "ms"})
+	b.reportPhases(split)
 	if b.t.StartStack == nil || len(b.cfg.WorkerSweep) == 0 {
 		return nil
 	}
@@ -330,6 +398,39 @@ func (b *runner) steps(ctx context.Context) error {
 	}
 	b.r.Series = append(b.r.Series, s)
 	return nil
+}
+
+// reportPhases adds where the loaded phase's submit→commit latency went,
+// as means: from the submit to the worker's step.started stamp (the
+// submit request: the run's commit and the job's publish; then the fetch
+// and the step's start), from that stamp to the step.committed stamp (the
+// agent, the model's latency included, and the commit), and from that
+// stamp to the event's arrival at the client. The three add up to the
+// mean latency of the steps whose start was seen; the submit request's
+// round trip, a part of the first, is shown as well.
+func (b *runner) reportPhases(split []phases) {
+	if len(split) == 0 {
+		return
+	}
+	var sum phases
+	for _, ph := range split {
+		sum.request += ph.request
+		sum.toStart += ph.toStart
+		sum.toCommit += ph.toCommit
+		sum.toSeen += ph.toSeen
+	}
+	mean := func(d time.Duration) float64 { return float64(d) / float64(len(split)) / float64(time.Millisecond) }
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"loaded, mean: submit → step started", sum.toStart},
+		{"loaded, mean: of which the submit request (POST /v1/runs)", sum.request},
+		{"loaded, mean: step started → committed (model included)", sum.toCommit},
+		{"loaded, mean: committed → step.committed seen", sum.toSeen},
+	} {
+		b.r.add(Figure{Scenario: "steps", Name: f.name, Value: mean(f.d), Unit: "ms"})
+	}
 }
 
 type version struct {
