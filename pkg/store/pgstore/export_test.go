@@ -3,10 +3,12 @@ package pgstore
 // Test hooks for the external tests.
 
 // GroupVersionsSQL and GroupChunksSQL are a commit group's multi-row
-// statements, for the plan test.
+// statements, and InsertVersionSQL a commit's own version insert, for the
+// plan tests.
 const (
 	GroupVersionsSQL = groupVersionsSQL
 	GroupChunksSQL   = groupChunksSQL
+	InsertVersionSQL = insertVersionSQL
 )
 
 // GroupQueued returns how many commits wait in s's group queue.

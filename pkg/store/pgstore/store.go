@@ -742,9 +742,17 @@ var insertCols = []string{"id", "base_id", "op", "len", "own_count", "parent_cou
 // or for a root the store's ($24); the database checks it against the
 // base and the parents, and a tenant connection overrides it with its own.
 // It returns the lane.
-const insertVersionSQL = `WITH claim AS (
-	SELECT b.lane, b.pos + 1 AS pos FROM versions b
-	WHERE $22 AND b.id = $2
+//
+// The claim flag, the base and the first parent reach the statement
+// through a subquery that OFFSET 0 keeps apart (as in groupVersionsSQL), so
+// that a plan for a root's values cannot see the lookups come to nothing
+// and cost less than the generic plan: a connection then runs it on its
+// cached plan instead of planning it for each commit
+// (TestVersionInsertUsesTheCachedPlan).
+const insertVersionSQL = `WITH arg AS (SELECT $22::boolean AS claim, $2::uuid AS base, $23::uuid AS first_parent OFFSET 0),
+claim AS (
+	SELECT b.lane, b.pos + 1 AS pos FROM arg, versions b
+	WHERE arg.claim AND b.id = arg.base
 	  AND NOT EXISTS (SELECT 1 FROM versions o WHERE o.lane = b.lane AND o.pos = b.pos + 1)
 )
 INSERT INTO versions (id, base_id, op, len, own_count, parent_count, placement,
@@ -752,7 +760,7 @@ INSERT INTO versions (id, base_id, op, len, own_count, parent_count, placement,
 	created_at, created_nanos, hash, lane, pos, tenant)
 VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::json, $18, $19, $20, $21,
 	COALESCE((SELECT lane FROM claim), $1), COALESCE((SELECT pos FROM claim), 0),
-	COALESCE((SELECT p.tenant FROM versions p WHERE p.id = $23::uuid), $24::text))
+	COALESCE((SELECT p.tenant FROM arg, versions p WHERE p.id = arg.first_parent), $24::text))
 RETURNING lane`
 
 // insertChunksSQL writes a version's chunks in its lane (read from the
