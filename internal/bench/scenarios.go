@@ -220,17 +220,17 @@ func (c *committer) watch(ctx context.Context, run string) (string, error) {
 // submit posts a run of the bench agent (on a new session with one user
 // message, or on session when set) and waits for its step's commit.
 func (b *runner) submit(ctx context.Context, c *committer, sessionID string) (string, time.Duration, error) {
-	req := api.SubmitRequest{Agent: b.spec(), Session: sessionID}
-	if sessionID == "" {
-		req.Message = "go"
-	}
-	v, l, _, err := b.submitPhases(ctx, c, req)
+	v, l, _, err := b.submitPhases(ctx, c, sessionID)
 	return v, l, err
 }
 
 // submitPhases is submit, also splitting the latency (phases; zero
 // phases when the commit's events were not seen on NATS).
-func (b *runner) submitPhases(ctx context.Context, c *committer, req api.SubmitRequest) (string, time.Duration, phases, error) {
+func (b *runner) submitPhases(ctx context.Context, c *committer, sessionID string) (string, time.Duration, phases, error) {
+	req := api.SubmitRequest{Agent: b.spec(), Session: sessionID}
+	if sessionID == "" {
+		req.Message = "go"
+	}
 	t0 := time.Now()
 	run, err := b.t.Client.SubmitAgent(ctx, req)
 	if err != nil {
@@ -289,8 +289,21 @@ func (b *runner) steps(ctx context.Context) error {
 		return err
 	}
 	defer c.close()
+	// In the loaded phase, on an in-process stack (one clock for the
+	// client and the worker's event stamps), op also keeps each latency's
+	// split; splitting is set before that phase's goroutines start.
+	var (
+		phaseMu   sync.Mutex
+		split     []phases
+		splitting bool
+	)
 	op := func(ctx context.Context) (time.Duration, error) {
-		_, l, err := b.submit(ctx, c, "")
+		_, l, ph, err := b.submitPhases(ctx, c, "")
+		if splitting && err == nil && ph != (phases{}) {
+			phaseMu.Lock()
+			split = append(split, ph)
+			phaseMu.Unlock()
+		}
 		return l, err
 	}
 	for range 5 { // warm up connections and the consumer
@@ -327,26 +340,9 @@ func (b *runner) steps(ctx context.Context) error {
 			return fmt.Errorf("profile of the loaded phase: %w", err)
 		}
 	}
-	// In the loaded phase, on an in-process stack (one clock for the
-	// client and the worker's event stamps), split each latency.
-	var (
-		phaseMu sync.Mutex
-		split   []phases
-	)
-	loadedOp := op
-	if b.t.InProcess && b.t.NC != nil {
-		loadedOp = func(ctx context.Context) (time.Duration, error) {
-			_, l, ph, err := b.submitPhases(ctx, c, api.SubmitRequest{Agent: b.spec(), Message: "go"})
-			if err == nil && ph != (phases{}) {
-				phaseMu.Lock()
-				split = append(split, ph)
-				phaseMu.Unlock()
-			}
-			return l, err
-		}
-	}
+	splitting = b.t.InProcess && b.t.NC != nil
 	m := b.startMeter(ctx)
-	loaded, el, err := drive(ctx, b.cfg.Concurrency, b.cfg.Duration*2/3, b.p, "loaded", loadedOp)
+	loaded, el, err := drive(ctx, b.cfg.Concurrency, b.cfg.Duration*2/3, b.p, "loaded", op)
 	if b.cfg.LoadedProfile != nil {
 		pprof.StopCPUProfile()
 	}

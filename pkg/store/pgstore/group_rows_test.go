@@ -268,7 +268,7 @@ func TestGroupPlanUsesKeys(t *testing.T) {
 	stmts := groupStatements()
 	// A lone commit's version insert, claiming its base's lane.
 	lits := rootInsertLits()
-	lits[1], lits[21], lits[22] = "gen_random_uuid()", "true", "gen_random_uuid()"
+	lits[1], lits[21], lits[22] = "gen_random_uuid()", "true", "gen_random_uuid()" // base, claim, first parent
 	stmts["insert_version"] = groupStmt{pgstore.InsertVersionSQL, lits}
 	for name, c := range stmts {
 		if _, err := conn.Conn().Prepare(ctx, name, c.sql); err != nil {
