@@ -66,8 +66,7 @@ run AS (
 `
 
 // startStepEpochSQL is startStepSQL reading the graph's redaction epoch
-// too, where the store's role may read it (Open probes it once:
-// Store.epochInStart).
+// too, where the store's role may read it (Store.epoch: epoch.go).
 const startStepEpochSQL = startStepHead + `SELECT ` + stepCols + `, (SELECT epoch FROM redaction_epoch) FROM st`
 
 // scanAlso scans a row into a scanStep's columns and then into also.
@@ -155,10 +154,11 @@ func (s *Store) startStepFast(ctx context.Context, stepID, worker string) (Step,
 // startStepsSQL for several.
 func (s *Store) startSteps(ctx context.Context, calls []*startCall) error {
 	var epoch sql.NullInt64
+	withEpoch := s.epoch.known(ctx, s.db, s.now())
 	if len(calls) == 1 {
 		c := calls[0]
 		var err error
-		if s.epochInStart {
+		if withEpoch {
 			row := s.db.QueryRowContext(ctx, startStepEpochSQL, c.stepID, c.worker, s.ts())
 			c.st, err = scanStep(scanAlso{row, []any{&epoch}})
 		} else {
@@ -181,7 +181,7 @@ func (s *Store) startSteps(ctx context.Context, calls []*startCall) error {
 		ids[i], workers[i] = c.stepID, c.worker
 	}
 	q := startStepsSQL
-	if s.epochInStart {
+	if withEpoch {
 		q = startStepsEpochSQL
 	}
 	rows, err := s.db.QueryContext(ctx, q, ids, workers, s.ts())
@@ -191,7 +191,7 @@ func (s *Store) startSteps(ctx context.Context, calls []*startCall) error {
 	defer rows.Close()
 	for rows.Next() {
 		var sc scanner = rows
-		if s.epochInStart {
+		if withEpoch {
 			sc = scanAlso{rows, []any{&epoch}}
 		}
 		st, err := scanStep(sc)

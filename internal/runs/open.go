@@ -69,13 +69,10 @@ func Open(ctx context.Context, url string) (*Store, *sql.DB, error) {
 	st.relaxed = !strings.HasPrefix(url, "sqlite:")
 	if st.relaxed {
 		// The start statement reads the redaction epoch for the worker's
-		// graph cache where this role may (a grant the migration could not
-		// make leaves it unreadable: then the graph store reads it, or
-		// serves nothing from its cache, as before).
-		var ok bool
-		err := db.QueryRowContext(ctx, `SELECT CASE WHEN to_regclass('redaction_epoch') IS NULL THEN false
-			ELSE has_table_privilege('redaction_epoch', 'SELECT') END`).Scan(&ok)
-		st.epochInStart = err == nil && ok
+		// graph cache where this role may: probed now, and again later
+		// while it may not (a worker that opened before the coordinator
+		// migrated the schema, epoch.go).
+		st.epoch.probe(ctx, db, st.now())
 	}
 	return st, db, nil
 }

@@ -22,9 +22,10 @@ type Store struct {
 	// relaxed: the database is Postgres, where the transactions of
 	// StartStep and CommitStep skip waiting for their WAL flush.
 	relaxed bool
-	// epochInStart: StartStep's one statement on Postgres reads the
-	// redaction epoch too (startStepEpochSQL), as the store's role may.
-	epochInStart bool
+	// epoch decides whether StartStep's one statement on Postgres reads
+	// the redaction epoch too (startStepEpochSQL), as the store's role
+	// may once the schema has it (epoch.go).
+	epoch epochProbe
 	// journal groups concurrent journal appends (journal.go), starts
 	// concurrent step starts (fastpath.go); Postgres.
 	journal *coalescer[*journalAppend]
