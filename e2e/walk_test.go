@@ -36,7 +36,7 @@ var walkExempt = map[string]string{
 	"dev":                    "starts a deployment (in process); the walk runs against one instead (TestWalkDev)",
 	"demo":                   "starts its own in-process dev stack",
 	"migrate":                "an operator's schema migration: needs the database URL the walk must not have",
-	"bench":                  "a load test of a store or an in-process dev stack, not a user's command against a cluster",
+	"bench":                  "a load test (minutes of load with the limits), not one step of a walk; TestBenchAgainstACluster runs it against a cluster",
 	"config":                 "local: edits the model providers of the user's config file",
 	"config path":            "local: prints the config file's path",
 	"config show":            "local: prints the config file",

@@ -83,6 +83,10 @@ type Target struct {
 	GroupCommits func() (transactions, commits int64)
 	// Memory, when set, is the memory store the recall scenario loads.
 	Memory memory.Store
+	// Processes are a remote target's processes (coordinator, workers,
+	// NATS) whose CPU time the steps scenario reports per step, with
+	// the Postgres backends, in its total.
+	Processes []Process
 	// StartStack, when set, starts another stack like this one with the
 	// given number of worker processes (steps/s vs workers).
 	StartStack func(ctx context.Context, workers int) (*Target, func(), error)

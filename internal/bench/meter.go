@@ -9,9 +9,9 @@ import (
 )
 
 // meter measures a phase's cost per step: CPU by process (this process;
-// the Postgres backends serving the store and the server's background
-// processes, when the server is on this machine) and Postgres statements
-// and round trips.
+// a remote target's processes that Target.Processes names; the Postgres
+// backends serving the store and the server's background processes, when
+// the server is on this machine) and Postgres statements and round trips.
 type meter struct {
 	t           *Target
 	db          dbProbe
@@ -19,6 +19,7 @@ type meter struct {
 	dbErr       error
 	self0       time.Duration
 	selfOK      bool
+	procs0      []procSample
 	stmts0, rt0 int64
 	tx0, gc0    int64
 }
@@ -34,8 +35,23 @@ func (b *runner) startMeter(ctx context.Context) *meter {
 	if b.t.GroupCommits != nil {
 		m.tx0, m.gc0 = b.t.GroupCommits()
 	}
+	m.procs0 = readProcesses(ctx, b.t.Processes)
 	m.self0, m.selfOK = cpustat.Self()
 	return m
+}
+
+// procSample is one reading of a Target.Processes entry.
+type procSample struct {
+	cpu time.Duration
+	err error
+}
+
+func readProcesses(ctx context.Context, ps []Process) []procSample {
+	out := make([]procSample, len(ps))
+	for i, p := range ps {
+		out[i].cpu, out[i].err = p.Read(ctx)
+	}
+	return out
 }
 
 // report adds the phase's per-step figures for n steps to r.
@@ -63,10 +79,25 @@ func (m *meter) report(ctx context.Context, r *Report, n int) {
 		// The whole in-process stack: coordinator, workers, embedded NATS
 		// and the load generator.
 		row("rath: this process (API, workers, embedded NATS, load generator)", self1-m.self0, true)
+	case len(m.t.Processes) == 0:
+		row("rathctl bench (load generator only)", self1-m.self0, false)
+		na("rath coordinator, workers, NATS", "n/a (remote; --process names them)")
+		complete = false
 	default:
 		row("rathctl bench (load generator only)", self1-m.self0, false)
-		na("rath coordinator, workers, NATS", "n/a (remote)")
-		complete = false
+		// The processes --process named, as many as the user listed: the
+		// total is theirs and Postgres'.
+		for i, s1 := range readProcesses(ctx, m.t.Processes) {
+			p, s0 := m.t.Processes[i], m.procs0[i]
+			name := fmt.Sprintf("%s (%s)", p.Name, p.Source)
+			if err := firstErr(s0.err, s1.err); err != nil {
+				na(name, fmt.Sprintf("n/a (%v)", err))
+				complete = false
+				continue
+			}
+			row(name, s1.cpu-s0.cpu, true)
+		}
+		r.note("steps: the CPU per step total counts the processes --process named and the Postgres backends; name every Rath process (coordinator, workers, NATS) for the whole figure")
 	}
 	if m.db.postgres() {
 		db1, err := m.db.read(ctx)
@@ -100,7 +131,12 @@ func (m *meter) report(ctx context.Context, r *Report, n int) {
 	if complete {
 		r.CPU = append(r.CPU, ProcessCPU{Process: "total (rows above marked in the total)", PerStepUS: total})
 		name := "CPU per step, loaded, Rath (one process: the store is SQLite in it)"
-		if m.db.postgres() {
+		switch {
+		case !m.t.InProcess && m.db.postgres():
+			name = "CPU per step, loaded, the processes named + Postgres backends"
+		case !m.t.InProcess:
+			name = "CPU per step, loaded, the processes named"
+		case m.db.postgres():
 			name = "CPU per step, loaded, Rath + Postgres backends"
 		}
 		r.add(Figure{Scenario: "steps", Name: name, Value: total, Unit: "µs"})

@@ -46,6 +46,7 @@ type benchFlags struct {
 	cpuProfile                    string
 	loadedProfile                 string
 	output                        string
+	processes                     []string
 }
 
 func newBenchCmd(env *Env) *cobra.Command {
@@ -63,7 +64,9 @@ Scenarios: steps, fork, lineage, recall, sandbox, fanout (or all).
 
 Targets: --dev (the default) starts an in-process dev stack (embedded NATS,
 SQLite, or the store --store names); --server URL measures a running
-cluster, and with --store and --nats also its limits and memory recall.`,
+cluster, and with --store and --nats also its limits and memory recall;
+--process names its processes (coordinator, workers, NATS), whose CPU per
+step the steps scenario then reports with the Postgres backends'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runBench(cmd.Context(), env, &f, cmd.Flags().Changed("dev"))
@@ -94,6 +97,7 @@ cluster, and with --store and --nats also its limits and memory recall.`,
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (with --dev: the whole stack's) to this file")
 	fl.StringVar(&f.loadedProfile, "cpuprofile-loaded", "", "write a CPU profile of the steps scenario's loaded phase alone (the phase CPU per step is measured over; with --dev the whole stack's, with --server the load generator's) to this file")
 	fl.StringVar(&f.dir, "dir", "", "with --dev: state directory (default: a temporary one, removed after)")
+	fl.StringArrayVar(&f.processes, "process", nil, "with --server: a cluster process whose CPU per step to report, NAME=pid:PID (on this machine) or NAME=URL of its Prometheus /metrics (process_cpu_seconds_total: the coordinator's and a worker's --health listener serve it); repeat for each")
 	return c
 }
 
@@ -125,6 +129,9 @@ func runBench(ctx context.Context, env *Env, f *benchFlags, devSet bool) error {
 	}
 	if f.loadedProfile != "" && !slices.Contains(scen, "steps") {
 		return &exitError{code: 2, err: fmt.Errorf("--cpuprofile-loaded profiles the steps scenario's loaded phase; --scenario %q does not run it", f.scenarios)}
+	}
+	if len(f.processes) > 0 && f.server == "" {
+		return &exitError{code: 2, err: errors.New("--process: with --server only (a dev stack is this process, measured as a whole)")}
 	}
 	if f.duration <= 0 {
 		return &exitError{code: 2, err: fmt.Errorf("--duration must be positive, not %s", f.duration)}
@@ -287,6 +294,13 @@ func remoteTarget(ctx context.Context, f *benchFlags) (*bench.Target, func(), er
 		return nil, nil, err
 	}
 	t := &bench.Target{Name: server, Client: cl, StoreURL: f.store}
+	for _, v := range f.processes {
+		p, err := bench.ParseProcess(v, nil)
+		if err != nil {
+			return nil, nil, &exitError{code: 2, err: fmt.Errorf("--process %w", err)}
+		}
+		t.Processes = append(t.Processes, p)
+	}
 	var closers []func()
 	closeAll := func() {
 		for _, c := range closers {

@@ -23,6 +23,10 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{[]string{"bench", "--server", "http://127.0.0.1:1", "--dev"}, "--server and --dev: choose one"},
 		{[]string{"bench", "--cpuprofile", "a", "--cpuprofile-loaded", "b"}, "--cpuprofile and --cpuprofile-loaded: choose one"},
 		{[]string{"bench", "--scenario", "lineage", "--cpuprofile-loaded", "b"}, `--scenario "lineage" does not run it`},
+		{[]string{"bench", "--process", "w1=pid:1"}, "--process: with --server only"},
+		{[]string{"bench", "--server", "http://127.0.0.1:1", "--process", "w1"}, `--process "w1": want NAME=pid:PID or NAME=URL`},
+		{[]string{"bench", "--server", "http://127.0.0.1:1", "--process", "w1=pid:x"}, `pid "x" is not a positive integer`},
+		{[]string{"bench", "--server", "http://127.0.0.1:1", "--process", "w1=ftp://h/metrics"}, `"ftp://h/metrics" is neither pid:PID nor an http(s) URL`},
 	} {
 		var out, errOut bytes.Buffer
 		code := Main(context.Background(), tc.args, strings.NewReader(""), &out, &errOut)
