@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -21,12 +22,26 @@ import (
 // published while the connection is down are lost, so the feed wakes every
 // waiter when the connection drops or comes back (each reads its step
 // again) and lets them poll fast while it is down.
+//
+// The feed is subscribed only while someone waits, and for Linger after
+// the last waiter left: a coordinator serving only agent runs is sent
+// none of their events (three a step, each a message from the server to
+// the coordinator for nothing). The first waiter subscribes it at once;
+// until the subscription is live that waiter polls fast, and when it is,
+// every waiter reads its step again (as after a reconnect), so an event
+// published in between is not missed.
 type EventFeed struct {
 	service.Base
 	bus     Bus
 	waiters *stepWaiters
 	log     *slog.Logger
+	// Linger is how long the feed stays subscribed after the last waiter
+	// left (0: feedLinger): a workflow driver's next wait comes soon.
+	Linger time.Duration
 }
+
+// feedLinger is EventFeed.Linger's default.
+const feedLinger = 30 * time.Second
 
 // eventSubscriber is a bus that can subscribe to every run's events (the
 // real bus).
@@ -44,8 +59,9 @@ func (f *EventFeed) Start(ctx context.Context) error {
 	return f.Go(ctx, f.run)
 }
 
-// run subscribes (again a second later when that fails) and watches the
-// connection until ctx ends.
+// run subscribes while there are waiters (again a second later when that
+// fails), unsubscribes once they have been gone for Linger, and watches
+// the connection, until ctx ends.
 func (f *EventFeed) run(ctx context.Context) {
 	es, ok := f.bus.(eventSubscriber)
 	if !ok {
@@ -60,9 +76,16 @@ func (f *EventFeed) run(ctx context.Context) {
 			stop()
 		}
 	}()
+	linger := cmp.Or(f.Linger, feedLinger)
+	demand := f.waiters.demanded()
 	reconnects := es.Reconnects()
 	for {
-		if stop == nil {
+		want := f.waiters.wanted(time.Now(), linger)
+		if !want && stop != nil {
+			stop()
+			stop = nil
+		}
+		if want && stop == nil {
 			// Only the events stepWaiters.notify acts on: not a step's
 			// started, token and reply events, several per step.
 			var err error
@@ -84,6 +107,7 @@ func (f *EventFeed) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-demand:
 		}
 	}
 }

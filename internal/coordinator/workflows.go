@@ -325,6 +325,30 @@ type stepWaiters struct {
 	mu     sync.Mutex
 	byStep map[string]map[chan struct{}]struct{}
 	byRun  map[string]map[chan struct{}]struct{}
+	// n counts the waiters; left is when the last one left. The feed
+	// subscribes only while there are waiters (or were, lately: wanted),
+	// and demand tells it at once that the first one came.
+	n      int
+	left   time.Time
+	demand chan struct{}
+}
+
+// demanded returns the channel that receives when a first waiter comes.
+func (sw *stepWaiters) demanded() <-chan struct{} {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.demand == nil {
+		sw.demand = make(chan struct{}, 1)
+	}
+	return sw.demand
+}
+
+// wanted reports whether the feed should be subscribed at now: someone
+// waits, or did within linger.
+func (sw *stepWaiters) wanted(now time.Time, linger time.Duration) bool {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.n > 0 || (!sw.left.IsZero() && now.Sub(sw.left) < linger)
 }
 
 func (sw *stepWaiters) wait(runID, stepID string) (<-chan struct{}, func()) {
@@ -332,6 +356,15 @@ func (sw *stepWaiters) wait(runID, stepID string) (<-chan struct{}, func()) {
 	sw.mu.Lock()
 	if sw.byStep == nil {
 		sw.byStep, sw.byRun = map[string]map[chan struct{}]struct{}{}, map[string]map[chan struct{}]struct{}{}
+	}
+	if sw.n++; sw.n == 1 {
+		if sw.demand == nil {
+			sw.demand = make(chan struct{}, 1)
+		}
+		select {
+		case sw.demand <- struct{}{}:
+		default:
+		}
 	}
 	add := func(m map[string]map[chan struct{}]struct{}, k string) {
 		if m[k] == nil {
@@ -353,6 +386,9 @@ func (sw *stepWaiters) wait(runID, stepID string) (<-chan struct{}, func()) {
 		}
 		del(sw.byStep, stepID)
 		del(sw.byRun, runID)
+		if sw.n--; sw.n == 0 {
+			sw.left = time.Now()
+		}
 	}
 }
 
