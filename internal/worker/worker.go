@@ -407,10 +407,15 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		}
 	}
 	w.crash(CrashAfterCommit, 0)
-	w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.committed",
-		Data: mustJSON(committedData(out))})
+	committed := bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.committed", Data: mustJSON(committedData(out))}
 	if r.Status.Terminal() {
+		// The run's end follows on the same connection, acknowledged: the
+		// stream stores the two in order, so the commit's event needs no
+		// acknowledgement of its own (one message less a step).
+		w.progress(ctx, committed)
 		w.publishRunEnd(ctx, r)
+	} else {
+		w.publish(ctx, committed)
 	}
 	w.ack(ctx, d, log)
 	obs.end("committed", nil)
@@ -823,8 +828,9 @@ func (w *Worker) publish(ctx context.Context, e bus.Event) { w.send(ctx, e, w.ev
 
 // progress publishes an event inside a step (started, tokens, the model's
 // events) without asking for an acknowledgement: the step ends with an
-// acknowledged event (committed, failed, waiting, needs review) published
-// after it on the same connection, and the stream stores them in order.
+// acknowledged event (committed, failed, waiting, needs review; a commit
+// that ends its run, the run's end) published after it on the same
+// connection, and the stream stores them in order.
 func (w *Worker) progress(ctx context.Context, e bus.Event) { w.send(ctx, e, w.events.PublishProgress) }
 
 // send stamps e and publishes it with pub; events are best effort.
