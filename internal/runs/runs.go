@@ -103,6 +103,12 @@ var (
 	ErrNotFound = errors.New("rath: run or step not found")
 	// ErrTerminal: the run or step has already ended.
 	ErrTerminal = errors.New("rath: run already ended")
+	// ErrCommitted: the step has ended committed ([Store.Touch] wraps it
+	// with ErrTerminal): its version is in the graph, so the step is not
+	// aborted — a delivery whose own commit crossed the touch would lose
+	// its events, and another delivery's commit settles this one's as a
+	// replay.
+	ErrCommitted = errors.New("rath: step committed")
 )
 
 // RunKind says what settles a run (the API's type: package api).

@@ -442,6 +442,9 @@ func (s *Store) Touch(ctx context.Context, stepID string) error {
 	if err != nil {
 		return err
 	}
+	if st.Status == StepCommitted {
+		return fmt.Errorf("step %s is committed: %w (%w)", stepID, ErrCommitted, ErrTerminal)
+	}
 	return fmt.Errorf("step %s is %s: %w", stepID, st.Status, ErrTerminal)
 }
 

@@ -181,6 +181,17 @@ func TestStaleAndTouch(t *testing.T) {
 		if stale, err = rs.Stale(ctx, time.Now().Add(-time.Minute), 10); err != nil || len(stale) != 0 {
 			t.Fatalf("stale a minute ago = %+v, %v; want none", stale, err)
 		}
+		// A committed step: Touch says it ended, and that it committed (a
+		// worker lets such a step finish instead of aborting it).
+		if _, err := rs.StartStep(ctx, r.Steps[0].ID, "w"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rs.CommitStep(ctx, r.Steps[0].ID, r.Input); err != nil {
+			t.Fatal(err)
+		}
+		if err := rs.Touch(ctx, r.Steps[0].ID); !errors.Is(err, runs.ErrTerminal) || !errors.Is(err, runs.ErrCommitted) {
+			t.Fatalf("touch of a committed step = %v, want ErrTerminal and ErrCommitted", err)
+		}
 	})
 }
 

@@ -105,8 +105,8 @@ func TestCancelReachesHeartbeat(t *testing.T) {
 		if _, err := rs.Cancel(ctx, r.ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := rs.Touch(ctx, st.ID); !errors.Is(err, runs.ErrTerminal) {
-			t.Fatalf("touch after cancel = %v, want ErrTerminal", err)
+		if err := rs.Touch(ctx, st.ID); !errors.Is(err, runs.ErrTerminal) || errors.Is(err, runs.ErrCommitted) {
+			t.Fatalf("touch after cancel = %v, want ErrTerminal and not ErrCommitted", err)
 		}
 		got, _ := rs.GetStep(ctx, st.ID)
 		if got.Status != runs.StepCanceled {

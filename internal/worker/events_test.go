@@ -3,8 +3,10 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,5 +135,86 @@ func TestOneStepRunAsksOneAcknowledgement(t *testing.T) {
 	defer rec.mu.Unlock()
 	if slices.Contains(rec.quiet[two.ID], "step.committed") || slices.Contains(rec.acked[two.ID], "run.completed") {
 		t.Errorf("a commit that leaves its run going: acknowledged %v, unacknowledged %v; want step.committed acknowledged", rec.acked[two.ID], rec.quiet[two.ID])
+	}
+}
+
+// crossedTouch is the run store whose Touch answers as it does when the
+// touch crossed the step's own commit: the step is committed.
+type crossedTouch struct {
+	*runs.Store
+	touches atomic.Int64
+}
+
+func (c *crossedTouch) Touch(_ context.Context, stepID string) error {
+	c.touches.Add(1)
+	return fmt.Errorf("step %s is committed: %w (%w)", stepID, runs.ErrCommitted, runs.ErrTerminal)
+}
+
+// A heartbeat that finds the step committed (its own commit, applied by
+// the database, crossed the touch) does not abort the step: the step
+// finishes, the run succeeds and its events go out. Aborting it canceled
+// the commit's context after the database had applied it, and the step's
+// step.committed and the run's end were never published: a watcher of the
+// run waited for them forever (TestBenchAgainstACluster, under load, with
+// 300 ms heartbeats).
+func TestTouchThatFindsTheStepCommittedDoesNotAbortIt(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	steps := &crossedTouch{Store: r.runs}
+	cons, err := r.bus.Consumer(ctx, bus.DefaultQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.New(r.graph, steps, cons, r.bus, func(spec agent.Spec) (llm.Provider, string, error) {
+		return &llm.Scripted{Replies: spec.Script}, "scripted", nil
+	}, worker.Config{Name: "crossed", Slots: 1, MaxDeliver: r.bus.Config().MaxDeliver, FetchWait: 200 * time.Millisecond,
+		Heartbeat: 20 * time.Millisecond, ShutdownTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(wctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	in, err := session.FromUserMessage(ctx, r.graph, "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := json.Marshal(agent.Spec{Name: "slowish", Model: "scripted", Script: []llm.ScriptReply{{Content: "hi", DelayMS: 300}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := runs.Run{ID: runs.NewRunID(), Queue: bus.DefaultQueue, Target: target, Input: in.ID()}
+	if err := r.runs.Create(ctx, &run, []runs.Step{{Input: in.ID()}}); err != nil {
+		t.Fatal(err)
+	}
+	watch, stop := context.WithTimeout(ctx, 30*time.Second)
+	defer stop()
+	events, _, err := r.bus.WatchRun(watch, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.bus.Publish(ctx, bus.Job{StepID: run.Steps[0].ID, RunID: run.ID, Queue: run.Queue, Input: in.ID().String(), Target: target}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for e := range events {
+		seen = append(seen, e.Type)
+		if e.Type == "run.completed" {
+			break
+		}
+	}
+	stop()
+	for range events {
+	}
+	if !slices.Contains(seen, "step.committed") || !slices.Contains(seen, "run.completed") {
+		t.Fatalf("the run's events: %v, want step.committed and run.completed", seen)
+	}
+	if got := r.waitRun(t, run.ID); got.Status != runs.RunSucceeded {
+		t.Fatalf("run = %s, want succeeded", got.Status)
+	}
+	if steps.touches.Load() == 0 {
+		t.Fatal("no heartbeat touched the step: the test did not cross a touch with the step")
 	}
 }

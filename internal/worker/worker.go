@@ -183,7 +183,8 @@ type Steps interface {
 	// Touch records that a running step is alive, so the coordinator's
 	// reconciler does not republish it. It returns runs.ErrTerminal when
 	// the step has ended meanwhile (its run was canceled or timed out): the
-	// worker then aborts the step.
+	// worker then aborts the step; with runs.ErrCommitted too when it
+	// ended committed: the worker lets the step finish.
 	Touch(ctx context.Context, stepID string) error
 }
 
@@ -467,6 +468,15 @@ func (w *Worker) touchEvery(ctx context.Context, stepID string, abort context.Ca
 				return
 			case <-t.C:
 				err := w.steps.Touch(ctx, stepID)
+				if errors.Is(err, runs.ErrCommitted) {
+					// Committed: by this delivery, whose commit this touch
+					// crossed (aborting now would cancel it after the
+					// database applied it, and its events would be lost),
+					// or by another, which this one's commit finds as a
+					// replay. Nothing is left to keep alive.
+					w.log.Debug("step committed; no more heartbeats", slog.String("step_id", stepID))
+					return
+				}
 				if errors.Is(err, runs.ErrTerminal) {
 					w.log.Info("step ended by its run; aborting", slog.String("step_id", stepID), slog.Any("reason", err))
 					abort(err)
