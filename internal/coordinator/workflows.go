@@ -325,10 +325,9 @@ type stepWaiters struct {
 	mu     sync.Mutex
 	byStep map[string]map[chan struct{}]struct{}
 	byRun  map[string]map[chan struct{}]struct{}
-	// n counts the waiters; left is when the last one left. The feed
-	// subscribes only while there are waiters (or were, lately: wanted),
-	// and demand tells it at once that the first one came.
-	n      int
+	// left is when the last waiter left. The feed subscribes only while
+	// there are waiters (or were, lately: wanted), and demand tells it
+	// at once that a first one came.
 	left   time.Time
 	demand chan struct{}
 }
@@ -337,6 +336,11 @@ type stepWaiters struct {
 func (sw *stepWaiters) demanded() <-chan struct{} {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
+	return sw.demandLocked()
+}
+
+// demandLocked is demanded with sw.mu held.
+func (sw *stepWaiters) demandLocked() chan struct{} {
 	if sw.demand == nil {
 		sw.demand = make(chan struct{}, 1)
 	}
@@ -344,11 +348,11 @@ func (sw *stepWaiters) demanded() <-chan struct{} {
 }
 
 // wanted reports whether the feed should be subscribed at now: someone
-// waits, or did within linger.
+// waits (every waiter waits on its run), or did within linger.
 func (sw *stepWaiters) wanted(now time.Time, linger time.Duration) bool {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
-	return sw.n > 0 || (!sw.left.IsZero() && now.Sub(sw.left) < linger)
+	return len(sw.byRun) > 0 || (!sw.left.IsZero() && now.Sub(sw.left) < linger)
 }
 
 func (sw *stepWaiters) wait(runID, stepID string) (<-chan struct{}, func()) {
@@ -357,12 +361,9 @@ func (sw *stepWaiters) wait(runID, stepID string) (<-chan struct{}, func()) {
 	if sw.byStep == nil {
 		sw.byStep, sw.byRun = map[string]map[chan struct{}]struct{}{}, map[string]map[chan struct{}]struct{}{}
 	}
-	if sw.n++; sw.n == 1 {
-		if sw.demand == nil {
-			sw.demand = make(chan struct{}, 1)
-		}
+	if len(sw.byRun) == 0 {
 		select {
-		case sw.demand <- struct{}{}:
+		case sw.demandLocked() <- struct{}{}:
 		default:
 		}
 	}
@@ -386,7 +387,7 @@ func (sw *stepWaiters) wait(runID, stepID string) (<-chan struct{}, func()) {
 		}
 		del(sw.byStep, stepID)
 		del(sw.byRun, runID)
-		if sw.n--; sw.n == 0 {
+		if len(sw.byRun) == 0 {
 			sw.left = time.Now()
 		}
 	}

@@ -23,8 +23,9 @@ type epochProbe struct {
 	next atomic.Int64 // when (Unix nanoseconds) a no may be asked again
 }
 
-// known reports whether the start statement reads the epoch, probing when
-// the last no is older than epochReprobe (now is the store's clock).
+// known reports whether the start statement reads the epoch, asking
+// Postgres the first time and then whenever the last no is older than
+// epochReprobe (now is the store's clock).
 func (p *epochProbe) known(ctx context.Context, db *sql.DB, now time.Time) bool {
 	if p.yes.Load() {
 		return true
@@ -34,12 +35,6 @@ func (p *epochProbe) known(ctx context.Context, db *sql.DB, now time.Time) bool 
 		return false // asked lately, or another start is asking now
 	}
 	return p.ask(ctx, db)
-}
-
-// probe asks at once (Open).
-func (p *epochProbe) probe(ctx context.Context, db *sql.DB, now time.Time) {
-	p.next.Store(now.Add(epochReprobe).UnixNano())
-	p.ask(ctx, db)
 }
 
 func (p *epochProbe) ask(ctx context.Context, db *sql.DB) bool {

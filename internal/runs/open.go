@@ -72,7 +72,7 @@ func Open(ctx context.Context, url string) (*Store, *sql.DB, error) {
 		// graph cache where this role may: probed now, and again later
 		// while it may not (a worker that opened before the coordinator
 		// migrated the schema, epoch.go).
-		st.epoch.probe(ctx, db, st.now())
+		st.epoch.known(ctx, db, st.now())
 	}
 	return st, db, nil
 }

@@ -2,7 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -16,7 +15,6 @@ import (
 	"github.com/rath-run/rath/internal/worker"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/llm"
-	"github.com/rath-run/rath/pkg/session"
 )
 
 // ackRecorder is the bus as a worker's Events, noting which events asked
@@ -48,71 +46,17 @@ func (a *ackRecorder) PublishProgress(ctx context.Context, e bus.Event) error {
 // in order. A step whose run goes on has its commit acknowledged.
 func TestOneStepRunAsksOneAcknowledgement(t *testing.T) {
 	r := newRig(t)
-	ctx := context.Background()
 	rec := &ackRecorder{Bus: r.bus, acked: map[string][]string{}, quiet: map[string][]string{}}
-	cons, err := r.bus.Consumer(ctx, bus.DefaultQueue)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := worker.New(r.graph, r.runs, cons, rec, func(spec agent.Spec) (llm.Provider, string, error) {
-		return &llm.Scripted{Replies: spec.Script}, "scripted", nil
-	}, worker.Config{Name: "acks", Slots: 2, MaxDeliver: r.bus.Config().MaxDeliver, FetchWait: 200 * time.Millisecond, ShutdownTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(wctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	r.startWorkerWith(t, r.runs, rec, worker.Config{Name: "acks", Slots: 2})
+	quick := agent.Spec{Name: "quick", Model: "scripted", Script: []llm.ScriptReply{{Content: "hi"}}}
 
-	submit := func(steps int) runs.Run {
-		t.Helper()
-		in, err := session.FromUserMessage(ctx, r.graph, "hello")
-		if err != nil {
-			t.Fatal(err)
-		}
-		target, err := json.Marshal(agent.Spec{Name: "quick", Model: "scripted", Script: []llm.ScriptReply{{Content: "hi"}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		run := runs.Run{ID: runs.NewRunID(), Queue: bus.DefaultQueue, Target: target, Input: in.ID()}
-		ss := make([]runs.Step, steps)
-		for i := range ss {
-			ss[i] = runs.Step{Ordinal: i, Input: in.ID()}
-		}
-		if err := r.runs.Create(ctx, &run, ss); err != nil {
-			t.Fatal(err)
-		}
-		st := run.Steps[0]
-		if _, err := r.bus.Publish(ctx, bus.Job{StepID: st.ID, RunID: run.ID, Queue: run.Queue, Input: in.ID().String(), Target: target}, nil); err != nil {
-			t.Fatal(err)
-		}
-		return run
-	}
-
-	one := submit(1)
+	one, _ := r.submitAgent(t, quick, 1)
 	if got := r.waitRun(t, one.ID); got.Status != runs.RunSucceeded {
 		t.Fatalf("run = %s, want succeeded", got.Status)
 	}
-	wctx2, stop := context.WithTimeout(ctx, 30*time.Second)
-	defer stop()
-	events, _, err := r.bus.WatchRun(wctx2, one.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seen []string
-	for e := range events {
-		if e.Type == "step.token" || e.Type == "step.reply" {
-			continue // the model's stream, between started and committed
-		}
-		seen = append(seen, e.Type)
-		if e.Type == "run.completed" {
-			break
-		}
-	}
-	stop()
-	for range events {
-	}
+	// The model's stream (step.token, step.reply) comes between started
+	// and committed.
+	seen := slices.DeleteFunc(r.runEventTypes(t, one.ID), func(typ string) bool { return typ == "step.token" || typ == "step.reply" })
 	if !slices.Equal(seen, []string{"step.started", "step.committed", "run.completed"}) {
 		t.Errorf("the run's stream: %v, want step.started, step.committed, run.completed", seen)
 	}
@@ -125,7 +69,7 @@ func TestOneStepRunAsksOneAcknowledgement(t *testing.T) {
 
 	// Two steps, the second never published: the first's commit leaves the
 	// run going, and its event is acknowledged.
-	two := submit(2)
+	two, _ := r.submitAgent(t, quick, 2)
 	testenv.Eventually(t, 30*time.Second, "the first step's commit event", func() bool {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
@@ -159,55 +103,10 @@ func (c *crossedTouch) Touch(_ context.Context, stepID string) error {
 // 300 ms heartbeats).
 func TestTouchThatFindsTheStepCommittedDoesNotAbortIt(t *testing.T) {
 	r := newRig(t)
-	ctx := context.Background()
 	steps := &crossedTouch{Store: r.runs}
-	cons, err := r.bus.Consumer(ctx, bus.DefaultQueue)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := worker.New(r.graph, steps, cons, r.bus, func(spec agent.Spec) (llm.Provider, string, error) {
-		return &llm.Scripted{Replies: spec.Script}, "scripted", nil
-	}, worker.Config{Name: "crossed", Slots: 1, MaxDeliver: r.bus.Config().MaxDeliver, FetchWait: 200 * time.Millisecond,
-		Heartbeat: 20 * time.Millisecond, ShutdownTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(wctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-
-	in, err := session.FromUserMessage(ctx, r.graph, "hello")
-	if err != nil {
-		t.Fatal(err)
-	}
-	target, err := json.Marshal(agent.Spec{Name: "slowish", Model: "scripted", Script: []llm.ScriptReply{{Content: "hi", DelayMS: 300}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := runs.Run{ID: runs.NewRunID(), Queue: bus.DefaultQueue, Target: target, Input: in.ID()}
-	if err := r.runs.Create(ctx, &run, []runs.Step{{Input: in.ID()}}); err != nil {
-		t.Fatal(err)
-	}
-	watch, stop := context.WithTimeout(ctx, 30*time.Second)
-	defer stop()
-	events, _, err := r.bus.WatchRun(watch, run.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.bus.Publish(ctx, bus.Job{StepID: run.Steps[0].ID, RunID: run.ID, Queue: run.Queue, Input: in.ID().String(), Target: target}, nil); err != nil {
-		t.Fatal(err)
-	}
-	var seen []string
-	for e := range events {
-		seen = append(seen, e.Type)
-		if e.Type == "run.completed" {
-			break
-		}
-	}
-	stop()
-	for range events {
-	}
+	r.startWorkerWith(t, steps, r.bus, worker.Config{Name: "crossed", Slots: 1, Heartbeat: 20 * time.Millisecond})
+	run, _ := r.submitAgent(t, agent.Spec{Name: "slowish", Model: "scripted", Script: []llm.ScriptReply{{Content: "hi", DelayMS: 300}}}, 1)
+	seen := r.runEventTypes(t, run.ID)
 	if !slices.Contains(seen, "step.committed") || !slices.Contains(seen, "run.completed") {
 		t.Fatalf("the run's events: %v, want step.committed and run.completed", seen)
 	}

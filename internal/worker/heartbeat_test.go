@@ -43,18 +43,29 @@ func newRig(t *testing.T) *rig {
 // job, as the coordinator does.
 func (r *rig) submit(t *testing.T) (runs.Run, session.Session) {
 	t.Helper()
+	spec := agent.Spec{Name: "slow", Model: "scripted", Script: []llm.ScriptReply{{Content: "done", DelayMS: int(stepDelay / time.Millisecond)}}}
+	return r.submitAgent(t, spec, 1)
+}
+
+// submitAgent records a run of spec with steps steps on a new session and
+// publishes its first step's job, as the coordinator does.
+func (r *rig) submitAgent(t *testing.T, spec agent.Spec, steps int) (runs.Run, session.Session) {
+	t.Helper()
 	ctx := context.Background()
 	in, err := session.FromUserMessage(ctx, r.graph, "take your time")
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := agent.Spec{Name: "slow", Model: "scripted", Script: []llm.ScriptReply{{Content: "done", DelayMS: int(stepDelay / time.Millisecond)}}}
 	target, err := json.Marshal(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	run := runs.Run{ID: runs.NewRunID(), Queue: bus.DefaultQueue, Target: target, Input: in.ID()}
-	if err := r.runs.Create(ctx, &run, []runs.Step{{Input: in.ID()}}); err != nil {
+	ss := make([]runs.Step, steps)
+	for i := range ss {
+		ss[i] = runs.Step{Ordinal: i, Input: in.ID()}
+	}
+	if err := r.runs.Create(ctx, &run, ss); err != nil {
 		t.Fatal(err)
 	}
 	st := run.Steps[0]
@@ -68,23 +79,61 @@ func (r *rig) submit(t *testing.T) (runs.Run, session.Session) {
 // first delivery) until the test ends.
 func (r *rig) startWorker(t *testing.T, cfg worker.Config) {
 	t.Helper()
-	ctx := context.Background()
-	cons, err := r.bus.Consumer(ctx, bus.DefaultQueue)
+	cfg.Name, cfg.Slots = "hb-worker", 2
+	r.startWorkerWith(t, r.runs, r.bus, cfg)
+}
+
+// startWorkerWith runs a worker of the scripted model on the rig's graph,
+// with steps and events (the rig's run store and bus, or wrappers of
+// them), until the test ends. cfg's MaxDeliver, FetchWait and
+// ShutdownTimeout are set.
+func (r *rig) startWorkerWith(t *testing.T, steps worker.Steps, events worker.Events, cfg worker.Config) {
+	t.Helper()
+	cons, err := r.bus.Consumer(context.Background(), bus.DefaultQueue)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Name, cfg.Slots, cfg.MaxDeliver = "hb-worker", 2, r.bus.Config().MaxDeliver
+	cfg.MaxDeliver = r.bus.Config().MaxDeliver
 	cfg.FetchWait, cfg.ShutdownTimeout = 200*time.Millisecond, 10*time.Second
 	resolve := func(spec agent.Spec) (llm.Provider, string, error) {
 		return &llm.Scripted{Replies: spec.Script}, "scripted", nil
 	}
-	w, err := worker.New(r.graph, r.runs, cons, r.bus, resolve, cfg)
+	w, err := worker.New(r.graph, steps, cons, events, resolve, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithCancel(ctx)
+	runWorker(t, w)
+}
+
+// runEventTypes reads the types of run's events from its stream, from the
+// first to its run.completed.
+func (r *rig) runEventTypes(t *testing.T, run string) []string {
+	t.Helper()
+	ctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stop()
+	events, _, err := r.bus.WatchRun(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for e := range events {
+		seen = append(seen, e.Type)
+		if e.Type == "run.completed" {
+			break
+		}
+	}
+	stop()
+	for range events {
+	}
+	return seen
+}
+
+// runWorker runs w until the test ends.
+func runWorker(t *testing.T, w *worker.Worker) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(wctx) }()
+	go func() { defer close(done); _ = w.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 }
 

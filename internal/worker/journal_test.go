@@ -165,10 +165,7 @@ func runReviewed(t *testing.T, crash string, round int, script []llm.ScriptReply
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(wctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runWorker(t, w)
 
 	in, err := session.FromUserMessage(ctx, st, "append four lines")
 	if err != nil {

@@ -36,10 +36,7 @@ func TestWorkerFailsBadModelPermanently(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(wctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runWorker(t, w)
 
 	for _, c := range []struct{ target, want string }{
 		{`{"name":"a","model":"scripted:/etc/hostname"}`, "model: \"scripted:/etc/hostname\""},

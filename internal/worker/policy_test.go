@@ -81,10 +81,7 @@ func newPolicyRig(t *testing.T, pol *policy.Policy) *policyRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(wctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runWorker(t, w)
 	return r
 }
 

@@ -86,10 +86,7 @@ func (r *wsRig) startWorker(t *testing.T, i int, backends *sandbox.Registry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(wctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runWorker(t, w)
 }
 
 func localBackends() *sandbox.Registry { return sandbox.NewRegistry(local.New(local.Config{})) }
