@@ -82,6 +82,11 @@ func TestMetricsAfterRun(t *testing.T) {
 		v, _ := value(fams, "rath_steps_committed_total", map[string]string{"queue": "default"})
 		return v == 1
 	})
+	// One scrape more: a registry gathers its collectors concurrently, so
+	// the scrape that saw the count may have read the queue's gauges and
+	// the step's duration before the worker's ack and observation, which
+	// come before the count.
+	fams = scrape(t, s.dev.URL)
 	for _, c := range []struct {
 		name   string
 		labels map[string]string

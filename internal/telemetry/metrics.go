@@ -136,8 +136,9 @@ func (m *Metrics) StepEnded(queue, outcome string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	// The duration first: a scrape that sees the step counted sees its
-	// duration too.
+	// The duration first: a scrape that starts after one has seen the
+	// step counted sees its duration too (within one scrape the registry
+	// gathers the two concurrently, in no set order).
 	m.StepDuration.WithLabelValues(queue, outcome).Observe(d.Seconds())
 	switch outcome {
 	case "committed":
