@@ -80,6 +80,21 @@ func (d *Delivery) Ack(ctx context.Context) error {
 	return nil
 }
 
+// AckNoWait acknowledges the job without waiting for the server to
+// confirm: one message to the server and none back. It is for a caller
+// whose job is idempotent and recorded elsewhere (a worker's committed
+// step): should the ack be lost (a connection that drops before sending
+// it, a server restart), the job is redelivered after its ack wait and
+// the redelivery finds the work done. A nil error means the ack was
+// queued on the connection, which sends it before anything published or
+// requested after it; closing the connection flushes it.
+func (d *Delivery) AckNoWait() error {
+	if err := d.msg.Ack(); err != nil {
+		return fmt.Errorf("ack %s: %w", d.ref(), translate(context.Background(), err))
+	}
+	return nil
+}
+
 // Nak asks for redelivery after delay (0: at once). It is fire-and-forget
 // and counts toward MaxDeliver.
 func (d *Delivery) Nak(delay time.Duration) error {

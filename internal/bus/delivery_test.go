@@ -333,3 +333,47 @@ func TestFetchDoesNotHoldBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// AckNoWait settles a job with one message and asks for no reply (a
+// confirmed Ack asks for one: the negative control): the job leaves the
+// work queue and is not redelivered.
+func TestAckNoWaitSettlesWithoutAReply(t *testing.T) {
+	t.Parallel()
+	b, _, nc := bustest.NewWith(t, bustest.Options{Config: bus.Config{AckWait: testAckWait, MaxDeliver: 5}})
+	ctx := testCtx(t)
+	acks, err := nc.SubscribeSync("$JS.ACK.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := b.Consumer(ctx, "nowait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		step      string
+		settle    func(*bus.Delivery) error
+		wantReply bool
+	}{
+		{"confirmed-1", func(d *bus.Delivery) error { return d.Ack(ctx) }, true},
+		{"nowait-1", func(d *bus.Delivery) error { return d.AckNoWait() }, false},
+	} {
+		mustPublish(ctx, t, b, testJob("nowait", tc.step))
+		d := fetchOne(ctx, t, c, 5*time.Second)
+		if err := tc.settle(d); err != nil {
+			t.Fatalf("%s: %v", tc.step, err)
+		}
+		m, err := acks.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("%s: the ack was not seen: %v", tc.step, err)
+		}
+		if got := m.Reply != ""; got != tc.wantReply {
+			t.Errorf("%s: the ack asks for a reply: %v, want %v", tc.step, got, tc.wantReply)
+		}
+	}
+	// Neither job comes back, and nothing is left pending.
+	fetchNone(ctx, t, c, 3*testAckWait)
+	testenv.Eventually(t, 5*time.Second, "no ack pending", func() bool {
+		info := consumerInfo(ctx, t, b, "nowait")
+		return info.NumAckPending == 0 && info.NumRedelivered == 0
+	})
+}

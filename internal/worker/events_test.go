@@ -82,6 +82,36 @@ func TestOneStepRunAsksOneAcknowledgement(t *testing.T) {
 	}
 }
 
+// A step's job is settled with an ack that asks for no reply: the step's
+// outcome is in the store, so a lost ack costs a redelivery that finds it,
+// and waiting for the server's confirmation cost a message and a round
+// trip on every step.
+func TestStepsAckWithoutWaitingForTheServer(t *testing.T) {
+	r := newRig(t)
+	acks, err := r.nc.SubscribeSync("$JS.ACK.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.startWorkerWith(t, r.runs, r.bus, worker.Config{Name: "nowait", Slots: 1})
+	quick := agent.Spec{Name: "quick", Model: "scripted", Script: []llm.ScriptReply{{Content: "hi"}}}
+	run, _ := r.submitAgent(t, quick, 1)
+	if got := r.waitRun(t, run.ID); got.Status != runs.RunSucceeded {
+		t.Fatalf("run = %s, want succeeded", got.Status)
+	}
+	m, err := acks.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("the step's ack was not seen: %v", err)
+	}
+	if string(m.Data) != "+ACK" || m.Reply != "" {
+		t.Errorf("the step's ack: %q with reply subject %q, want +ACK asking for no reply", m.Data, m.Reply)
+	}
+	// The job left the work queue: nothing is redelivered.
+	testenv.Eventually(t, 10*time.Second, "the job acknowledged", func() bool {
+		q, _, err := r.bus.QueuedSteps(context.Background(), bus.DefaultQueue, 10)
+		return err == nil && len(q) == 0
+	})
+}
+
 // crossedTouch is the run store whose Touch answers as it does when the
 // touch crossed the step's own commit: the step is committed.
 type crossedTouch struct {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/bus/bustest"
 	"github.com/rath-run/rath/internal/runs"
@@ -28,15 +30,16 @@ const (
 
 type rig struct {
 	bus   *bus.Bus
+	nc    *nats.Conn // the bus's connection
 	graph store.Store
 	runs  *runs.Store
 }
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	b, _, _ := bustest.NewWith(t, bustest.Options{Config: bus.Config{AckWait: ackWait}})
+	b, _, nc := bustest.NewWith(t, bustest.Options{Config: bus.Config{AckWait: ackWait}})
 	st, rs := openStores(t)
-	return &rig{bus: b, graph: st, runs: rs}
+	return &rig{bus: b, nc: nc, graph: st, runs: rs}
 }
 
 // submit records a one-step run of a slow scripted agent and publishes its

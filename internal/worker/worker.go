@@ -827,9 +827,12 @@ func (w *Worker) publishRunEnd(ctx context.Context, r runs.Run) {
 	w.publish(ctx, bus.Event{RunID: r.ID, Type: typ, Data: mustJSON(map[string]any{"output": r.Output, "error": r.Error})})
 }
 
-func (w *Worker) ack(ctx context.Context, d *bus.Delivery, log *slog.Logger) {
-	if err := d.Ack(context.WithoutCancel(ctx)); err != nil {
-		// The commit is recorded; a redelivery will find it and ack again.
+// ack settles a delivery whose outcome the store has recorded (committed,
+// failed, waiting, needs review, ended before it started), without waiting
+// for the server's confirmation: a lost ack costs a redelivery, which
+// finds the step ended and acks again, not a wait on every step.
+func (w *Worker) ack(_ context.Context, d *bus.Delivery, log *slog.Logger) {
+	if err := d.AckNoWait(); err != nil {
 		log.Warn("ack failed", slog.Any("error", err))
 	}
 }
