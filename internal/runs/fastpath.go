@@ -5,8 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store/pgstore"
@@ -131,8 +134,11 @@ const maxStartGroup = 256
 // started; st is it).
 type startCall struct {
 	stepID, worker string
-	st             Step
-	ok             bool
+	// input, when set, asks for the step's input with the start: the
+	// statement's input columns are scanned into it.
+	input *pgstore.InputScan
+	st    Step
+	ok    bool
 }
 
 // errStartedTwice refuses a group that would start one step twice: each
@@ -142,8 +148,8 @@ var errStartedTwice = fmt.Errorf("a step is started twice in one group: %w", err
 // startStepFast is StartStep's one-statement path; ok is false when the
 // step is not plainly startable and the general path must decide. Starts
 // that arrive while one is in flight share the next statement.
-func (s *Store) startStepFast(ctx context.Context, stepID, worker string) (Step, bool, error) {
-	c := &startCall{stepID: stepID, worker: worker}
+func (s *Store) startStepFast(ctx context.Context, stepID, worker string, input *pgstore.InputScan) (Step, bool, error) {
+	c := &startCall{stepID: stepID, worker: worker, input: input}
 	if err := s.starts.do(ctx, c); err != nil {
 		return Step{}, false, fmt.Errorf("start step %s: %w", stepID, err)
 	}
@@ -155,6 +161,9 @@ func (s *Store) startStepFast(ctx context.Context, stepID, worker string) (Step,
 func (s *Store) startSteps(ctx context.Context, calls []*startCall) error {
 	var epoch sql.NullInt64
 	withEpoch := s.epoch.known(ctx, s.db, s.now())
+	if withEpoch && slices.ContainsFunc(calls, func(c *startCall) bool { return c.input != nil }) {
+		return s.startStepsReading(ctx, calls)
+	}
 	if len(calls) == 1 {
 		c := calls[0]
 		var err error
@@ -206,6 +215,83 @@ func (s *Store) startSteps(ctx context.Context, calls []*startCall) error {
 		c.st, c.ok = st, true
 	}
 	return rows.Err()
+}
+
+// The start statements that read their steps' inputs too (StepInputCols:
+// an input without a base, with its chunks), for workers that would read
+// them next: startStepsReading.
+var (
+	startStepInputSQL  = startStepHead + `SELECT ` + qualified("st", stepCols) + `, (SELECT epoch FROM redaction_epoch), ` + pgstore.StepInputCols + ` FROM st ` + pgstore.StepInputJoin
+	startStepsInputSQL = startStepsHead + `SELECT ` + qualified("st", stepCols) + `, (SELECT epoch FROM redaction_epoch), ` + pgstore.StepInputCols + ` FROM st ` + pgstore.StepInputJoin
+)
+
+// qualified prefixes each of a comma-separated column list with alias.
+func qualified(alias, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, p := range parts {
+		parts[i] = alias + "." + strings.TrimSpace(p)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// startStepsReading is startSteps with the steps' inputs read by the same
+// statement (startStepInputSQL, startStepsInputSQL), on the connection's
+// pgx interface: the input's arrays need pgx's codecs. Only called when
+// the schema has the redaction epoch, which the input is read with. A call
+// that did not ask for its input ignores the columns.
+func (s *Store) startStepsReading(ctx context.Context, calls []*startCall) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("the run store's driver connection is %T, not pgx's", dc)
+		}
+		pc := sc.Conn()
+		var rows pgx.Rows
+		var err error
+		byID := make(map[string]*startCall, len(calls))
+		if len(calls) == 1 {
+			c := calls[0]
+			byID[c.stepID] = c
+			rows, err = pc.Query(ctx, startStepInputSQL, c.stepID, c.worker, s.ts())
+		} else {
+			ids, workers := make([]string, len(calls)), make([]string, len(calls))
+			for i, c := range calls {
+				if byID[c.stepID] != nil {
+					return errStartedTwice
+				}
+				byID[c.stepID] = c
+				ids[i], workers[i] = c.stepID, c.worker
+			}
+			rows, err = pc.Query(ctx, startStepsInputSQL, ids, workers, s.ts())
+		}
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var epoch sql.NullInt64
+		for rows.Next() {
+			var in pgstore.InputScan
+			st, err := scanStep(scanAlso{rows, append([]any{&epoch}, in.Dest()...)})
+			if err != nil {
+				return err
+			}
+			c := byID[st.ID]
+			if c == nil {
+				return fmt.Errorf("the start statement returned step %s, not asked for", st.ID)
+			}
+			st.RedactionEpoch, st.EpochKnown = epoch.Int64, epoch.Valid
+			c.st, c.ok = st, true
+			if c.input != nil {
+				*c.input = in
+			}
+		}
+		return rows.Err()
+	})
 }
 
 // commitStepSQL records a step committed and, for an agent run whose other

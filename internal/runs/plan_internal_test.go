@@ -48,9 +48,11 @@ func TestHotPathPlansUseKeys(t *testing.T) {
 		sql  string
 		args []any
 	}{
-		"start":  {startStepEpochSQL, []any{"run_x/0", "w1", "2026-01-01T00:00:00Z"}},
-		"starts": {startStepsEpochSQL, []any{"{run_x/0}", "{w1}", "2026-01-01T00:00:00Z"}},
-		"commit": {commitStepSQL, []any{"run_x/0", "00000000-0000-0000-0000-000000000001", "2026-01-01T00:00:00Z"}},
+		"start":          {startStepEpochSQL, []any{"run_x/0", "w1", "2026-01-01T00:00:00Z"}},
+		"starts":         {startStepsEpochSQL, []any{"{run_x/0}", "{w1}", "2026-01-01T00:00:00Z"}},
+		"start_reading":  {startStepInputSQL, []any{"run_x/0", "w1", "2026-01-01T00:00:00Z"}},
+		"starts_reading": {startStepsInputSQL, []any{"{run_x/0}", "{w1}", "2026-01-01T00:00:00Z"}},
+		"commit":         {commitStepSQL, []any{"run_x/0", "00000000-0000-0000-0000-000000000001", "2026-01-01T00:00:00Z"}},
 	} {
 		tx, err := conn.Begin(ctx)
 		if err != nil {
@@ -108,15 +110,18 @@ func TestHotPathPlansUseKeys(t *testing.T) {
 	}
 }
 
-// TestStartsUseTheCachedPlan runs the grouped start statement ten times on
+// TestStartsUseTheCachedPlan runs the grouped start statements (the one
+// that reads the steps' inputs too) ten times each on
 // one connection: after Postgres' five plans for the parameters' values it
 // runs on its cached generic plan, instead of being planned anew for each
 // group (as long as the planner could see the arrays' lengths).
 func TestStartsUseTheCachedPlan(t *testing.T) {
 	_, conn := migratedPG(t)
 	// Empty arrays: the statement starts nothing.
-	generic, custom := testdb.CachedPlans(t, conn, "starts", startStepsEpochSQL, 10, "'{}'", "'{}'", "'2026-01-01T00:00:00Z'")
-	if custom > 5 || generic < 5 {
-		t.Errorf("%d executions planned for their values, %d on the cached plan; want 5 and 5", custom, generic)
+	for name, q := range map[string]string{"starts": startStepsEpochSQL, "starts_reading": startStepsInputSQL} {
+		generic, custom := testdb.CachedPlans(t, conn, name, q, 10, "'{}'", "'{}'", "'2026-01-01T00:00:00Z'")
+		if custom > 5 || generic < 5 {
+			t.Errorf("%s: %d executions planned for their values, %d on the cached plan; want 5 and 5", name, custom, generic)
+		}
 	}
 }

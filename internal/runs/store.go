@@ -251,9 +251,25 @@ func (s *Store) GetStep(ctx context.Context, id string) (Step, error) {
 // pending run becomes running. A step or run that has ended returns
 // ErrTerminal with the stored step, so the worker can settle the delivery.
 func (s *Store) StartStep(ctx context.Context, stepID, worker string) (Step, error) {
+	return s.startStep(ctx, stepID, worker, nil)
+}
+
+// StartStepReadingInput is StartStep that, on Postgres, also reads the
+// step's input into in when the input has no base (its transcript is its
+// own chunks), in the start's statement ([pgstore.StepInputCols]): a
+// worker whose graph shares this store's database seeds its cache with it
+// ([pgstore.Store.SeedInput]) instead of reading the input next, with a
+// round trip and two statements of its own. in holds nothing when the
+// input was not read so (another input, a start that took the general
+// path, SQLite, a schema without the redaction epoch).
+func (s *Store) StartStepReadingInput(ctx context.Context, stepID, worker string, in *pgstore.InputScan) (Step, error) {
+	return s.startStep(ctx, stepID, worker, in)
+}
+
+func (s *Store) startStep(ctx context.Context, stepID, worker string, in *pgstore.InputScan) (Step, error) {
 	if s.relaxed {
 		// Postgres: the common case in one statement (fastpath.go).
-		st, ok, err := s.startStepFast(ctx, stepID, worker)
+		st, ok, err := s.startStepFast(ctx, stepID, worker, in)
 		if ok || err != nil {
 			return st, err
 		}

@@ -92,6 +92,12 @@ func (r *rig) startWorker(t *testing.T, cfg worker.Config) {
 // ShutdownTimeout are set.
 func (r *rig) startWorkerWith(t *testing.T, steps worker.Steps, events worker.Events, cfg worker.Config) {
 	t.Helper()
+	r.startWorkerOn(t, r.graph, steps, events, cfg)
+}
+
+// startWorkerOn is startWorkerWith on graph instead of the rig's.
+func (r *rig) startWorkerOn(t *testing.T, graph store.Store, steps worker.Steps, events worker.Events, cfg worker.Config) {
+	t.Helper()
 	cons, err := r.bus.Consumer(context.Background(), bus.DefaultQueue)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +107,7 @@ func (r *rig) startWorkerWith(t *testing.T, steps worker.Steps, events worker.Ev
 	resolve := func(spec agent.Spec) (llm.Provider, string, error) {
 		return &llm.Scripted{Replies: spec.Script}, "scripted", nil
 	}
-	w, err := worker.New(r.graph, steps, cons, events, resolve, cfg)
+	w, err := worker.New(graph, steps, cons, events, resolve, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

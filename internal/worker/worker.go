@@ -349,7 +349,7 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		defer stop()
 	}
 
-	st, err := w.steps.StartStep(ctx, job.StepID, w.cfg.Name)
+	st, err := w.startStep(ctx, job)
 	switch {
 	case errors.Is(err, runs.ErrTerminal):
 		// Committed before a lost ack, failed, or canceled: nothing to do.
@@ -421,6 +421,42 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 	w.ack(ctx, d, log)
 	obs.end("committed", nil)
 	log.InfoContext(ctx, "step committed", slog.String("version", out.ID().String()))
+}
+
+// inputStarter is a run store whose step start can read the step's input
+// too (runs.Store.StartStepReadingInput).
+type inputStarter interface {
+	StartStepReadingInput(ctx context.Context, stepID, worker string, in *pgstore.InputScan) (runs.Step, error)
+}
+
+// inputSeeder is a graph store whose cache takes an input read that way
+// (pgstore.Store).
+type inputSeeder interface {
+	Cached(id session.ID) bool
+	SeedInput(in *pgstore.InputScan, epoch int64) (bool, error)
+}
+
+// startStep starts job's step. When the run store and the graph share a
+// database (the step commits through both: stepCommit) and the graph's
+// cache lacks the input, the start reads the input as well and the cache
+// is seeded with it: the step's read of its input then costs no round
+// trip of its own.
+func (w *Worker) startStep(ctx context.Context, job bus.Job) (runs.Step, error) {
+	rs, ok := w.steps.(inputStarter)
+	g, seeds := w.graph.(inputSeeder)
+	input, perr := session.ParseID(job.Input)
+	if !ok || !seeds || perr != nil || w.stepCommit(job.StepID) == nil || g.Cached(input) {
+		return w.steps.StartStep(ctx, job.StepID, w.cfg.Name)
+	}
+	var in pgstore.InputScan
+	st, err := rs.StartStepReadingInput(ctx, job.StepID, w.cfg.Name, &in)
+	if err == nil && st.EpochKnown && st.Input == input {
+		if _, err := g.SeedInput(&in, st.RedactionEpoch); err != nil {
+			// The step reads its input itself, and reports this there.
+			w.log.Debug("input read with the start not used", slog.String("step_id", job.StepID), slog.Any("error", err))
+		}
+	}
+	return st, err
 }
 
 // committedData is a step.committed event's data: the version, its usage
