@@ -197,6 +197,7 @@ func (c Config) WithDefaults() Config {
 type Bus interface {
 	Publish(ctx context.Context, job bus.Job, hdr nats.Header) (bool, error)
 	PublishEvent(ctx context.Context, e bus.Event) error
+	PublishProgress(ctx context.Context, e bus.Event) error
 	WatchRunAfter(ctx context.Context, runID string, after uint64) (<-chan bus.StoredEvent, func() error, error)
 	ReplayRun(ctx context.Context, runID string, after uint64, fn func(bus.StoredEvent) error) (uint64, error)
 	QueuedSteps(ctx context.Context, queue string, limit int) (map[string]bool, bool, error)
@@ -328,6 +329,22 @@ func runEndEvent(r runs.Run) bus.Event {
 func (c *Coordinator) event(ctx context.Context, e bus.Event) {
 	e.Time = time.Now().UTC()
 	if err := c.bus.PublishEvent(ctx, e); err != nil {
+		c.log.DebugContext(ctx, "event not published", slog.String("type", e.Type), slog.Any("error", err))
+	}
+}
+
+// submitted publishes a new run's run.submitted, before any job of the
+// run, without asking for an acknowledgement. The server queues one
+// connection's publishes in the order they come, so the event is queued
+// for the events stream before a job the coordinator publishes after it
+// exists, and so before any event of a worker that runs the job: watchers see it first,
+// as with an acknowledgement, which the coordinator never waited for and
+// which could only have reported a failure to a debug log. One message
+// less from the server a submit.
+func (c *Coordinator) submitted(ctx context.Context, e bus.Event) {
+	e.Type = "run.submitted"
+	e.Time = time.Now().UTC()
+	if err := c.bus.PublishProgress(ctx, e); err != nil {
 		c.log.DebugContext(ctx, "event not published", slog.String("type", e.Type), slog.Any("error", err))
 	}
 }

@@ -73,7 +73,7 @@ func (c *Coordinator) rerunRun(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, fmt.Errorf("record rerun: %w", err))
 		return
 	}
-	c.event(ctx, bus.Event{RunID: nr.ID, Type: "run.submitted", Data: mustJSON(map[string]any{
+	c.submitted(ctx, bus.Event{RunID: nr.ID, Data: mustJSON(map[string]any{
 		"input": nr.Input, "driver": nr.Driver, "rerun_of": orig.ID, "from": req.From, "kept": len(kept), "model": req.Model,
 	})})
 	c.driver.kick()

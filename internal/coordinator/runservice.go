@@ -239,7 +239,7 @@ func (svc *RunService) submitAgent(ctx context.Context, sc Scope, req SubmitRequ
 	// run.submitted goes out before the step's job: a worker's step events
 	// must not come first in the run's stream (a watcher from the start
 	// would be told that the run's first events are missing).
-	c.event(ctx, bus.Event{RunID: r.ID, Type: "run.submitted", Data: mustJSON(map[string]any{"input": input, "agent": spec.Name})})
+	c.submitted(ctx, bus.Event{RunID: r.ID, Data: mustJSON(map[string]any{"input": input, "agent": spec.Name})})
 	if err := c.publishStep(ctx, sc.Graph, r, st, st.ID); err != nil {
 		c.log.WarnContext(ctx, "publish failed; the reconciler will retry", slog.String("step_id", st.ID), slog.Any("error", err))
 	}
@@ -425,7 +425,7 @@ func (svc *RunService) submitWorkflow(ctx context.Context, sc Scope, req SubmitR
 	if err := rs.Create(ctx, &r, nil); err != nil {
 		return runs.Run{}, fmt.Errorf("record run: %w", err)
 	}
-	c.event(ctx, bus.Event{RunID: r.ID, Type: "run.submitted", Data: mustJSON(map[string]any{"input": r.Input, "driver": r.Driver})})
+	c.submitted(ctx, bus.Event{RunID: r.ID, Data: mustJSON(map[string]any{"input": r.Input, "driver": r.Driver})})
 	if r.Driver == runs.DriverCoordinator {
 		c.driver.kick()
 	}

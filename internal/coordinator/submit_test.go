@@ -184,3 +184,48 @@ func processCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// A submit's run.submitted goes out without asking for an acknowledgement
+// (one message less from the server a submit), and still first: a watcher
+// of the run from its start sees it before the step's events.
+func TestSubmittedAsksNoAcknowledgement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: 1, StoreURL: "sqlite:" + filepath.Join(dir, "rath.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	sub, err := d.Backend.NC.SubscribeSync("rath.events.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := d.Coordinator.Submit(ctx, coordinator.SubmitRequest{Agent: json.RawMessage(spec), Message: "no ack"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	for {
+		m, err := sub.NextMsg(30 * time.Second)
+		if err != nil {
+			t.Fatalf("the run's events: %v", err)
+		}
+		if !strings.HasPrefix(m.Subject, "rath.events."+r.ID+".") {
+			continue
+		}
+		typ := strings.TrimPrefix(m.Subject, "rath.events."+r.ID+".")
+		if first == "" {
+			first = typ
+		}
+		if typ == "run.submitted" && m.Reply != "" {
+			t.Errorf("run.submitted asks for an acknowledgement (reply subject %q)", m.Reply)
+		}
+		if strings.HasPrefix(typ, "run.") && typ != "run.submitted" {
+			break
+		}
+	}
+	if first != "run.submitted" {
+		t.Errorf("the run's first event: %s, want run.submitted", first)
+	}
+}
