@@ -15,7 +15,7 @@ import (
 
 // migratedPG returns the URL of a fresh, migrated test database and a
 // connection to it (both closed when the test ends).
-func migratedPG(t *testing.T) (string, *pgx.Conn) {
+func migratedPG(t testing.TB) (string, *pgx.Conn) {
 	t.Helper()
 	ctx := context.Background()
 	url := testdb.Postgres(t)
@@ -34,7 +34,7 @@ func migratedPG(t *testing.T) (string, *pgx.Conn) {
 
 // insertRoot stores a bare root version with id, for runs and steps to
 // name as their input.
-func insertRoot(t *testing.T, conn *pgx.Conn, id any) {
+func insertRoot(t testing.TB, conn *pgx.Conn, id any) {
 	t.Helper()
 	if _, err := conn.Exec(context.Background(), `INSERT INTO versions (id, op, len, own_count, parent_count, hash, lane, tenant, created_at)
 		VALUES ($1, 'create', 0, 0, 0, repeat('a', 64), $1, 'default', now())`, id); err != nil {
@@ -60,7 +60,7 @@ func openRunStore(t *testing.T) (*Store, *sql.DB, *pgx.Conn, uuid.UUID) {
 
 // createRun records a run of steps steps (ordinals from 0, each on input)
 // in s.
-func createRun(t *testing.T, s *Store, input uuid.UUID, steps int, deadline *time.Time) Run {
+func createRun(t testing.TB, s *Store, input uuid.UUID, steps int, deadline *time.Time) Run {
 	t.Helper()
 	r := Run{ID: NewRunID(), Queue: "q", Target: []byte(`{}`), Input: input, Deadline: deadline}
 	ss := make([]Step, steps)
