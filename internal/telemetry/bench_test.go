@@ -89,3 +89,19 @@ func BenchmarkStepTracing(b *testing.B) {
 		step(b, tp, true)
 	})
 }
+
+// BenchmarkRedact: what a worker logs with every step (its run, step and
+// worker, a version id) passed through Redact, and through every pattern
+// (all: Redact before its filter).
+func BenchmarkRedact(b *testing.B) {
+	values := []string{"run_01JDQ5X4Z3N6B7C8D9E0F1G2H3", "run_01JDQ5X4Z3N6B7C8D9E0F1G2H3/0", "w1", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"}
+	for name, redact := range map[string]func(string) string{"filtered": telemetry.Redact, "all": telemetry.RedactAll} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				for _, v := range values {
+					redact(v)
+				}
+			}
+		})
+	}
+}
