@@ -26,8 +26,9 @@
 // overlapping consumers. Workers call [Consumer.Fetch] and settle every
 // [Delivery] exactly once:
 //
-//   - [Delivery.Ack] after the step's commit, confirmed by the server
-//     (DoubleAck);
+//   - [Delivery.AckNoWait] after the step's outcome is recorded (the
+//     worker's case: a lost ack costs a redelivery that finds the step
+//     ended), or [Delivery.Ack], confirmed by the server (DoubleAck);
 //   - [Delivery.Nak] to retry after a delay (transient failure);
 //   - [Delivery.Term] to give up (permanent failure, malformed job).
 //
