@@ -326,25 +326,26 @@ func runEndEvent(r runs.Run) bus.Event {
 	return bus.Event{RunID: r.ID, Type: typ, Data: mustJSON(map[string]any{"output": r.Output, "error": r.Error})}
 }
 
-func (c *Coordinator) event(ctx context.Context, e bus.Event) {
-	e.Time = time.Now().UTC()
-	if err := c.bus.PublishEvent(ctx, e); err != nil {
-		c.log.DebugContext(ctx, "event not published", slog.String("type", e.Type), slog.Any("error", err))
-	}
-}
+// event publishes e (events are best effort: a failure is a debug line).
+func (c *Coordinator) event(ctx context.Context, e bus.Event) { c.send(ctx, e, c.bus.PublishEvent) }
 
 // submitted publishes a new run's run.submitted, before any job of the
 // run, without asking for an acknowledgement. The server queues one
 // connection's publishes in the order they come, so the event is queued
 // for the events stream before a job the coordinator publishes after it
-// exists, and so before any event of a worker that runs the job: watchers see it first,
-// as with an acknowledgement, which the coordinator never waited for and
-// which could only have reported a failure to a debug log. One message
-// less from the server a submit.
+// exists, and so before any event of a worker that runs the job:
+// watchers see it first, as with an acknowledgement, which the
+// coordinator never waited for and which could only have reported a
+// failure to a debug log. One message less from the server a submit.
 func (c *Coordinator) submitted(ctx context.Context, e bus.Event) {
 	e.Type = "run.submitted"
+	c.send(ctx, e, c.bus.PublishProgress)
+}
+
+// send stamps e and publishes it with pub.
+func (c *Coordinator) send(ctx context.Context, e bus.Event, pub func(context.Context, bus.Event) error) {
 	e.Time = time.Now().UTC()
-	if err := c.bus.PublishProgress(ctx, e); err != nil {
+	if err := pub(ctx, e); err != nil {
 		c.log.DebugContext(ctx, "event not published", slog.String("type", e.Type), slog.Any("error", err))
 	}
 }

@@ -180,20 +180,15 @@ func (s *Store) startSteps(ctx context.Context, calls []*startCall) error {
 		}
 		return err
 	}
-	byID := make(map[string]*startCall, len(calls))
-	ids, workers := make([]string, len(calls)), make([]string, len(calls))
-	for i, c := range calls {
-		if byID[c.stepID] != nil {
-			return errStartedTwice
-		}
-		byID[c.stepID] = c
-		ids[i], workers[i] = c.stepID, c.worker
+	g, err := newStartGroup(calls)
+	if err != nil {
+		return err
 	}
 	q := startStepsSQL
 	if withEpoch {
 		q = startStepsEpochSQL
 	}
-	rows, err := s.db.QueryContext(ctx, q, ids, workers, s.ts())
+	rows, err := s.db.QueryContext(ctx, q, g.ids, g.workers, s.ts())
 	if err != nil {
 		return err
 	}
@@ -207,14 +202,45 @@ func (s *Store) startSteps(ctx context.Context, calls []*startCall) error {
 		if err != nil {
 			return err
 		}
-		c := byID[st.ID]
-		if c == nil {
-			return fmt.Errorf("the start statement returned step %s, not asked for", st.ID)
+		if _, err := g.started(st, epoch); err != nil {
+			return err
 		}
-		st.RedactionEpoch, st.EpochKnown = epoch.Int64, epoch.Valid
-		c.st, c.ok = st, true
 	}
 	return rows.Err()
+}
+
+// startGroup is the calls of one grouped start statement by step id, and
+// the statement's arrays of step ids and workers.
+type startGroup struct {
+	byID         map[string]*startCall
+	ids, workers []string
+}
+
+// newStartGroup groups calls; a group that would start one step twice is
+// errStartedTwice.
+func newStartGroup(calls []*startCall) (startGroup, error) {
+	g := startGroup{byID: make(map[string]*startCall, len(calls)),
+		ids: make([]string, len(calls)), workers: make([]string, len(calls))}
+	for i, c := range calls {
+		if g.byID[c.stepID] != nil {
+			return startGroup{}, errStartedTwice
+		}
+		g.byID[c.stepID] = c
+		g.ids[i], g.workers[i] = c.stepID, c.worker
+	}
+	return g, nil
+}
+
+// started records st, a row the statement returned with the redaction
+// epoch it read, as its call's start and returns the call.
+func (g startGroup) started(st Step, epoch sql.NullInt64) (*startCall, error) {
+	c := g.byID[st.ID]
+	if c == nil {
+		return nil, fmt.Errorf("the start statement returned step %s, not asked for", st.ID)
+	}
+	st.RedactionEpoch, st.EpochKnown = epoch.Int64, epoch.Valid
+	c.st, c.ok = st, true
+	return c, nil
 }
 
 // The start statements that read their steps' inputs too (StepInputCols:
@@ -240,6 +266,10 @@ func qualified(alias, cols string) string {
 // the schema has the redaction epoch, which the input is read with. A call
 // that did not ask for its input ignores the columns.
 func (s *Store) startStepsReading(ctx context.Context, calls []*startCall) error {
+	g, err := newStartGroup(calls)
+	if err != nil {
+		return err
+	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -250,24 +280,12 @@ func (s *Store) startStepsReading(ctx context.Context, calls []*startCall) error
 		if !ok {
 			return fmt.Errorf("the run store's driver connection is %T, not pgx's", dc)
 		}
-		pc := sc.Conn()
 		var rows pgx.Rows
 		var err error
-		byID := make(map[string]*startCall, len(calls))
 		if len(calls) == 1 {
-			c := calls[0]
-			byID[c.stepID] = c
-			rows, err = pc.Query(ctx, startStepInputSQL, c.stepID, c.worker, s.ts())
+			rows, err = sc.Conn().Query(ctx, startStepInputSQL, calls[0].stepID, calls[0].worker, s.ts())
 		} else {
-			ids, workers := make([]string, len(calls)), make([]string, len(calls))
-			for i, c := range calls {
-				if byID[c.stepID] != nil {
-					return errStartedTwice
-				}
-				byID[c.stepID] = c
-				ids[i], workers[i] = c.stepID, c.worker
-			}
-			rows, err = pc.Query(ctx, startStepsInputSQL, ids, workers, s.ts())
+			rows, err = sc.Conn().Query(ctx, startStepsInputSQL, g.ids, g.workers, s.ts())
 		}
 		if err != nil {
 			return err
@@ -280,12 +298,10 @@ func (s *Store) startStepsReading(ctx context.Context, calls []*startCall) error
 			if err != nil {
 				return err
 			}
-			c := byID[st.ID]
-			if c == nil {
-				return fmt.Errorf("the start statement returned step %s, not asked for", st.ID)
+			c, err := g.started(st, epoch)
+			if err != nil {
+				return err
 			}
-			st.RedactionEpoch, st.EpochKnown = epoch.Int64, epoch.Valid
-			c.st, c.ok = st, true
 			if c.input != nil {
 				*c.input = in
 			}

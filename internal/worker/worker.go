@@ -218,6 +218,9 @@ type Worker struct {
 	log     *slog.Logger
 	aborts  inflight // steps in flight by run, for run abort events (cancel.go)
 	targets *targets // parsed job targets (commit.go)
+	// inputs reads a step's input with its start, when the stores can
+	// (inputsOf); nil otherwise.
+	inputs *inputReader
 }
 
 // New returns a worker. All dependencies are required.
@@ -231,7 +234,8 @@ func New(graph session.Graph, steps Steps, jobs Jobs, events Events, resolve Res
 	}
 	return &Worker{
 		cfg: cfg, graph: graph, steps: steps, jobs: jobs, events: events, resolve: resolve, targets: newTargets(),
-		log: cfg.Logger.With(slog.String("worker", cfg.Name), slog.String("queue", cfg.Queue)),
+		log:    cfg.Logger.With(slog.String("worker", cfg.Name), slog.String("queue", cfg.Queue)),
+		inputs: inputsOf(graph, steps),
 	}, nil
 }
 
@@ -436,22 +440,41 @@ type inputSeeder interface {
 	SeedInput(in *pgstore.InputScan, epoch int64) (bool, error)
 }
 
-// startStep starts job's step. When the run store and the graph share a
-// database (the step commits through both: stepCommit) and the graph's
-// cache lacks the input, the start reads the input as well and the cache
-// is seeded with it: the step's read of its input then costs no round
-// trip of its own.
+// inputReader is a run store and a graph on one database: the store's
+// step start reads the step's input, and the graph's cache takes it.
+type inputReader struct {
+	starter inputStarter
+	seeder  inputSeeder
+}
+
+// inputsOf returns the inputReader of a worker's stores, or nil when they
+// cannot read an input with a start: the run store must start so, and the
+// graph take the input and share the store's database (it commits the
+// step's version with the step's record, stepCommit's Postgres case).
+func inputsOf(graph session.Graph, steps Steps) *inputReader {
+	starter, ok := steps.(inputStarter)
+	seeder, seeds := graph.(inputSeeder)
+	_, puts := graph.(runs.VersionPutter)
+	_, commits := steps.(StepCommitter)
+	if !ok || !seeds || !puts || !commits {
+		return nil
+	}
+	return &inputReader{starter: starter, seeder: seeder}
+}
+
+// startStep starts job's step. When the worker's stores can (w.inputs)
+// and the graph's cache lacks the input, the start reads the input as
+// well and the cache is seeded with it: the step's read of its input then
+// costs no round trip of its own.
 func (w *Worker) startStep(ctx context.Context, job bus.Job) (runs.Step, error) {
-	rs, ok := w.steps.(inputStarter)
-	g, seeds := w.graph.(inputSeeder)
 	input, perr := session.ParseID(job.Input)
-	if !ok || !seeds || perr != nil || w.stepCommit(job.StepID) == nil || g.Cached(input) {
+	if w.inputs == nil || perr != nil || w.inputs.seeder.Cached(input) {
 		return w.steps.StartStep(ctx, job.StepID, w.cfg.Name)
 	}
 	var in pgstore.InputScan
-	st, err := rs.StartStepReadingInput(ctx, job.StepID, w.cfg.Name, &in)
+	st, err := w.inputs.starter.StartStepReadingInput(ctx, job.StepID, w.cfg.Name, &in)
 	if err == nil && st.EpochKnown && st.Input == input {
-		if _, err := g.SeedInput(&in, st.RedactionEpoch); err != nil {
+		if _, err := w.inputs.seeder.SeedInput(&in, st.RedactionEpoch); err != nil {
 			// The step reads its input itself, and reports this there.
 			w.log.Debug("input read with the start not used", slog.String("step_id", job.StepID), slog.Any("error", err))
 		}

@@ -36,23 +36,23 @@ const StepInputCols = `iv.id, iv.op, iv.len, iv.own_count, iv.placement::text, i
 // ready for [InputScan.Dest]. It is filled by a pgx scan (the arrays need
 // pgx's codecs, not database/sql's).
 type InputScan struct {
-	id                                  *session.ID
-	op, placement, extras, key, hash    *string
-	length, own                         *int
-	prompt, completion, total           *int64
-	run, step, agent, model, worker, tr *string
-	created                             *time.Time
-	nanos                               *int16
-	parents                             []session.ID
-	kinds, payloads                     []string
+	id                          *session.ID
+	op, placement, extras, hash *string
+	length, own                 *int
+	prompt, completion, total   *int64
+	created                     *time.Time
+	nanos                       *int16
+	kinds, payloads             []string
+	// f holds the columns that are pointers or slices in it too.
+	f storedFields
 }
 
 // Dest returns the scan destinations of StepInputCols, in order.
 func (s *InputScan) Dest() []any {
 	return []any{&s.id, &s.op, &s.length, &s.own, &s.placement, &s.prompt,
-		&s.completion, &s.total, &s.run, &s.step, &s.agent, &s.model, &s.worker, &s.tr,
-		&s.extras, &s.key, &s.created, &s.nanos, &s.hash,
-		&s.parents, &s.kinds, &s.payloads}
+		&s.completion, &s.total, &s.f.run, &s.f.step, &s.f.agent, &s.f.model, &s.f.worker, &s.f.tr,
+		&s.extras, &s.f.key, &s.created, &s.nanos, &s.hash,
+		&s.f.parents, &s.kinds, &s.payloads}
 }
 
 // Version returns the input the row held, with its transcript, and false
@@ -69,30 +69,21 @@ func (s *InputScan) Version() (*session.Version, []session.Chunk, bool, error) {
 	}
 	v := &session.Version{ID: *s.id, Op: session.Op(*s.op), Len: *s.length, Hash: *s.hash,
 		Usage: session.Usage{PromptTokens: *s.prompt, CompletionTokens: *s.completion, TotalTokens: *s.total}}
-	if len(s.parents) > 0 {
-		v.Parents = s.parents
-	}
-	var err error
-	if v.Placement, err = graphrow.ParsePlacement(*s.placement); err != nil {
+	s.f.placement, s.f.extras, s.f.created, s.f.nanos = *s.placement, *s.extras, *s.created, *s.nanos
+	if err := s.f.apply(v); err != nil {
 		return nil, nil, false, err
 	}
-	if v.Extras, err = graphrow.ParseExtras(*s.extras); err != nil {
-		return nil, nil, false, err
-	}
-	v.Producer = session.Producer{Run: graphrow.FromNull(s.run), Step: graphrow.FromNull(s.step),
-		Agent: graphrow.FromNull(s.agent), Model: graphrow.FromNull(s.model), Worker: graphrow.FromNull(s.worker),
-		TraceID: graphrow.FromNull(s.tr)}
-	v.Key = graphrow.FromNull(s.key)
-	v.CreatedAt = s.created.UTC().Add(time.Duration(*s.nanos))
 	if len(s.kinds) != len(s.payloads) || len(s.kinds) != *s.own || *s.own != v.Len {
 		return nil, nil, false, fmt.Errorf("%w: input %s has %d chunk rows (%d payloads), want %d", session.ErrHashMismatch, v.ID, len(s.kinds), len(s.payloads), v.Len)
 	}
 	var arena graphrow.Arena
 	chunks := make([]session.Chunk, len(s.kinds))
 	for i, k := range s.kinds {
-		if chunks[i], err = session.ChunkFromCanonical(graphrow.KindOf([]byte(k)), arena.Copy([]byte(s.payloads[i]))); err != nil {
-			return nil, nil, false, fmt.Errorf("%w: input %s: stored chunk %d: %w", session.ErrHashMismatch, v.ID, i, err)
+		c, err := decodeChunk(&arena, []byte(k), []byte(s.payloads[i]))
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("input %s: %w", v.ID, err)
 		}
+		chunks[i] = c
 	}
 	v.Chunks = chunks
 	return v, chunks, true, nil

@@ -314,38 +314,53 @@ const versionCols = `v.id, v.base_id, v.op, v.len, v.own_count, v.placement::tex
 // own-chunk count.
 func scanVersion(row pgx.Row) (*session.Version, int, error) {
 	var (
-		v                                   session.Version
-		base                                *session.ID
-		own                                 int
-		placement, extras                   string
-		run, step, agent, model, worker, tr *string
-		key                                 *string
-		created                             time.Time
-		nanos                               int16
-		parents                             []session.ID
+		v    session.Version
+		base *session.ID
+		own  int
+		f    storedFields
 	)
-	err := row.Scan(&v.ID, &base, &v.Op, &v.Len, &own, &placement, &v.Usage.PromptTokens,
-		&v.Usage.CompletionTokens, &v.Usage.TotalTokens, &run, &step, &agent, &model, &worker, &tr,
-		&extras, &key, &created, &nanos, &v.Hash, &parents)
+	err := row.Scan(&v.ID, &base, &v.Op, &v.Len, &own, &f.placement, &v.Usage.PromptTokens,
+		&v.Usage.CompletionTokens, &v.Usage.TotalTokens, &f.run, &f.step, &f.agent, &f.model, &f.worker, &f.tr,
+		&f.extras, &f.key, &f.created, &f.nanos, &v.Hash, &f.parents)
 	if err != nil {
 		return nil, 0, err
 	}
 	v.Base = base
-	if len(parents) > 0 {
-		v.Parents = parents
-	}
-	if v.Placement, err = graphrow.ParsePlacement(placement); err != nil {
+	if err := f.apply(&v); err != nil {
 		return nil, 0, err
 	}
-	if v.Extras, err = graphrow.ParseExtras(extras); err != nil {
-		return nil, 0, err
-	}
-	v.Producer = session.Producer{Run: graphrow.FromNull(run), Step: graphrow.FromNull(step),
-		Agent: graphrow.FromNull(agent), Model: graphrow.FromNull(model), Worker: graphrow.FromNull(worker),
-		TraceID: graphrow.FromNull(tr)}
-	v.Key = graphrow.FromNull(key)
-	v.CreatedAt = created.UTC().Add(time.Duration(nanos))
 	return &v, own, nil
+}
+
+// storedFields are the columns of versionCols stored in another form than
+// the Version's: parsed and set by apply.
+type storedFields struct {
+	parents                                  []session.ID
+	placement, extras                        string
+	run, step, agent, model, worker, tr, key *string
+	created                                  time.Time
+	nanos                                    int16
+}
+
+// apply sets v's parents, placement, extras, producer, key and creation
+// time from f.
+func (f *storedFields) apply(v *session.Version) error {
+	if len(f.parents) > 0 {
+		v.Parents = f.parents
+	}
+	var err error
+	if v.Placement, err = graphrow.ParsePlacement(f.placement); err != nil {
+		return err
+	}
+	if v.Extras, err = graphrow.ParseExtras(f.extras); err != nil {
+		return err
+	}
+	v.Producer = session.Producer{Run: graphrow.FromNull(f.run), Step: graphrow.FromNull(f.step),
+		Agent: graphrow.FromNull(f.agent), Model: graphrow.FromNull(f.model), Worker: graphrow.FromNull(f.worker),
+		TraceID: graphrow.FromNull(f.tr)}
+	v.Key = graphrow.FromNull(f.key)
+	v.CreatedAt = f.created.UTC().Add(time.Duration(f.nanos))
+	return nil
 }
 
 func infoOf(v *session.Version, own int) store.Info {
@@ -366,13 +381,23 @@ func scanChunks(rows pgx.Rows) ([]session.Chunk, error) {
 		if len(raw) != 2 || raw[0] == nil || raw[1] == nil {
 			return nil, fmt.Errorf("%w: stored chunk %d has a NULL kind or payload", session.ErrHashMismatch, len(out))
 		}
-		c, err := session.ChunkFromCanonical(graphrow.KindOf(raw[0]), arena.Copy(raw[1]))
+		c, err := decodeChunk(&arena, raw[0], raw[1])
 		if err != nil {
-			return nil, fmt.Errorf("%w: stored chunk: %w", session.ErrHashMismatch, err)
+			return nil, err
 		}
 		out = append(out, c)
 	}
 	return out, rows.Err()
+}
+
+// decodeChunk decodes a stored chunk's kind and payload, copying the
+// payload into arena.
+func decodeChunk(arena *graphrow.Arena, kind, payload []byte) (session.Chunk, error) {
+	c, err := session.ChunkFromCanonical(graphrow.KindOf(kind), arena.Copy(payload))
+	if err != nil {
+		return session.Chunk{}, fmt.Errorf("%w: stored chunk: %w", session.ErrHashMismatch, err)
+	}
+	return c, nil
 }
 
 // Get implements [session.Graph].
