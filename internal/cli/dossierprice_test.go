@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/app/apptest"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/api"
@@ -21,11 +21,7 @@ func TestDossierPricesFromTheSpec(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "rath.db")
-	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: 1, StoreURL: "sqlite:" + db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Close)
+	d := apptest.Dev(t, dir)
 	spec := json.RawMessage(`{"name":"priced","model":"scripted","script":[{"content":"a priced answer"}],
 		"pricing":{"input_per_mtok":1000000,"output_per_mtok":2000000}}`)
 	run, err := d.Coordinator.Submit(ctx, api.SubmitRequest{Agent: spec, Message: "hi"})

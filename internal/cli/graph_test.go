@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/app/apptest"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/api"
@@ -25,11 +25,8 @@ func scriptedRun(t *testing.T) (storeFlag, serverFlag []string, run runs.Run) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "rath.db")
-	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: 1, StoreURL: "sqlite:" + db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Close)
+	d := apptest.Dev(t, dir)
+	var err error
 	spec := json.RawMessage(`{"name":"echo","model":"scripted","script":[{"content":"hello from the scripted model"}]}`)
 	run, err = d.Coordinator.Submit(ctx, api.SubmitRequest{Agent: spec, Message: "hi"})
 	if err != nil {

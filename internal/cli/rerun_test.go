@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/app/apptest"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/api"
@@ -230,11 +231,7 @@ func TestRerunRunScriptedFile(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: 1, StoreURL: "sqlite:" + filepath.Join(dir, "rath.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Close)
+	d := apptest.Dev(t, dir)
 	write := func(name, doc string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(doc), 0o600); err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/app/apptest"
 	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
 )
@@ -42,11 +43,7 @@ func TestRunRefusesAnUnknownToolAtSubmit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: 1, StoreURL: "sqlite:" + filepath.Join(dir, "rath.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Close)
+	d := apptest.Dev(t, dir)
 	path := filepath.Join(dir, "typo.yaml")
 	doc := "name: typo\nmodel: scripted\nscript: [hi]\ntools: [read_workspace_file, teleport]\n"
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {

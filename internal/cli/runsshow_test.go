@@ -3,12 +3,11 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/app/apptest"
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/api"
 )
@@ -20,11 +19,7 @@ func TestRunsShowABudgetStop(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: 1, StoreURL: "sqlite:" + filepath.Join(dir, "rath.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Close)
+	d := apptest.Dev(t, dir)
 	spec := json.RawMessage(`{"name":"spender","model":"scripted","limits":{"max_tokens":3},
 		"script":[{"content":"a long answer that spends more tokens than the budget allows"}]}`)
 	run, err := d.Coordinator.Submit(ctx, api.SubmitRequest{Agent: spec, Message: "hi"})

@@ -6,12 +6,11 @@ import (
 	"encoding/xml"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/app/apptest"
 	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testenv"
@@ -26,11 +25,7 @@ func TestLineageEndpoints(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: 1, StoreURL: "sqlite:" + filepath.Join(dir, "rath.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Close)
+	d := apptest.Dev(t, dir)
 	h := d.Coordinator.Handler()
 	spec := json.RawMessage(`{"name":"echo","model":"scripted","script":[{"content":"hello from the scripted model"}]}`)
 	run, err := d.Coordinator.Submit(ctx, coordinator.SubmitRequest{Agent: spec, Message: "hi"})

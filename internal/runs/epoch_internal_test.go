@@ -20,11 +20,7 @@ func TestStartReadsTheEpochOnceItCan(t *testing.T) {
 	if _, err := conn.Exec(ctx, `ALTER TABLE redaction_epoch RENAME TO redaction_epoch_later`); err != nil {
 		t.Fatal(err)
 	}
-	s, db, err := Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	s, _ := openRunStoreAt(t, url)
 	now := time.Now()
 	s.now = func() time.Time { return now }
 	input := uuid.New()

@@ -21,21 +21,8 @@ func BenchmarkStartAndReadInput(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			ctx := context.Background()
 			url, conn := migratedPG(b)
-			s, db, err := Open(ctx, url)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = db.Close() })
-			writer, err := pgstore.Open(ctx, url, pgstore.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = writer.Close() })
-			reader, err := pgstore.Open(ctx, url, pgstore.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = reader.Close() })
+			s, _ := openRunStoreAt(b, url)
+			writer, reader := openGraph(b, url), openGraph(b, url)
 			steps := make([]string, b.N+1) // the first warms the connections up
 			for i := range steps {
 				in, err := session.FromUserMessage(ctx, writer, "a message to read")

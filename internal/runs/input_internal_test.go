@@ -19,16 +19,8 @@ import (
 func TestStartReadsTheInput(t *testing.T) {
 	ctx := context.Background()
 	url, _ := migratedPG(t)
-	s, db, err := Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	g, err := pgstore.Open(ctx, url, pgstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = g.Close() })
+	s, db := openRunStoreAt(t, url)
+	g := openGraph(t, url)
 	root, err := session.FromUserMessage(ctx, g, "read me with the start")
 	if err != nil {
 		t.Fatal(err)
@@ -44,12 +36,7 @@ func TestStartReadsTheInput(t *testing.T) {
 	// want reads v as the graph does, uncached.
 	want := func(id session.ID) (*session.Version, []session.Chunk) {
 		t.Helper()
-		fresh, err := pgstore.Open(ctx, url, pgstore.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = fresh.Close() }()
-		v, tr, err := fresh.VersionAndTranscript(ctx, id)
+		v, tr, err := openGraph(t, url).VersionAndTranscript(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}

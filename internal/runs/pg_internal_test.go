@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rath-run/rath/internal/testdb"
+	"github.com/rath-run/rath/pkg/store/pgstore"
 	"github.com/rath-run/rath/pkg/store/storeurl"
 )
 
@@ -48,11 +49,7 @@ func insertRoot(t testing.TB, conn *pgx.Conn, id any) {
 func openRunStore(t *testing.T) (*Store, *sql.DB, *pgx.Conn, uuid.UUID) {
 	t.Helper()
 	url, conn := migratedPG(t)
-	s, db, err := Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	s, db := openRunStoreAt(t, url)
 	input := uuid.New()
 	insertRoot(t, conn, input)
 	return s, db, conn, input
@@ -71,4 +68,27 @@ func createRun(t testing.TB, s *Store, input uuid.UUID, steps int, deadline *tim
 		t.Fatal(err)
 	}
 	return r
+}
+
+// openRunStoreAt opens the run store at url (closed when the test ends).
+func openRunStoreAt(t testing.TB, url string) (*Store, *sql.DB) {
+	t.Helper()
+	s, db, err := Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return s, db
+}
+
+// openGraph opens the graph store at url, with a cache of its own (closed
+// when the test ends).
+func openGraph(t testing.TB, url string) *pgstore.Store {
+	t.Helper()
+	g, err := pgstore.Open(context.Background(), url, pgstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	return g
 }

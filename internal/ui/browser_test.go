@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/rath-run/rath/internal/app"
+	"github.com/rath-run/rath/internal/app/apptest"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/internal/worker"
@@ -51,11 +52,7 @@ func TestBrowser(t *testing.T) {
 	exe := testenv.RequireChromium(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: 1, StoreURL: "sqlite:" + filepath.Join(dir, "rath.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Close)
+	d := apptest.Dev(t, dir)
 	cl, err := client.New(d.URL, "")
 	if err != nil {
 		t.Fatal(err)

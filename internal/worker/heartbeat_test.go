@@ -212,8 +212,14 @@ func TestNoHeartbeatsRedeliver(t *testing.T) {
 // temporary directory, closed when t ends: the worker rigs' database.
 func openStores(t *testing.T) (store.Store, *runs.Store) {
 	t.Helper()
-	ctx := context.Background()
-	url := "sqlite:" + filepath.Join(t.TempDir(), "rath.db")
+	return openStoresAt(context.Background(), t, "sqlite:"+filepath.Join(t.TempDir(), "rath.db"))
+}
+
+// openStoresAt opens (migrating it) the graph and run stores at url, under
+// ctx (a context carrying a query tracer installs it on their Postgres
+// connections), closed when the test ends.
+func openStoresAt(ctx context.Context, t *testing.T, url string) (store.Store, *runs.Store) {
+	t.Helper()
 	st, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true, Create: true})
 	if err != nil {
 		t.Fatalf("open store: %v", err)

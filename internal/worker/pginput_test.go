@@ -18,7 +18,6 @@ import (
 	"github.com/rath-run/rath/pkg/llm"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store/pgstore"
-	"github.com/rath-run/rath/pkg/store/storeurl"
 )
 
 // sqlLog records the text of every statement its connections run, alone
@@ -65,32 +64,13 @@ func (l *sqlLog) count(sub string) int {
 func TestWorkerReadsItsInputWithTheStart(t *testing.T) {
 	ctx := context.Background()
 	url := testdb.Postgres(t)
-	coord, err := storeurl.Open(ctx, url, storeurl.Options{Migrate: true, Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = coord.Close() })
-	coordRuns, db, err := runs.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	coord, coordRuns := openStoresAt(ctx, t, url)
 	b, _, nc := bustest.NewWith(t, bustest.Options{Config: bus.Config{AckWait: ackWait}})
 	r := &rig{bus: b, nc: nc, graph: coord, runs: coordRuns}
 
 	// The worker's stores, on connections whose statements are logged.
 	log := &sqlLog{}
-	wctx := pgstore.WithQueryTracer(ctx, log)
-	graph, err := pgstore.Open(wctx, url, pgstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = graph.Close() })
-	steps, wdb, err := runs.Open(wctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = wdb.Close() })
+	graph, steps := openStoresAt(pgstore.WithQueryTracer(ctx, log), t, url)
 	r.startWorkerOn(t, graph, steps, b, worker.Config{Name: "reader", Slots: 2})
 
 	echo := agent.Spec{Name: "echo", Model: "scripted", Script: []llm.ScriptReply{{Content: "read"}}}
