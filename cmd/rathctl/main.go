@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rath-run/rath/internal/cli"
+	"github.com/rath-run/rath/internal/gctune"
 	"github.com/rath-run/rath/internal/telemetry"
 )
 
@@ -31,6 +32,9 @@ func main() {
 }
 
 func run(ctx context.Context) int {
+	// dev and bench run the whole stack in this process: the collector
+	// gets the servers' defaults (package gctune).
+	gctune.Apply(os.Getenv, nil)
 	args := os.Args[1:]
 	if telemetry.Enabled(os.Getenv) && (len(args) == 0 || args[0] != "dev") {
 		tp, shutdown, err := telemetry.NewTracerProvider(ctx, telemetry.TraceConfig{ServiceName: "rathctl", Getenv: os.Getenv})
@@ -54,3 +58,4 @@ func run(ctx context.Context) int {
 	}
 	return cli.Main(ctx, args, os.Stdin, os.Stdout, os.Stderr)
 }
+

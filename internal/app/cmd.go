@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/rath-run/rath/internal/gctune"
 )
 
 // version is the release a binary was built as, set at link time
@@ -49,7 +51,9 @@ func Version() string {
 // argument "version" prints "name VERSION" and exits 0, as -h and --help
 // (the flag set's usage) do. "healthcheck URL" GETs URL and exits 0 on a
 // 2xx answer, 1 otherwise: the container health check of images that have
-// no shell or curl (docker-compose.yml).
+// no shell or curl (docker-compose.yml). Before run, the garbage
+// collector gets Rath's defaults where GOGC and GOMEMLIMIT are unset
+// (package gctune).
 func Main(name string, run func(ctx context.Context, args []string) error) {
 	if len(os.Args) == 2 && os.Args[1] == "version" {
 		fmt.Fprintln(os.Stdout, name, Version())
@@ -62,6 +66,7 @@ func Main(name string, run func(ctx context.Context, args []string) error) {
 		}
 		return
 	}
+	gctune.Apply(os.Getenv, nil)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:])
 	stop()
