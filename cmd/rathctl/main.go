@@ -22,6 +22,7 @@ import (
 	"github.com/rath-run/rath/internal/cli"
 	"github.com/rath-run/rath/internal/gctune"
 	"github.com/rath-run/rath/internal/telemetry"
+	"github.com/rath-run/rath/pkg/client"
 )
 
 func main() {
@@ -46,7 +47,7 @@ func run(ctx context.Context) int {
 			// span, and its traceparent goes to the coordinator.
 			otel.SetTracerProvider(tp)
 			otel.SetTextMapPropagator(telemetry.Propagator())
-			http.DefaultTransport = otelhttp.NewTransport(http.DefaultTransport)
+			traceDefaultTransport()
 			name := "rathctl"
 			if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 				name += " " + args[0]
@@ -59,3 +60,10 @@ func run(ctx context.Context) int {
 	return cli.Main(ctx, args, os.Stdin, os.Stdout, os.Stderr)
 }
 
+// traceDefaultTransport makes rathctl's HTTP clients trace their requests:
+// http.DefaultTransport becomes otelhttp's wrapper around the clients'
+// shared pool (pkg/client.PooledTransport), not around Go's default, which
+// keeps 2 idle connections per host.
+func traceDefaultTransport() {
+	http.DefaultTransport = otelhttp.NewTransport(client.PooledTransport())
+}

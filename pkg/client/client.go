@@ -51,6 +51,24 @@ func transport() http.RoundTripper {
 	return rt
 }
 
+// PooledTransport returns the connection pool clients share: a clone of
+// the standard default transport, made once, keeping up to 1,024 idle
+// connections per host. A program that replaces http.DefaultTransport
+// with a wrapper (rathctl traces requests with otelhttp) wraps this
+// instead: clients send through such a wrapper as it is, and a wrapped
+// standard default keeps Go's 2 idle connections per host, so concurrent
+// requests beyond them dial again.
+func PooledTransport() *http.Transport {
+	if std == nil { // replaced in an init before this package's
+		return pooled(&http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true})
+	}
+	return pooled(std)
+}
+
+// std is http.DefaultTransport as the standard library made it: read when
+// this package is initialized, before a program's main can replace it.
+var std, _ = http.DefaultTransport.(*http.Transport)
+
 // pooled returns the clients' connection pool, cloned once from the
 // standard default transport t. http.DefaultTransport keeps 2 idle
 // connections per host: a workflow driver with 1,000 steps waiting at once
