@@ -207,6 +207,22 @@ func TestStepsOnPostgresMeasuresPgbench(t *testing.T) {
 			t.Errorf("CPU per step of %q: not measured (all: %+v)", want, r.CPU)
 		}
 	}
+	// The collector's share of this process: a part of its row, not a
+	// second count in the total.
+	self := slices.IndexFunc(r.CPU, func(c bench.ProcessCPU) bool { return strings.HasPrefix(c.Process, "rath: this process") })
+	j := slices.IndexFunc(r.CPU, func(c bench.ProcessCPU) bool { return strings.Contains(c.Process, "of which Go's garbage collector") })
+	switch {
+	case j < 0 || self < 0:
+		t.Errorf("no collector row under this process's: %+v", r.CPU)
+	case r.CPU[j].InTotal || !(r.CPU[j].PerStepUS >= 0) || r.CPU[j].PerStepUS > r.CPU[self].PerStepUS ||
+		!strings.Contains(r.CPU[j].Process, "GOGC="):
+		t.Errorf("collector row %+v against this process's %+v", r.CPU[j], r.CPU[self])
+	}
+	if !slices.ContainsFunc(r.Figures, func(f bench.Figure) bool {
+		return strings.HasPrefix(f.Name, "Go collections per 1,000 steps") && f.Value >= 0
+	}) {
+		t.Errorf("no collections per 1,000 steps: %+v", r.Figures)
+	}
 	i = slices.IndexFunc(r.Figures, func(f bench.Figure) bool { return strings.HasPrefix(f.Name, "Postgres statements per step") })
 	// A step is at least submit's commit, StartStep and the version's commit.
 	if i < 0 || !(r.Figures[i].Value >= 3) || !strings.Contains(r.Figures[i].Name, "pgx tracer") {

@@ -22,6 +22,8 @@ type meter struct {
 	procs0      []procSample
 	stmts0, rt0 int64
 	tx0, gc0    int64
+	coll0       cpustat.Collector
+	collOK      bool
 }
 
 func (b *runner) startMeter(ctx context.Context) *meter {
@@ -36,6 +38,7 @@ func (b *runner) startMeter(ctx context.Context) *meter {
 		m.tx0, m.gc0 = b.t.GroupCommits()
 	}
 	m.procs0 = readProcesses(ctx, b.t.Processes)
+	m.coll0, m.collOK = cpustat.Collected()
 	m.self0, m.selfOK = cpustat.Self()
 	return m
 }
@@ -79,6 +82,11 @@ func (m *meter) report(ctx context.Context, r *Report, n int) {
 		// The whole in-process stack: coordinator, workers, embedded NATS
 		// and the load generator.
 		row("rath: this process (API, workers, embedded NATS, load generator)", self1-m.self0, true)
+		if coll1, ok := cpustat.Collected(); ok && m.collOK {
+			row(fmt.Sprintf("  of which Go's garbage collector (the runtime's estimate; GOGC=%d)", coll1.Percent), coll1.CPU-m.coll0.CPU, false)
+			r.add(Figure{Scenario: "steps", Name: "Go collections per 1,000 steps, loaded (the whole process)",
+				Value: float64(coll1.Cycles-m.coll0.Cycles) * 1000 / float64(n), Unit: "collections"})
+		}
 	case len(m.t.Processes) == 0:
 		row("rathctl bench (load generator only)", self1-m.self0, false)
 		na("rath coordinator, workers, NATS", "n/a (remote; --process names them)")
