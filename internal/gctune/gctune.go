@@ -8,10 +8,10 @@
 //     instead of Go's 100. A step allocates much and keeps little (the
 //     live heap is a few MiB in a loaded in-process stack), so with Go's
 //     default the collector runs very often; at 200 it runs half as often.
-//     In docs/BENCHMARKS.md ("Issue 25, fourteenth round") that cut the
-//     Rath process's CPU per step by 15–25%. The price is a heap that may
-//     reach about three times what is live between collections, where Go's
-//     default lets it reach two.
+//     In docs/BENCHMARKS.md ("Issue 25, fourteenth round") that halved the
+//     collector's CPU per step (35–65 µs a step, 3–5% of the process). The
+//     price is a heap that may reach about three times what is live between
+//     collections, where Go's default lets it reach two.
 //   - GOMEMLIMIT unset: when the process runs in a cgroup with a memory
 //     limit (a container, a Kubernetes pod), the soft memory limit is set to
 //     [LimitRatio] (90%) of it, so the collector works harder as the heap
@@ -20,8 +20,8 @@
 //   - GOGC or GOMEMLIMIT set, even to Go's own defaults ("100", "off"):
 //     that value stands; the runtime already read it.
 //
-// The effective values are on every process's /metrics as
-// go_gc_gogc_percent and go_gc_gomemlimit_bytes.
+// The effective values are on the coordinator's and the workers' /metrics
+// as go_gc_gogc_percent and go_gc_gomemlimit_bytes.
 package gctune
 
 import (
@@ -52,15 +52,6 @@ type Settings struct {
 	// MemoryLimitFrom is "GOMEMLIMIT" (the operator's), "cgroup"
 	// (LimitRatio of the cgroup's limit) or "none".
 	MemoryLimitFrom string
-}
-
-// String describes s for a log line.
-func (s Settings) String() string {
-	limit := "none"
-	if s.MemoryLimit != math.MaxInt64 {
-		limit = fmt.Sprintf("%d MiB", s.MemoryLimit>>20)
-	}
-	return fmt.Sprintf("GOGC=%d (%s), memory limit %s (%s)", s.GOGC, s.GOGCFrom, limit, s.MemoryLimitFrom)
 }
 
 // CgroupLimit returns the memory limit of the cgroup the process runs in,
