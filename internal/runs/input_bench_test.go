@@ -32,19 +32,7 @@ func BenchmarkStartAndReadInput(b *testing.B) {
 				steps[i] = createRun(b, s, in.ID(), 1, nil).Steps[0].ID
 			}
 			backends := func() time.Duration {
-				rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
-				if err != nil {
-					b.Fatal(err)
-				}
-				var pids []int32
-				for rows.Next() {
-					var p int32
-					if err := rows.Scan(&p); err != nil {
-						b.Fatal(err)
-					}
-					pids = append(pids, p)
-				}
-				d, ok := cpustat.Processes(pids)
+				d, ok := cpustat.Backends(ctx, conn)
 				if !ok {
 					b.Skip("the backends' CPU cannot be read (Postgres not local)")
 				}

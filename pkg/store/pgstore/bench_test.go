@@ -22,25 +22,8 @@ func BenchmarkImport(b *testing.B) {
 }
 
 // backendCPU sums the CPU time of the Postgres server processes serving
-// st's database (its pool's connections), read from /proc: the benchmark
-// runs on the database's host.
+// st's database, read from /proc: the benchmark runs on the database's
+// host.
 func backendCPU(st store.Store) (time.Duration, bool) {
-	var pids []int32
-	rows, err := st.(*pgstore.Store).Pool().Query(context.Background(),
-		`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
-	if err != nil {
-		return 0, false
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var pid int32
-		if rows.Scan(&pid) != nil {
-			return 0, false
-		}
-		pids = append(pids, pid)
-	}
-	if rows.Err() != nil {
-		return 0, false
-	}
-	return cpustat.Processes(pids)
+	return cpustat.Backends(context.Background(), st.(*pgstore.Store).Pool())
 }

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/rath-run/rath/internal/cpustat"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store/pgstore"
@@ -140,7 +138,7 @@ type cpuMeter struct {
 func startCPU(b *testing.B, st *pgstore.Store) *cpuMeter {
 	m := &cpuMeter{st: st}
 	m.self, m.selfOK = cpustat.Self()
-	m.db, m.dbOK = backendsCPU(st)
+	m.db, m.dbOK = cpustat.Backends(context.Background(), st.Pool())
 	return m
 }
 
@@ -148,22 +146,9 @@ func (m *cpuMeter) report(b *testing.B) {
 	if self, ok := cpustat.Self(); ok && m.selfOK {
 		b.ReportMetric(float64(self-m.self)/float64(b.N)/1e3, "µs-cpu/op")
 	}
-	if db, ok := backendsCPU(m.st); ok && m.dbOK {
+	if db, ok := cpustat.Backends(context.Background(), m.st.Pool()); ok && m.dbOK {
 		b.ReportMetric(float64(db-m.db)/float64(b.N)/1e3, "µs-dbcpu/op")
 	}
-}
-
-// backendsCPU sums the CPU times of the backends of st's database.
-func backendsCPU(st *pgstore.Store) (time.Duration, bool) {
-	rows, err := st.Pool().Query(context.Background(), `SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
-	if err != nil {
-		return 0, false
-	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		return 0, false
-	}
-	return cpustat.Processes(pids)
 }
 
 // TestGroupCommitGivesUpWithItsCaller: a commit whose connection goes
