@@ -42,7 +42,7 @@ type InputScan struct {
 	prompt, completion, total   *int64
 	created                     *time.Time
 	nanos                       *int16
-	kinds, payloads             []string
+	kinds, payloads             [][]byte
 	// f holds the columns that are pointers or slices in it too.
 	f storedFields
 }
@@ -79,7 +79,7 @@ func (s *InputScan) Version() (*session.Version, []session.Chunk, bool, error) {
 	var arena graphrow.Arena
 	chunks := make([]session.Chunk, len(s.kinds))
 	for i, k := range s.kinds {
-		c, err := decodeChunk(&arena, []byte(k), []byte(s.payloads[i]))
+		c, err := decodeChunk(&arena, k, s.payloads[i])
 		if err != nil {
 			return nil, nil, false, fmt.Errorf("input %s: %w", v.ID, err)
 		}
