@@ -476,7 +476,7 @@ func (w *Worker) startStep(ctx context.Context, job bus.Job) (runs.Step, error) 
 	if err == nil && st.EpochKnown && st.Input == input {
 		if _, err := w.inputs.seeder.SeedInput(&in, st.RedactionEpoch); err != nil {
 			// The step reads its input itself, and reports this there.
-			w.log.Debug("input read with the start not used", slog.String("step_id", job.StepID), slog.Any("error", err))
+			w.log.DebugContext(ctx, "input read with the start not used", slog.String("step_id", job.StepID), slog.Any("error", err))
 		}
 	}
 	return st, err
@@ -890,9 +890,9 @@ func (w *Worker) publishRunEnd(ctx context.Context, r runs.Run) {
 // failed, waiting, needs review, ended before it started), without waiting
 // for the server's confirmation: a lost ack costs a redelivery, which
 // finds the step ended and acks again, not a wait on every step.
-func (w *Worker) ack(_ context.Context, d *bus.Delivery, log *slog.Logger) {
+func (w *Worker) ack(ctx context.Context, d *bus.Delivery, log *slog.Logger) {
 	if err := d.AckNoWait(); err != nil {
-		log.Warn("ack failed", slog.Any("error", err))
+		log.WarnContext(ctx, "ack failed", slog.Any("error", err))
 	}
 }
 
