@@ -24,6 +24,8 @@ var allowed = map[string]string{
 	"postgres/00005_lanes.sql: ALTER TABLE versions ALTER COLUMN lane SET NOT NULL":               "pre-1.0, before rolling upgrades were supported: binaries older than 00005 do not write lane",
 	"postgres/00005_lanes.sql: ALTER TABLE chunks ALTER COLUMN lane SET NOT NULL":                 "pre-1.0, as above",
 	"postgres/00009_durable_runs.sql: ALTER TABLE steps DROP CONSTRAINT steps_run_id_ordinal_key": "relaxes a constraint: what the previous release writes still satisfies the schema",
+	"postgres/00025_steps_hot_updates.sql: DROP INDEX steps_open_idx":                             "an index no statement needs: the previous release's search for stale steps still runs, scanning steps once a reconcile interval until its coordinators are replaced",
+	"sqlite/00025_steps_hot_updates.sql: DROP INDEX steps_open_idx":                               "as above (the embedded store runs one release at a time)",
 }
 
 var (

@@ -48,10 +48,11 @@ const startable = `status NOT IN ('waiting','committed','failed','canceled')
 // Its conditions are written so that every row is found by its key, in
 // the plan Postgres keeps for the prepared statement too: the step's
 // status as "not waiting or ended" (the same set as pending or running,
-// by the table's CHECK, but one the planner cannot match to
-// steps_open_idx's predicate), the run as a lookup by id. Written the
-// plain way, the cached plan scanned steps_open_idx and runs_status_idx
-// for every open step or run, and those indexes keep an entry per status
+// by the table's CHECK, but one the planner cannot match to an index's
+// predicate on it, as steps_open_idx's was until migration 00025), the
+// run as a lookup by id. Written the plain way, the cached plan scanned
+// steps_open_idx and runs_status_idx for every open step or run, and
+// those indexes kept an entry per status
 // change until vacuum removes the dead ones: the start and the commit
 // (commitStepSQL, likewise) grew with the runs of the last minutes, to
 // 130 and 550 µs a statement after 30 s at 1,000 steps/s (issue 25).

@@ -436,10 +436,22 @@ func (s *Store) Cancel(ctx context.Context, runID string) (Run, error) {
 
 // Stale returns unfinished steps not updated since before, oldest first:
 // candidates for republishing by the reconciler.
+//
+// It reads the open runs' steps (runs_status_idx, then steps_run_idx): a
+// step of a run that has ended has nothing left to recover (its start
+// would refuse it; ending a run cancels its open steps), and no index of steps covers status or updated_at, so that a
+// step's start, heartbeats and commit rewrite its row without touching
+// any index (HOT updates on Postgres; migration 00025). The pass costs a
+// read of the open runs' steps, once a reconcile interval.
 func (s *Store) Stale(ctx context.Context, before time.Time, limit int) ([]Step, error) {
-	return queryAll(ctx, s.db, "stale steps", scanStep, `SELECT `+stepCols+` FROM steps WHERE status IN ('pending','running') AND updated_at < $1
-		 ORDER BY updated_at LIMIT $2`, before.UTC(), limit)
+	return queryAll(ctx, s.db, "stale steps", scanStep, staleSQL, before.UTC(), limit)
 }
+
+// staleSQL is Stale's statement: $1 the time, $2 the limit.
+const staleSQL = `SELECT ` + stepCols + ` FROM steps
+	WHERE run_id IN (SELECT id FROM runs WHERE status IN ('pending','running','waiting'))
+	  AND status IN ('pending','running') AND updated_at < $1
+	ORDER BY updated_at LIMIT $2`
 
 // Touch marks an unfinished step as just handled (a worker's heartbeat, a
 // republish), so the reconciler does not pick it again before its
