@@ -223,6 +223,12 @@ func TestStepsOnPostgresMeasuresPgbench(t *testing.T) {
 	if i < 0 || !(r.Figures[i].Value >= 3) || !strings.Contains(r.Figures[i].Name, "pgx tracer") {
 		t.Errorf("statements per step: %+v", r.Figures)
 	}
+	// A step writes at least its run, its step and two versions with
+	// their index entries: some kilobytes of WAL.
+	i = slices.IndexFunc(r.Figures, func(f bench.Figure) bool { return strings.HasPrefix(f.Name, "Postgres WAL per step") })
+	if i < 0 || !(r.Figures[i].Value > 1000) || r.Figures[i].Unit != "bytes" {
+		t.Errorf("WAL per step: %+v", r.Figures)
+	}
 	var table bytes.Buffer
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,10 @@ type dbSample struct {
 	// when the extension is not loaded.
 	calls   int64
 	callsOK bool
+	// wal is the server's WAL insert position (pg_current_wal_lsn), in
+	// bytes; ok false on a standby or when it could not be read.
+	wal   uint64
+	walOK bool
 }
 
 // dbProbe reads the Postgres server of a store URL.
@@ -77,10 +82,29 @@ func (d dbProbe) read(ctx context.Context) (dbSample, error) {
 			}
 		}
 	}
+	var lsn string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err == nil {
+		s.wal, s.walOK = parseLSN(lsn)
+	}
 	err = conn.QueryRow(ctx, `SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements s
 		JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = current_database()`).Scan(&s.calls)
 	s.callsOK = err == nil
 	return s, nil
+}
+
+// parseLSN reads a Postgres WAL position ("16/B374D848": the high and low
+// 32 bits in hex) as a byte offset.
+func parseLSN(s string) (uint64, bool) {
+	hi, lo, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, false
+	}
+	h, err1 := strconv.ParseUint(hi, 16, 32)
+	l, err2 := strconv.ParseUint(lo, 16, 32)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return h<<32 | l, true
 }
 
 // isLocalHost reports whether the connection reached a server on this

@@ -121,6 +121,14 @@ func (m *meter) report(ctx context.Context, r *Report, n int) {
 			row(fmt.Sprintf("postgres: backends of the store's database (%d)", len(db1.backends)), cpuDelta(m.db0.backends, db1.backends), true)
 			row("postgres: background processes (WAL writer, checkpointer…; shared with other databases)", cpuDelta(m.db0.background, db1.background), false)
 		}
+		if err == nil && m.dbErr == nil && m.db0.walOK && db1.walOK && db1.wal > m.db0.wal {
+			// The server's, not the database's alone: in a bench nothing else
+			// writes, and it counts what a step's rows and indexes cost the
+			// disk, whatever the machine's noise.
+			r.add(Figure{Scenario: "steps", Name: "Postgres WAL per step, loaded (the server's: every database's)", Value: float64(db1.wal-m.db0.wal) / float64(n), Unit: "bytes"})
+		} else {
+			r.note("steps: WAL per step not measured (the server's WAL position could not be read)")
+		}
 		switch {
 		case m.t.Statements != nil:
 			s1, rt1 := m.t.Statements.Counts()
