@@ -100,13 +100,19 @@ func TestResumedDriverStaysInTheRunTrace(t *testing.T) {
 		}
 		return got.Status == runs.RunSucceeded
 	})
-	testenv.Eventually(t, 30*time.Second, "the resumed drive's span", func() bool {
+	// A worker's span of a step ends after the step's commit, which may
+	// be after the run has succeeded: wait for both steps' spans too.
+	testenv.Eventually(t, 30*time.Second, "the resumed drive's span and both steps'", func() bool {
+		drive, process := 0, 0
 		for _, s := range exp2.GetSpans() {
-			if s.Name == "drive workflow" {
-				return true
+			switch {
+			case s.Name == "drive workflow":
+				drive++
+			case strings.HasPrefix(s.Name, "process "):
+				process++
 			}
 		}
-		return false
+		return drive >= 1 && process >= 2
 	})
 
 	spans := append(exp1.GetSpans(), exp2.GetSpans()...)
