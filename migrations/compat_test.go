@@ -25,6 +25,8 @@ var allowed = map[string]string{
 	"postgres/00005_lanes.sql: ALTER TABLE chunks ALTER COLUMN lane SET NOT NULL":                 "pre-1.0, as above",
 	"postgres/00009_durable_runs.sql: ALTER TABLE steps DROP CONSTRAINT steps_run_id_ordinal_key": "relaxes a constraint: what the previous release writes still satisfies the schema",
 	"postgres/00025_steps_hot_updates.sql: DROP INDEX steps_open_idx":                             "an index no statement needs: the previous release's search for stale steps still runs, scanning steps once a reconcile interval until its coordinators are replaced",
+	"postgres/00026_runs_state.sql: DROP INDEX runs_status_idx":                                   "an index the previous release's listing by status and searches for open runs read: they still run, scanning runs, until its coordinators are replaced",
+	"sqlite/00026_runs_state.sql: DROP INDEX runs_status_idx":                                     "as above (the embedded store runs one release at a time)",
 	"sqlite/00025_steps_hot_updates.sql: DROP INDEX steps_open_idx":                               "as above (the embedded store runs one release at a time)",
 }
 

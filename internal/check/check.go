@@ -524,7 +524,7 @@ func (c *checker) descent(ctx context.Context) error {
 
 // settled requires every run and step to have ended.
 func (c *checker) settled(ctx context.Context) error {
-	return c.each(ctx, "open runs", `SELECT 'run', id, status FROM runs WHERE status IN ('pending', 'running', 'waiting')
+	return c.each(ctx, "open runs", `SELECT 'run', id, status FROM runs WHERE state = 'open'
 		UNION ALL SELECT 'step', id, status FROM steps WHERE status IN ('pending', 'running', 'waiting')`, func(rows *sql.Rows) error {
 		var kind, id, status string
 		if err := rows.Scan(&kind, &id, &status); err != nil {

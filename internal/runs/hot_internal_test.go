@@ -6,20 +6,24 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
-// TestStepRewritesAddNoIndexEntries: on Postgres a step's start, its
+// TestRewritesAddNoIndexEntries: on Postgres a step's start, its
 // heartbeats and its commit rewrite its row without adding an entry to any
-// index of steps (HOT updates), so a step costs its indexes one entry each
-// however often it is rewritten (migration 00025). With steps_open_idx,
-// whose key and predicate the rewrites change, every rewrite added an
+// index of steps, and the start rewrites the run's row (pending to
+// running) without adding one to any index of runs (HOT updates), so an
+// open step or run costs its indexes one entry each however often it is
+// rewritten (migrations 00025 and 00026). With steps_open_idx and
+// runs_status_idx, whose keys the rewrites change, every rewrite added an
 // entry to every index.
-func TestStepRewritesAddNoIndexEntries(t *testing.T) {
+func TestRewritesAddNoIndexEntries(t *testing.T) {
 	ctx := context.Background()
 	s, _, conn, input := openRunStore(t)
 	output := uuid.New()
 	insertRoot(t, conn, output)
-	r := createRun(t, s, input, 1, nil)
+	deadline := time.Now().Add(time.Hour)
+	r := createRun(t, s, input, 1, &deadline)
 	stepID := r.Steps[0].ID
 	if _, err := s.StartStep(ctx, stepID, "w1"); err != nil {
 		t.Fatal(err)
@@ -29,16 +33,26 @@ func TestStepRewritesAddNoIndexEntries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var status string
+	if err := conn.QueryRow(ctx, `SELECT status FROM runs WHERE id = $1`, r.ID).Scan(&status); err != nil || status != "running" {
+		t.Fatalf("run %s: status %q, %v; want running", r.ID, status, err)
+	}
+	checkEntries(t, conn, "runs", "a run whose step started")
 	if _, err := s.CommitStep(ctx, stepID, output); err != nil {
 		t.Fatal(err)
 	}
-	var status string
 	if err := conn.QueryRow(ctx, `SELECT status FROM steps WHERE id = $1`, stepID).Scan(&status); err != nil || status != "committed" {
 		t.Fatalf("step %s: status %q, %v; want committed", stepID, status, err)
 	}
+	checkEntries(t, conn, "steps", "a step started, touched three times and committed")
+}
 
-	// The entries of each index of steps, live or dead, from its leaf
-	// pages (pageinspect: the test server's user is a superuser).
+// checkEntries fails t unless each index of table holds one entry, live
+// or dead, read from its leaf pages (pageinspect: the test server's user
+// is a superuser). The table holds one row.
+func checkEntries(t *testing.T, conn *pgx.Conn, table, what string) {
+	t.Helper()
+	ctx := context.Background()
 	if _, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pageinspect`); err != nil {
 		t.Fatal(err)
 	}
@@ -47,38 +61,33 @@ func TestStepRewritesAddNoIndexEntries(t *testing.T) {
 		   FROM generate_series(1, pg_relation_size(i.indexrelid) / current_setting('block_size')::int - 1) b,
 		        bt_page_stats(i.indexrelid::regclass::text, b) p
 		  WHERE p.type = 'l')
-		FROM pg_index i WHERE i.indrelid = 'steps'::regclass ORDER BY 1`)
+		FROM pg_index i WHERE i.indrelid = $1::regclass ORDER BY 1`, table)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		var (
-			index   string
-			entries int64
-		)
-		if err := rows.Scan(&index, &entries); err != nil {
-			t.Fatal(err)
-		}
-		n++
-		if entries != 1 {
-			t.Errorf("index %s holds %d entries for one step started, touched three times and committed; want 1", index, entries)
-		}
-	}
-	if err := rows.Err(); err != nil {
+	entries, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
+		Index   string
+		Entries int64
+	}])
+	if err != nil {
 		t.Fatal(err)
 	}
-	if n == 0 {
-		t.Fatal("steps has no index")
+	if len(entries) == 0 {
+		t.Fatalf("%s has no index", table)
+	}
+	for _, e := range entries {
+		if e.Entries != 1 {
+			t.Errorf("index %s holds %d entries for %s; want 1", e.Index, e.Entries, what)
+		}
 	}
 }
 
-// TestStaleReadsTheOpenRunsSteps: the reconciler's search for stale steps
-// finds a step of an open run that nobody touched, not one whose run has
-// ended (its start would refuse it), and reads steps through the open
-// runs by key, not by scanning steps, in a store full of ended runs.
-func TestStaleReadsTheOpenRunsSteps(t *testing.T) {
+// TestOpenRunsByState: the reconciler's search for stale steps finds a step
+// of an open run that nobody touched, not one whose run has ended (its
+// start would refuse it); it, the deadline's and the drivers' searches
+// for open runs, and the listing by status read their rows by index, not
+// by scanning runs or steps, in a store full of ended runs.
+func TestOpenRunsByState(t *testing.T) {
 	ctx := context.Background()
 	s, _, conn, input := openRunStore(t)
 	open := createRun(t, s, input, 1, nil)
@@ -109,20 +118,35 @@ func TestStaleReadsTheOpenRunsSteps(t *testing.T) {
 	if _, err := conn.Exec(ctx, `ANALYZE runs; ANALYZE steps`); err != nil {
 		t.Fatal(err)
 	}
-	var raw []byte
-	if err := conn.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+staleSQL, time.Now(), 500).Scan(&raw); err != nil {
-		t.Fatal(err)
-	}
-	byKey := false
-	for _, n := range planNodes(t, raw) {
-		if n["Node Type"] == "Seq Scan" {
-			t.Errorf("stale steps: scans %v: %s", n["Relation Name"], raw)
+	failed, failedState := listSQL(RunFailed)
+	running, runningState := listSQL(RunRunning)
+	now := time.Now()
+	for name, c := range map[string]struct {
+		sql   string
+		args  []any
+		index string
+	}{
+		"stale":        {staleSQL, []any{now, 500}, "steps_run_idx"},
+		"expired":      {expiredSQL, []any{now, 100}, "runs_deadline_idx"},
+		"driven":       {drivenSQL, []any{"c1", 100}, "runs_state_idx"},
+		"list failed":  {failed, []any{"failed", "", 50, failedState}, "runs_state_idx"},
+		"list running": {running, []any{"running", "", 50, runningState}, "runs_state_idx"},
+	} {
+		var raw []byte
+		if err := conn.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+c.sql, c.args...).Scan(&raw); err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
-		if n["Index Name"] == "steps_run_idx" {
-			byKey = true
+		used := false
+		for _, n := range planNodes(t, raw) {
+			if rel := n["Relation Name"]; n["Node Type"] == "Seq Scan" && (rel == "steps" || rel == "runs") {
+				t.Errorf("%s: scans %v: %s", name, rel, raw)
+			}
+			if n["Index Name"] == c.index {
+				used = true
+			}
 		}
-	}
-	if !byKey {
-		t.Errorf("stale steps: steps not read by their run: %s", raw)
+		if !used {
+			t.Errorf("%s: does not read %s: %s", name, c.index, raw)
+		}
 	}
 }

@@ -199,20 +199,7 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]Run, error) {
 		limit = 50
 	}
 	limit = min(limit, 1000)
-	where := `($1 = '' OR status = $1)`
-	switch p.Status {
-	case RunNeedsReview:
-		where = `($1 <> '' AND status = 'waiting' AND (` + reviewProbe + `) = 1)`
-	case RunWaiting:
-		where = `($1 <> '' AND status = 'waiting' AND (` + reviewProbe + `) IS NULL)`
-	}
-	// The CASE probes the journal only for the page's waiting runs, one
-	// indexed lookup each: a scalar subquery, which Postgres never turns
-	// into a hashed scan of every waiting step (it may for an EXISTS) and
-	// plans quickly; the filters probe the waiting runs (runs_status_idx)
-	// the same way.
-	q := `SELECT ` + runCols + `, CASE WHEN status <> 'waiting' THEN 0 WHEN (` + reviewProbe + `) = 1 THEN 1 ELSE 0 END
-	        FROM runs WHERE ` + where + ` AND ($2 = '' OR id < $2) ORDER BY id DESC LIMIT $3`
+	q, state := listSQL(p.Status)
 	return queryAll(ctx, s.db, "list runs", func(sc scanner) (Run, error) {
 		var review int
 		r, err := scanRun(extraScanner{sc, []any{&review}})
@@ -220,7 +207,33 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]Run, error) {
 			r.Status = RunNeedsReview
 		}
 		return r, err
-	}, q, string(p.Status), p.Before, limit)
+	}, q, string(p.Status), p.Before, limit, state)
+}
+
+// listSQL is List's statement for a status ($1 the status, $2 the page's
+// end, $3 the limit, $4 the state it returns). A status is looked up by
+// its state (runs_state_idx; migration 00026), an open one among the open
+// runs.
+func listSQL(status RunStatus) (q, state string) {
+	state = string(status)
+	if !status.Terminal() {
+		state = "open"
+	}
+	where := `($1 = '' OR (state = $4 AND status = $1))`
+	switch status {
+	case RunNeedsReview:
+		where = `($1 <> '' AND state = $4 AND status = 'waiting' AND (` + reviewProbe + `) = 1)`
+	case RunWaiting:
+		where = `($1 <> '' AND state = $4 AND status = 'waiting' AND (` + reviewProbe + `) IS NULL)`
+	}
+	// The CASE probes the journal only for the page's waiting runs, one
+	// indexed lookup each: a scalar subquery, which Postgres never turns
+	// into a hashed scan of every waiting step (it may for an EXISTS) and
+	// plans quickly; the filters probe the open runs (runs_state_idx) the
+	// same way.
+	q = `SELECT ` + runCols + `, CASE WHEN status <> 'waiting' THEN 0 WHEN (` + reviewProbe + `) = 1 THEN 1 ELSE 0 END
+	        FROM runs WHERE ` + where + ` AND ($2 = '' OR id < $2) ORDER BY id DESC LIMIT $3`
+	return q, state
 }
 
 // reviewProbe is 1, in a query over runs, for a run one of whose waiting
@@ -437,7 +450,7 @@ func (s *Store) Cancel(ctx context.Context, runID string) (Run, error) {
 // Stale returns unfinished steps not updated since before, oldest first:
 // candidates for republishing by the reconciler.
 //
-// It reads the open runs' steps (runs_status_idx, then steps_run_idx): a
+// It reads the open runs' steps (runs_state_idx, then steps_run_idx): a
 // step of a run that has ended has nothing left to recover (its start
 // would refuse it; ending a run cancels its open steps), and no index of steps covers status or updated_at, so that a
 // step's start, heartbeats and commit rewrite its row without touching
@@ -449,7 +462,7 @@ func (s *Store) Stale(ctx context.Context, before time.Time, limit int) ([]Step,
 
 // staleSQL is Stale's statement: $1 the time, $2 the limit.
 const staleSQL = `SELECT ` + stepCols + ` FROM steps
-	WHERE run_id IN (SELECT id FROM runs WHERE status IN ('pending','running','waiting'))
+	WHERE run_id IN (SELECT id FROM runs WHERE state = 'open')
 	  AND status IN ('pending','running') AND updated_at < $1
 	ORDER BY updated_at LIMIT $2`
 

@@ -213,10 +213,13 @@ func (s *Store) Expire(ctx context.Context, now time.Time, limit int) ([]Run, er
 	return out, nil
 }
 
+// expiredSQL finds the open runs whose deadline passed before $1, at most
+// $2 (runs_deadline_idx).
+const expiredSQL = `SELECT id FROM runs WHERE deadline IS NOT NULL AND deadline < $1 AND state = 'open'
+	ORDER BY deadline LIMIT $2`
+
 func (s *Store) expiredIDs(ctx context.Context, now time.Time, limit int) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx,
-		`SELECT id FROM runs WHERE deadline IS NOT NULL AND deadline < $1 AND status IN ('pending','running','waiting')
-		 ORDER BY deadline LIMIT $2`, now.UTC(), limit)
+	rows, err := s.db.QueryContext(ctx, expiredSQL, now.UTC(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("expired runs: %w", err)
 	}
@@ -235,9 +238,12 @@ func (s *Store) expiredIDs(ctx context.Context, now time.Time, limit int) ([]str
 // Driven returns the unfinished workflow runs of driver, oldest first (at
 // most limit), without their steps: what a restarted coordinator resumes.
 func (s *Store) Driven(ctx context.Context, driver string, limit int) ([]Run, error) {
-	return queryAll(ctx, s.db, "driven runs", scanRun, `SELECT `+runCols+` FROM runs WHERE kind = 'workflow' AND driver = $1 AND status IN ('pending','running','waiting')
-		 ORDER BY id LIMIT $2`, driver, limit)
+	return queryAll(ctx, s.db, "driven runs", scanRun, drivenSQL, driver, limit)
 }
+
+// drivenSQL is Driven's statement: $1 the driver, $2 the limit.
+const drivenSQL = `SELECT ` + runCols + ` FROM runs WHERE kind = 'workflow' AND driver = $1 AND state = 'open'
+	ORDER BY id LIMIT $2`
 
 // MarkRunning moves a pending run to running (a driver started it).
 func (s *Store) MarkRunning(ctx context.Context, runID string) error {
