@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/rath-run/rath/internal/testdb"
 )
 
 // TestRewritesAddNoIndexEntries: on Postgres a step's start, its
@@ -137,7 +139,7 @@ func TestOpenRunsByState(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		used := false
-		for _, n := range planNodes(t, raw) {
+		for _, n := range testdb.PlanNodes(t, raw) {
 			if rel := n["Relation Name"]; n["Node Type"] == "Seq Scan" && (rel == "steps" || rel == "runs") {
 				t.Errorf("%s: scans %v: %s", name, rel, raw)
 			}

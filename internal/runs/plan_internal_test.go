@@ -2,7 +2,6 @@ package runs
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -74,7 +73,7 @@ func TestHotPathPlansUseKeys(t *testing.T) {
 		_ = tx.Rollback(ctx)
 		plan = string(raw)
 		var nodes []map[string]any
-		for _, n := range planNodes(t, raw) {
+		for _, n := range testdb.PlanNodes(t, raw) {
 			if _, ok := n["Index Name"]; ok {
 				nodes = append(nodes, n)
 			}
@@ -109,33 +108,4 @@ func TestStartsUseTheCachedPlan(t *testing.T) {
 			t.Errorf("%s: %d executions planned for their values, %d on the cached plan; want 5 and 5", name, custom, generic)
 		}
 	}
-}
-
-// planNodes returns the nodes of an EXPLAIN (FORMAT JSON) plan, every
-// level's.
-func planNodes(t *testing.T, raw []byte) []map[string]any {
-	t.Helper()
-	var doc any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Fatal(err)
-	}
-	var nodes []map[string]any
-	var walk func(v any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			if _, ok := v["Node Type"]; ok {
-				nodes = append(nodes, v)
-			}
-			for _, x := range v {
-				walk(x)
-			}
-		case []any:
-			for _, x := range v {
-				walk(x)
-			}
-		}
-	}
-	walk(doc)
-	return nodes
 }

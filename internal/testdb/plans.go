@@ -2,6 +2,7 @@ package testdb
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -36,4 +37,34 @@ func CachedPlans(t testing.TB, conn Conn, name, sql string, n int, lits ...strin
 		t.Fatalf("%s: pg_prepared_statements: %v", name, err)
 	}
 	return generic, custom
+}
+
+// PlanNodes returns the nodes of an EXPLAIN (FORMAT JSON) plan, every
+// level's, each as the plan's JSON object ("Node Type", "Relation Name",
+// "Index Name", "Index Cond"…).
+func PlanNodes(t testing.TB, raw []byte) []map[string]any {
+	t.Helper()
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	var nodes []map[string]any
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if _, ok := v["Node Type"]; ok {
+				nodes = append(nodes, v)
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(doc)
+	return nodes
 }

@@ -278,34 +278,18 @@ func TestGroupPlanUsesKeys(t *testing.T) {
 		if err := conn.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE `+name+`(`+strings.Join(c.lits, ", ")+`)`).Scan(&raw); err != nil {
 			t.Fatalf("%s: explain: %v", name, err)
 		}
-		var doc any
-		if err := json.Unmarshal(raw, &doc); err != nil {
-			t.Fatal(err)
-		}
 		lookups := 0
-		var walk func(v any)
-		walk = func(v any) {
-			switch v := v.(type) {
-			case map[string]any:
-				if rel, _ := v["Relation Name"].(string); rel == "versions" || rel == "chunks" {
-					switch v["Node Type"] {
-					case "Index Scan", "Index Only Scan":
-						lookups++
-					case "ModifyTable":
-					default:
-						t.Errorf("%s: %s on %s, want lookups by key: %s", name, v["Node Type"], rel, raw)
-					}
-				}
-				for _, x := range v {
-					walk(x)
-				}
-			case []any:
-				for _, x := range v {
-					walk(x)
+		for _, v := range testdb.PlanNodes(t, raw) {
+			if rel, _ := v["Relation Name"].(string); rel == "versions" || rel == "chunks" {
+				switch v["Node Type"] {
+				case "Index Scan", "Index Only Scan":
+					lookups++
+				case "ModifyTable":
+				default:
+					t.Errorf("%s: %s on %s, want lookups by key: %s", name, v["Node Type"], rel, raw)
 				}
 			}
 		}
-		walk(doc)
 		if lookups == 0 {
 			t.Errorf("%s: no index lookup in the plan: %s", name, raw)
 		}
