@@ -25,8 +25,10 @@ if [ ! -x "$bin" ]; then
 		cd "$work"
 		go mod init rath.local/jaegerbuild >/dev/null 2>&1
 		GOFLAGS=-mod=mod go get -tool "github.com/jaegertracing/jaeger/cmd/jaeger@$version" >&2
-		GOFLAGS=-mod=mod go build -o "$bin.tmp" github.com/jaegertracing/jaeger/cmd/jaeger >&2
+		GOFLAGS=-mod=mod go build -o "$bin.tmp.$$" github.com/jaegertracing/jaeger/cmd/jaeger >&2
 	)
-	mv "$bin.tmp" "$bin"
+	# A temporary name of this run's own: two runs building at once each
+	# move a whole binary into place.
+	mv "$bin.tmp.$$" "$bin"
 fi
 echo "export RATH_TEST_JAEGER_BIN='$bin'"

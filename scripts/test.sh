@@ -6,13 +6,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-eval "$(scripts/testpg.sh start)"
+# Each script's output is taken first, then evaluated: `eval "$(…)"` would
+# go on after a failed script (eval of its empty output succeeds).
+pg_env=$(scripts/testpg.sh start)
+eval "$pg_env"
 trap 'scripts/testpg.sh stop' EXIT
 export RATH_TEST_DATABASE_URL RATH_TEST_PG_BIN
 # Jaeger v2 for the tracing e2e (e2e/jaeger_test.go): built once from the
 # Go module proxy into a cache directory (several minutes the first time),
 # reused after. A failed build fails the run; the test never skips.
-eval "$(scripts/jaeger.sh)"
+jaeger_env=$(scripts/jaeger.sh)
+eval "$jaeger_env"
 export RATH_TEST_JAEGER_BIN
 # The docker sandbox tests' image, built locally (no registry); a no-op
 # without a Docker Engine or when the image is current.
