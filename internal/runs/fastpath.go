@@ -49,14 +49,13 @@ const startable = `status NOT IN ('waiting','committed','failed','canceled')
 // the plan Postgres keeps for the prepared statement too: the step's
 // status as "not waiting or ended" (the same set as pending or running,
 // by the table's CHECK, but one the planner cannot match to an index's
-// predicate on it, as steps_open_idx's was until migration 00025), the
-// run as a lookup by id. Written the plain way, the cached plan scanned
-// steps_open_idx and runs_status_idx (gone since migrations 00025 and
-// 00026) for every open step or run, and
-// those indexes kept an entry per status
-// change until vacuum removes the dead ones: the start and the commit
-// (commitStepSQL, likewise) grew with the runs of the last minutes, to
-// 130 and 550 µs a statement after 30 s at 1,000 steps/s (issue 25).
+// predicate on it), the run as a lookup by id. Written the plain way, the
+// cached plan scanned steps_open_idx and runs_status_idx (gone since
+// migrations 00025 and 00026) for every open step or run, and those
+// indexes kept an entry per status change until vacuum removed the dead
+// ones: the start and the commit (commitStepSQL, likewise) grew with the
+// runs of the last minutes, to 130 and 550 µs a statement after 30 s at
+// 1,000 steps/s (issue 25).
 const startStepHead = `WITH relax AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
 st AS (
 	UPDATE steps SET status = 'running', attempts = attempts + 1, worker = $2,
@@ -104,10 +103,11 @@ WHERE step_id = $1 AND kind IN ('ambiguous', 'review') AND EXISTS (SELECT 1 FROM
 // startStepsEpochSQL reads the redaction epoch too. As in startStepHead,
 // the runs are looked up by id: their status "pending" is written as not
 // any other status (the table's CHECK), which the planner cannot match to
-// runs_status_idx (until migration 00026; TestHotPathPlansUseKeys). The arrays reach unnest
-// through a subquery that OFFSET 0 keeps apart, so that a connection runs
-// the statement on its cached generic plan instead of planning it for each
-// group's values (see pgstore's groupVersionsSQL; TestStartsUseTheCachedPlan).
+// an index by status (runs_status_idx until migration 00026;
+// TestHotPathPlansUseKeys). The arrays reach unnest through a subquery
+// that OFFSET 0 keeps apart, so that a connection runs the statement on
+// its cached generic plan instead of planning it for each group's values
+// (see pgstore's groupVersionsSQL; TestStartsUseTheCachedPlan).
 const (
 	startStepsHead = `WITH relax AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
 inp AS (SELECT t.* FROM (SELECT $1::text[] a1, $2::text[] a2 OFFSET 0) arr, unnest(arr.a1, arr.a2) AS t(sid, wkr)),

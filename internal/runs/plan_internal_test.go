@@ -13,10 +13,9 @@ import (
 // prepared statement gets after five runs). Scans of an index by status
 // (runs_status_idx and steps_open_idx until migrations 00025 and 00026)
 // read an entry for every open step or run, and for every status change
-// vacuum has not yet removed: the
-// statements grew with the load (issue 25: the commit took 550 µs after
-// 30 s at 1,000 steps/s). The tables hold enough ended rows for the
-// planner to see a choice.
+// vacuum has not yet removed: the statements grew with the load (issue
+// 25: the commit took 550 µs after 30 s at 1,000 steps/s). The tables
+// hold enough ended rows for the planner to see a choice.
 func TestHotPathPlansUseKeys(t *testing.T) {
 	ctx := context.Background()
 	_, conn := migratedPG(t)

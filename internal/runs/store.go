@@ -452,7 +452,7 @@ func (s *Store) Cancel(ctx context.Context, runID string) (Run, error) {
 //
 // It reads the open runs' steps (runs_state_idx, then steps_run_idx): a
 // step of a run that has ended has nothing left to recover (its start
-// would refuse it; ending a run cancels its open steps), and no index of steps covers status or updated_at, so that a
+// would refuse it). No index of steps covers status or updated_at, so a
 // step's start, heartbeats and commit rewrite its row without touching
 // any index (HOT updates on Postgres; migration 00025). The pass costs a
 // read of the open runs' steps, once a reconcile interval.

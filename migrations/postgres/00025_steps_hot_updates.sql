@@ -9,8 +9,9 @@
 -- Without it no index of steps covers a column a rewrite changes, and
 -- Postgres rewrites the row in place on its page. Its one reader, the
 -- reconciler's search for stale steps (runs.Store.Stale), finds the open
--- steps through the open runs instead (runs_status_idx, then
--- steps_run_idx): a step can only be open while its run is.
+-- steps through the open runs instead (the open runs by index, then
+-- steps_run_idx): a step of a run that has ended has nothing left to
+-- recover.
 
 -- +goose Up
 DROP INDEX steps_open_idx;

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/rath-run/rath/internal/cpustat"
-
 	"github.com/rath-run/rath/pkg/store"
 	"github.com/rath-run/rath/pkg/store/pgstore"
 	"github.com/rath-run/rath/pkg/store/storetest"
