@@ -94,8 +94,8 @@ func TestOpenRunsByState(t *testing.T) {
 	s, _, conn, input := openRunStore(t)
 	open := createRun(t, s, input, 1, nil)
 	ended := createRun(t, s, input, 1, nil)
-	// A run that ended without its step: a workflow's driver completes its
-	// run whatever steps it left behind.
+	// A run that ended with its step open: a workflow run completed before
+	// Complete canceled the steps its driver left unfinished.
 	if _, err := conn.Exec(ctx, `UPDATE runs SET status = 'succeeded' WHERE id = $1`, ended.ID); err != nil {
 		t.Fatal(err)
 	}

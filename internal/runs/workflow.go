@@ -130,8 +130,10 @@ func (s *Store) AcceptChanges(ctx context.Context, runID string, reopenable func
 var ErrNotWorkflow = errors.New("rath: not a workflow run")
 
 // Complete ends a workflow run succeeded with output, the version its
-// driver computed. Completing it again with the same output is a no-op; a
-// run that ended otherwise returns ErrTerminal.
+// driver computed, canceling the steps it left unfinished (a driver that
+// took the first of several branches): a worker running one aborts at its
+// next heartbeat, as when a run is canceled. Completing it again with the
+// same output is a no-op; a run that ended otherwise returns ErrTerminal.
 func (s *Store) Complete(ctx context.Context, runID string, output session.ID) (Run, error) {
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		r, err := getRun(ctx, tx, runID)
@@ -147,10 +149,13 @@ func (s *Store) Complete(ctx context.Context, runID string, output session.ID) (
 		if r.Status.Terminal() {
 			return fmt.Errorf("complete run %s: it is %s: %w", runID, r.Status, ErrTerminal)
 		}
-		_, err = tx.ExecContext(ctx,
+		now := s.ts()
+		if _, err := tx.ExecContext(ctx,
 			`UPDATE runs SET status = 'succeeded', output_id = $2, error = '', updated_at = $3 WHERE id = $1`,
-			runID, output.String(), s.ts())
-		return err
+			runID, output.String(), now); err != nil {
+			return fmt.Errorf("complete run %s: %w", runID, err)
+		}
+		return cancelOpenSteps(ctx, tx, runID, now)
 	})
 	if err != nil {
 		return Run{}, err
@@ -264,6 +269,11 @@ func endRun(ctx context.Context, tx *sql.Tx, runID string, status RunStatus, rea
 		runID, string(status), reason, now); err != nil {
 		return fmt.Errorf("end run %s: %w", runID, err)
 	}
+	return cancelOpenSteps(ctx, tx, runID, now)
+}
+
+// cancelOpenSteps cancels the unfinished steps of a run that is ending.
+func cancelOpenSteps(ctx context.Context, tx *sql.Tx, runID string, now time.Time) error {
 	if _, err := tx.ExecContext(ctx,
 		`UPDATE steps SET status = 'canceled', finished_at = $2, updated_at = $2
 		 WHERE run_id = $1 AND status IN ('pending','running','waiting')`, runID, now); err != nil {

@@ -87,6 +87,62 @@ func TestWorkflowSteps(t *testing.T) {
 	})
 }
 
+// TestCompleteCancelsOpenSteps: a workflow's driver may complete its run
+// while steps it started are still open (it took the first of several
+// branches); the run's end cancels them, as a cancel, a failure or a
+// deadline does, so a worker running one aborts at its next heartbeat and
+// nothing of an ended run stays open.
+func TestCompleteCancelsOpenSteps(t *testing.T) {
+	backends(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		rs := open(t, url)
+		r := newWorkflowRun(t, rs, url, nil)
+		call := json.RawMessage(`{"kind":"agent","agent":{"name":"a"}}`)
+		put := func(key string) runs.Step {
+			t.Helper()
+			st, _, err := rs.PutStep(ctx, r.ID, key, call, r.Input, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+		won, running, pending := put("0.1"), put("0.2"), put("0.3")
+		for _, st := range []runs.Step{won, running} {
+			if _, err := rs.StartStep(ctx, st.ID, "w1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out := version(t, url)
+		if _, err := rs.CommitStep(ctx, won.ID, out); err != nil {
+			t.Fatal(err)
+		}
+		done, err := rs.Complete(ctx, r.ID, out)
+		if err != nil || done.Status != runs.RunSucceeded {
+			t.Fatalf("Complete = %+v, %v", done, err)
+		}
+		want := map[string]runs.StepStatus{won.ID: runs.StepCommitted, running.ID: runs.StepCanceled, pending.ID: runs.StepCanceled}
+		for _, st := range done.Steps {
+			if st.Status != want[st.ID] {
+				t.Errorf("step %s = %s, want %s", st.ID, st.Status, want[st.ID])
+			}
+			if st.Status == runs.StepCanceled && st.FinishedAt == nil {
+				t.Errorf("canceled step %s has no finish time", st.ID)
+			}
+		}
+		if len(done.Steps) != len(want) {
+			t.Fatalf("steps = %+v", done.Steps)
+		}
+		if err := rs.Touch(ctx, running.ID); !errors.Is(err, runs.ErrTerminal) {
+			t.Fatalf("heartbeat of a step of the completed run = %v, want ErrTerminal", err)
+		}
+		// Completing again is still a no-op, and leaves the output.
+		again, err := rs.Complete(ctx, r.ID, out)
+		if err != nil || again.Output == nil || *again.Output != out {
+			t.Fatalf("Complete again = %+v, %v", again, err)
+		}
+	})
+}
+
 func TestCancelReachesHeartbeat(t *testing.T) {
 	backends(t, func(t *testing.T, url string) {
 		ctx := context.Background()
