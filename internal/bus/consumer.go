@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,6 +21,10 @@ type Consumer struct {
 	b     *Bus
 	queue string
 	cons  jetstream.Consumer
+	// idle is a hint for Fetch: the last job delivered said no other job
+	// was waiting behind it (its NumPending), so a no-wait batch would
+	// most likely come back empty.
+	idle atomic.Bool
 }
 
 // Consumer declares (CreateOrUpdateConsumer, so idempotent) and returns the
@@ -62,6 +67,13 @@ func (c *Consumer) Queue() string { return c.queue }
 // empty slice and a nil error when maxWait passes with no job; maxWait
 // below 1ms does not wait at all.
 //
+// While the queue keeps up (the last job delivered had none waiting behind
+// it), Fetch goes straight to the wait, which returns at once with a job
+// that is there: one request to the server a job, not two. A job that
+// arrives with others behind it brings back the batches, so after an idle
+// spell the first fetch of a burst returns one job and the next ones up
+// to n.
+//
 // Fetch never holds a delivered job back to fill a batch: a batch that
 // waited to fill for longer than AckWait would collect redeliveries of its
 // own jobs, and each job's ack deadline runs from the moment the server
@@ -82,17 +94,25 @@ func (c *Consumer) Fetch(ctx context.Context, n int, maxWait time.Duration) ([]*
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	batch, err := c.cons.FetchNoWait(n)
-	out, err := c.collect(ctx, batch, err)
-	if err != nil || len(out) > 0 || maxWait < time.Millisecond {
-		return out, err
+	// A no-wait batch first, unless its answer is most likely "no
+	// messages": a single job is what the long poll asks for anyway, and
+	// when the last job delivered had none behind it the queue is keeping
+	// up, and each job would cost two requests instead of one. The hint
+	// may be stale either way; the long poll still returns at once with a
+	// job that is there, and its job's count restores the batches.
+	if maxWait < time.Millisecond || (n > 1 && !c.idle.Load()) {
+		batch, err := c.cons.FetchNoWait(n)
+		out, err := c.collect(ctx, batch, err)
+		if err != nil || len(out) > 0 || maxWait < time.Millisecond {
+			return out, err
+		}
 	}
 	// Nothing ready: long-poll for one job. FetchContext makes the pull
 	// request expire on the server slightly before fctx does, so a timeout
 	// normally ends with the server's 408 rather than fctx's deadline.
 	fctx, cancel := context.WithTimeout(ctx, maxWait)
 	defer cancel()
-	batch, err = c.cons.Fetch(1, jetstream.FetchContext(fctx))
+	batch, err := c.cons.Fetch(1, jetstream.FetchContext(fctx))
 	return c.collect(ctx, batch, err)
 }
 
@@ -103,7 +123,9 @@ func (c *Consumer) collect(ctx context.Context, batch jetstream.MessageBatch, er
 	}
 	var out []*Delivery
 	for m := range batch.Messages() {
-		out = append(out, c.newDelivery(m))
+		d := c.newDelivery(m)
+		c.idle.Store(d.numPending == 0)
+		out = append(out, d)
 	}
 	if ctx.Err() != nil {
 		for _, d := range out {

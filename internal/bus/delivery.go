@@ -29,6 +29,7 @@ type Delivery struct {
 
 	msg          jetstream.Msg
 	numDelivered uint64
+	numPending   uint64 // jobs of the queue not yet delivered, when this one was
 	streamSeq    uint64
 	ackWait      time.Duration
 	b            *Bus
@@ -43,6 +44,7 @@ func (c *Consumer) newDelivery(m jetstream.Msg) *Delivery {
 	}
 	if md, err := m.Metadata(); err == nil {
 		d.numDelivered = md.NumDelivered
+		d.numPending = md.NumPending
 		d.streamSeq = md.Sequence.Stream
 	}
 	d.Job, d.Err = decodeJob(d.Header, m.Data())

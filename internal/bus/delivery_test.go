@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -376,4 +377,100 @@ func TestAckNoWaitSettlesWithoutAReply(t *testing.T) {
 		info := consumerInfo(ctx, t, b, "nowait")
 		return info.NumAckPending == 0 && info.NumRedelivered == 0
 	})
+}
+
+// A worker with free slots whose queue keeps up asks the server for each
+// job once: its long poll. A fetch tries for a batch without waiting only
+// while the last job delivered said more were waiting behind it (before,
+// every fetch asked twice: a no-wait batch that the server answered with
+// "no messages", then the long poll). A backlog is still taken in batches.
+func TestFetchAsksOnceWhenNothingWaits(t *testing.T) {
+	t.Parallel()
+	b, srv, _ := bustest.NewWith(t, bustest.Options{})
+	ctx := testCtx(t)
+	c, err := b.Consumer(ctx, "once")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mon, err := srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mon.Close()
+	type pull struct {
+		NoWait  bool  `json:"no_wait"`
+		Expires int64 `json:"expires"`
+	}
+	pulls := make(chan pull, 256)
+	if _, err := mon.Subscribe("$JS.API.CONSUMER.MSG.NEXT.RATH_JOBS."+bus.ConsumerName("once"), func(m *nats.Msg) {
+		var p pull
+		if err := json.Unmarshal(m.Data, &p); err != nil {
+			t.Errorf("pull request %q: %v", m.Data, err)
+		}
+		pulls <- p
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := mon.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	const jobs = 10
+	requests := 0
+	for i := range jobs {
+		res := make(chan []*bus.Delivery, 1)
+		go func() {
+			ds, err := c.Fetch(ctx, 4, 10*time.Second) // four free slots
+			if err != nil {
+				t.Errorf("fetch: %v", err)
+			}
+			res <- ds
+		}()
+		// Publish once the fetch waits on the server, so that only a long
+		// poll can take the job.
+		for waiting := false; !waiting; {
+			select {
+			case p := <-pulls:
+				requests++
+				waiting = p.Expires > 0 && !p.NoWait
+			case <-ctx.Done():
+				t.Fatal("no long poll")
+			}
+		}
+		step := fmt.Sprintf("lone-%d", i)
+		mustPublish(ctx, t, b, testJob("once", step))
+		ds := <-res
+		if len(ds) != 1 || ds[0].Job.StepID != step {
+			t.Fatalf("fetch %d returned %d deliveries, want %s", i, len(ds), step)
+		}
+		if err := ds[0].Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first fetch knows nothing yet and tries for a batch first.
+	if requests > jobs+1 {
+		t.Fatalf("%d pull requests for %d jobs that each came to a waiting fetch, want at most %d", requests, jobs, jobs+1)
+	}
+
+	// A backlog: the long poll's job says more wait behind it, and the next
+	// fetch takes a batch at once.
+	for _, id := range stepIDs("backlog", 6) {
+		mustPublish(ctx, t, b, testJob("once", id))
+	}
+	var got []*bus.Delivery
+	for _, want := range []int{1, 4, 1} {
+		ds, err := c.Fetch(ctx, 4, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) != want {
+			t.Fatalf("backlog: fetch returned %d jobs after %d, want %d", len(ds), len(got), want)
+		}
+		got = append(got, ds...)
+	}
+	for _, d := range got {
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
