@@ -101,6 +101,9 @@ type Config struct {
 	Concurrency int
 	// ModelLatency is the scripted model's simulated latency per reply.
 	ModelLatency time.Duration
+	// ModelJitter spreads that latency: each reply waits a duration drawn
+	// uniformly from ModelLatency ± ModelJitter (at most ModelLatency).
+	ModelJitter time.Duration
 	// ToolRounds makes the bench agent a tool agent: each step calls
 	// write_workspace_file in this many rounds before it answers (each
 	// round journaled, its workspace checkpointed). 0: one model reply.

@@ -38,6 +38,9 @@ func (b *runner) spec() json.RawMessage {
 		if b.cfg.ModelLatency > 0 {
 			reply["delay_ms"] = b.cfg.ModelLatency.Milliseconds()
 		}
+		if b.cfg.ModelJitter > 0 {
+			reply["delay_jitter_ms"] = b.cfg.ModelJitter.Milliseconds()
+		}
 		return reply
 	}
 	// With ToolRounds, rounds 1..n each write bench.txt (a new content

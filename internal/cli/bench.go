@@ -36,7 +36,7 @@ type benchFlags struct {
 	server, token, store, natsURL string
 	dev                           bool
 	scenarios                     string
-	duration, latency             time.Duration
+	duration, latency, jitter     time.Duration
 	concurrency, workers          int
 	toolRounds                    int
 	slots, fanout, depth, appends int
@@ -81,6 +81,7 @@ step the steps scenario then reports with the Postgres backends'.`,
 	fl.StringVar(&f.scenarios, "scenario", "all", "scenarios, comma-separated: steps, fork, lineage, recall, sandbox, fanout, all")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measuring time per scenario")
 	fl.DurationVar(&f.latency, "model-latency", 0, "the scripted model's latency per reply (0: instant)")
+	fl.DurationVar(&f.jitter, "model-jitter", 0, "spread each reply's latency uniformly over --model-latency ± this (at most --model-latency)")
 	fl.IntVar(&f.concurrency, "concurrency", 16, "submissions in flight in loaded phases")
 	fl.IntVar(&f.toolRounds, "tool-rounds", 0, "the bench agent's tool rounds per step (write_workspace_file; 0: one model reply)")
 	fl.IntVar(&f.workers, "workers", 2, "with --dev: in-process workers")
@@ -136,11 +137,14 @@ func runBench(ctx context.Context, env *Env, f *benchFlags, devSet bool) error {
 	if f.duration <= 0 {
 		return &exitError{code: 2, err: fmt.Errorf("--duration must be positive, not %s", f.duration)}
 	}
+	if f.jitter < 0 || f.jitter > f.latency {
+		return &exitError{code: 2, err: fmt.Errorf("--model-jitter: %s is not between 0 and --model-latency (%s)", f.jitter, f.latency)}
+	}
 	if f.toolRounds < 0 || f.toolRounds > maxBenchToolRounds {
 		return &exitError{code: 2, err: fmt.Errorf("--tool-rounds: %d is not between 0 and %d", f.toolRounds, maxBenchToolRounds)}
 	}
 	cfg := bench.Config{
-		Scenarios: scen, Duration: f.duration, Concurrency: f.concurrency, ModelLatency: f.latency, ToolRounds: f.toolRounds,
+		Scenarios: scen, Duration: f.duration, Concurrency: f.concurrency, ModelLatency: f.latency, ModelJitter: f.jitter, ToolRounds: f.toolRounds,
 		Fanout: f.fanout, Depth: f.depth, Appends: f.appends, Getenv: os.Getenv, Progress: env.Err, TTY: isTerminal(env.Err),
 	}
 	for _, l := range []struct {

@@ -20,6 +20,8 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{[]string{"bench", "--scenario", "steps,forks"}, `scenario "forks": unknown`},
 		{[]string{"bench", "--recall-items", "10,x"}, `--recall-items: "x" is not a positive integer`},
 		{[]string{"bench", "--duration", "0s"}, "--duration must be positive"},
+		{[]string{"bench", "--model-latency", "500ms", "--model-jitter", "600ms"}, "--model-jitter: 600ms is not between 0 and --model-latency (500ms)"},
+		{[]string{"bench", "--model-jitter", "-1ms"}, "--model-jitter: -1ms is not between 0"},
 		{[]string{"bench", "--server", "http://127.0.0.1:1", "--dev"}, "--server and --dev: choose one"},
 		{[]string{"bench", "--cpuprofile", "a", "--cpuprofile-loaded", "b"}, "--cpuprofile and --cpuprofile-loaded: choose one"},
 		{[]string{"bench", "--scenario", "lineage", "--cpuprofile-loaded", "b"}, `--scenario "lineage" does not run it`},

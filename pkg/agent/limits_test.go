@@ -40,3 +40,23 @@ pricing: {input_per_mtok: 0.15, output_per_mtok: 0.6}
 		}
 	}
 }
+
+// A scripted reply's latency jitter may not exceed its delay, whether the
+// spec is written in YAML or built in Go.
+func TestSpecScriptJitter(t *testing.T) {
+	t.Parallel()
+	s, err := agent.ParseSpec([]byte(`{name: a, model: scripted, script: [{content: hi, delay_ms: 500, delay_jitter_ms: 100}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Script[0].DelayJitterMS != 100 {
+		t.Fatalf("script[0] = %+v", s.Script[0])
+	}
+	if _, err := agent.ParseSpec([]byte(`{name: a, model: scripted, script: [{content: hi, delay_ms: 5, delay_jitter_ms: 6}]}`)); err == nil || !strings.Contains(err.Error(), "delay_jitter_ms") {
+		t.Errorf("jitter over the delay in YAML: err %v, want it to name delay_jitter_ms", err)
+	}
+	s.Script[0].DelayJitterMS = 501
+	if err := s.Validate(); !errors.Is(err, agent.ErrInvalidSpec) || !strings.Contains(err.Error(), "script[0].delay_jitter_ms") {
+		t.Errorf("jitter over the delay in Go: err %v, want it to name script[0].delay_jitter_ms", err)
+	}
+}

@@ -421,6 +421,9 @@ func (s *Spec) Validate() error {
 		if r.DelayMS < 0 {
 			return bad(fmt.Sprintf("script[%d].delay_ms", i), "must be ≥ 0")
 		}
+		if r.DelayJitterMS < 0 || r.DelayJitterMS > r.DelayMS {
+			return bad(fmt.Sprintf("script[%d].delay_jitter_ms", i), "must be between 0 and delay_ms (%d), got %d", r.DelayMS, r.DelayJitterMS)
+		}
 	}
 	for _, k := range []string{"stream", "stream_options"} {
 		if _, ok := s.Params.Extra[k]; ok {

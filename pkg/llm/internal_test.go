@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -76,5 +77,39 @@ func TestRedact(t *testing.T) {
 	}
 	if got := truncate("ab界", 3); got != "ab…(truncated)" {
 		t.Errorf("truncate = %q", got)
+	}
+}
+
+// A reply's delay is delay_ms without jitter, and with it a uniform draw
+// that reaches both ends of delay_ms ± delay_jitter_ms and never leaves it.
+func TestScriptDelayJitter(t *testing.T) {
+	t.Parallel()
+	rnd := rand.New(rand.NewPCG(1, 2))
+	if got := (ScriptReply{DelayMS: 500}).delay(rnd.Int64N); got != 500*time.Millisecond {
+		t.Fatalf("no jitter: delay %s, want 500ms", got)
+	}
+	r := ScriptReply{DelayMS: 500, DelayJitterMS: 100}
+	lo, hi := 400*time.Millisecond, 600*time.Millisecond
+	minD, maxD, sum := time.Duration(1<<62), time.Duration(0), time.Duration(0)
+	const n = 10_000
+	for range n {
+		d := r.delay(rnd.Int64N)
+		if d < lo || d > hi {
+			t.Fatalf("delay %s outside %s..%s", d, lo, hi)
+		}
+		minD, maxD, sum = min(minD, d), max(maxD, d), sum+d
+	}
+	if minD > lo+time.Millisecond || maxD < hi-time.Millisecond {
+		t.Errorf("draws span %s..%s, want about %s..%s", minD, maxD, lo, hi)
+	}
+	if mean := sum / n; mean < 495*time.Millisecond || mean > 505*time.Millisecond {
+		t.Errorf("mean delay %s, want about 500ms", mean)
+	}
+	// The ends themselves: the smallest and the largest draw.
+	if got := r.delay(func(int64) int64 { return 0 }); got != lo {
+		t.Errorf("smallest draw: %s, want %s", got, lo)
+	}
+	if got := r.delay(func(n int64) int64 { return n - 1 }); got != hi {
+		t.Errorf("largest draw: %s, want %s", got, hi)
 	}
 }

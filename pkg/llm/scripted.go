@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"time"
@@ -42,6 +43,11 @@ type ScriptReply struct {
 	// DelayMS is simulated latency in milliseconds; the wait ends early,
 	// with an error, when the context is done.
 	DelayMS int `json:"delay_ms,omitempty"`
+	// DelayJitterMS spreads the latency: each call waits a duration drawn
+	// uniformly from DelayMS−DelayJitterMS to DelayMS+DelayJitterMS. It is
+	// at most DelayMS. Real models' latencies vary; a fixed one keeps
+	// sessions that started together in step with each other.
+	DelayJitterMS int `json:"delay_jitter_ms,omitempty"`
 }
 
 // scriptReplyJSON is ScriptReply as written in scripts.
@@ -49,6 +55,7 @@ type scriptReplyJSON struct {
 	Content   string           `json:"content"`
 	ToolCalls []scriptCallJSON `json:"tool_calls"`
 	DelayMS   int              `json:"delay_ms"`
+	Jitter    int              `json:"delay_jitter_ms"`
 }
 
 type scriptCallJSON struct {
@@ -80,7 +87,7 @@ func (r *ScriptReply) UnmarshalJSON(b []byte) error {
 	if err := dec.Decode(&j); err != nil {
 		return err
 	}
-	out := ScriptReply{Content: j.Content, DelayMS: j.DelayMS}
+	out := ScriptReply{Content: j.Content, DelayMS: j.DelayMS, DelayJitterMS: j.Jitter}
 	for i, c := range j.ToolCalls {
 		args := ""
 		if a := bytes.TrimSpace(c.Function.Arguments); len(a) > 0 && !bytes.Equal(a, []byte("null")) {
@@ -113,6 +120,12 @@ func (r ScriptReply) validate() error {
 	if r.DelayMS < 0 || time.Duration(r.DelayMS)*time.Millisecond > MaxScriptDelay {
 		return fmt.Errorf("delay_ms %d is outside 0..%d", r.DelayMS, MaxScriptDelay.Milliseconds())
 	}
+	if r.DelayJitterMS < 0 || r.DelayJitterMS > r.DelayMS {
+		return fmt.Errorf("delay_jitter_ms %d is outside 0..delay_ms (%d)", r.DelayJitterMS, r.DelayMS)
+	}
+	if time.Duration(r.DelayMS+r.DelayJitterMS)*time.Millisecond > MaxScriptDelay {
+		return fmt.Errorf("delay_ms %d + delay_jitter_ms %d is over %d", r.DelayMS, r.DelayJitterMS, MaxScriptDelay.Milliseconds())
+	}
 	for i, c := range r.ToolCalls {
 		if strings.TrimSpace(c.Function.Name) == "" {
 			return fmt.Errorf("tool_calls[%d]: function.name is required", i)
@@ -122,6 +135,18 @@ func (r ScriptReply) validate() error {
 		}
 	}
 	return nil
+}
+
+// delay returns one call's latency: DelayMS, moved by a draw of intn (as
+// rand.Int64N) within ±DelayJitterMS. A reply validate accepted keeps it
+// within 0..MaxScriptDelay.
+func (r ScriptReply) delay(intn func(int64) int64) time.Duration {
+	d := time.Duration(r.DelayMS) * time.Millisecond
+	if r.DelayJitterMS <= 0 {
+		return d
+	}
+	j := time.Duration(r.DelayJitterMS) * time.Millisecond
+	return d - j + time.Duration(intn(int64(2*j)+1))
 }
 
 // LoadScript reads a script: a YAML or JSON list of replies (see
@@ -218,8 +243,8 @@ func (s *Scripted) ChatStream(ctx context.Context, req Request, onDelta func(str
 	if err := r.validate(); err != nil {
 		return Response{}, permanentf(op, "script entry %d: %v", n, err)
 	}
-	if r.DelayMS > 0 {
-		t := time.NewTimer(time.Duration(r.DelayMS) * time.Millisecond)
+	if d := r.delay(rand.Int64N); d > 0 {
+		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -182,16 +182,19 @@ func TestLoadScript(t *testing.T) {
 func TestLoadScriptErrors(t *testing.T) {
 	t.Parallel()
 	cases := map[string]struct{ script, want string }{
-		"unknown field":  {"- content: a\n- contnet: b\n", `entry 1: json: unknown field "contnet"`},
-		"no name":        {"- content: a\n- content: b\n- tool_calls: [{function: {arguments: '{}'}}]\n", "entry 2: tool_calls[0]: function.name is required"},
-		"bad type":       {`[{"tool_calls":[{"type":"web","function":{"name":"f"}}]}]`, `entry 0: tool_calls[0]: type "web"`},
-		"negative delay": {"- delay_ms: -1\n", "entry 0: delay_ms -1"},
-		"huge delay":     {"- delay_ms: 999999999\n", "entry 0: delay_ms"},
-		"not a list":     {"content: a\n", "must be a list"},
-		"empty":          {"", "script is empty"},
-		"number entry":   {"- 3\n", "entry 0: a reply must be an object or a string"},
-		"not yaml":       {"- [unclosed\n", "not YAML or JSON"},
-		"calls not list": {`[{"tool_calls": 5}]`, "entry 0: json: cannot unmarshal number"},
+		"unknown field":     {"- content: a\n- contnet: b\n", `entry 1: json: unknown field "contnet"`},
+		"no name":           {"- content: a\n- content: b\n- tool_calls: [{function: {arguments: '{}'}}]\n", "entry 2: tool_calls[0]: function.name is required"},
+		"bad type":          {`[{"tool_calls":[{"type":"web","function":{"name":"f"}}]}]`, `entry 0: tool_calls[0]: type "web"`},
+		"negative delay":    {"- delay_ms: -1\n", "entry 0: delay_ms -1"},
+		"huge delay":        {"- delay_ms: 999999999\n", "entry 0: delay_ms"},
+		"jitter over delay": {"- content: a\n  delay_ms: 10\n  delay_jitter_ms: 11\n", "entry 0: delay_jitter_ms 11 is outside 0..delay_ms (10)"},
+		"negative jitter":   {"- content: a\n  delay_ms: 10\n  delay_jitter_ms: -1\n", "entry 0: delay_jitter_ms -1"},
+		"jitter past limit": {"- content: a\n  delay_ms: 400000\n  delay_jitter_ms: 300000\n", "entry 0: delay_ms 400000 + delay_jitter_ms 300000 is over 600000"},
+		"not a list":        {"content: a\n", "must be a list"},
+		"empty":             {"", "script is empty"},
+		"number entry":      {"- 3\n", "entry 0: a reply must be an object or a string"},
+		"not yaml":          {"- [unclosed\n", "not YAML or JSON"},
+		"calls not list":    {`[{"tool_calls": 5}]`, "entry 0: json: cannot unmarshal number"},
 	}
 	for name, c := range cases {
 		path := writeFile(t, "s.yaml", c.script)
