@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"encoding/xml"
 	"errors"
 	"io"
@@ -125,6 +126,9 @@ func TestRunAllScenariosOnDevStack(t *testing.T) {
 			return 0, false
 		}
 		return r.Figures[i].Value, true
+	}
+	if _, ok := figure(fmt.Sprintf("steps/s, %d in flight, the phase's second half", cfg.Concurrency)); !ok {
+		t.Errorf("no steady rate of the loaded phase: %+v", r.Figures)
 	}
 	var split float64
 	for _, name := range []string{"loaded, mean: submit → step started", "loaded, mean: step started → committed", "loaded, mean: committed → step.committed seen"} {

@@ -295,16 +295,31 @@ func (b *runner) steps(ctx context.Context) error {
 	// In the loaded phase, on an in-process stack (one clock for the
 	// client and the worker's event stamps), op also keeps each latency's
 	// split; splitting is set before that phase's goroutines start.
+	//
+	// The loaded phase also notes when each step's commit was seen, for
+	// its steady rate: the steps seen in the phase's second half, when
+	// every session has been in flight for a while and none has stopped
+	// yet. The phase's rate counts from the start, when all sessions
+	// submit at once, to the end of the last step, when fewer and fewer
+	// are left in flight: with a 500 ms model and a 10 s phase both ends
+	// weigh.
 	var (
 		phaseMu   sync.Mutex
 		split     []phases
 		splitting bool
+		seen      []time.Time
+		noting    bool
 	)
 	op := func(ctx context.Context) (time.Duration, error) {
 		_, l, ph, err := b.submitPhases(ctx, c, "")
-		if splitting && err == nil && ph != (phases{}) {
+		if err == nil && (noting || splitting && ph != (phases{})) {
 			phaseMu.Lock()
-			split = append(split, ph)
+			if noting {
+				seen = append(seen, time.Now())
+			}
+			if splitting && ph != (phases{}) {
+				split = append(split, ph)
+			}
 			phaseMu.Unlock()
 		}
 		return l, err
@@ -344,8 +359,11 @@ func (b *runner) steps(ctx context.Context) error {
 		}
 	}
 	splitting = b.t.InProcess && b.t.NC != nil
+	noting = true
 	m := b.startMeter(ctx)
-	loaded, el, err := drive(ctx, b.cfg.Concurrency, b.cfg.Duration*2/3, b.p, "loaded", op)
+	phase := b.cfg.Duration * 2 / 3
+	start := time.Now()
+	loaded, el, err := drive(ctx, b.cfg.Concurrency, phase, b.p, "loaded", op)
 	if b.cfg.LoadedProfile != nil {
 		pprof.StopCPUProfile()
 	}
@@ -364,6 +382,10 @@ func (b *runner) steps(ctx context.Context) error {
 	if _, ok := b.r.limit(LimitJetStream); ok {
 		b.r.add(Figure{Scenario: "steps", Name: fmt.Sprintf("steps/s, %d in flight", b.cfg.Concurrency), Value: rate, Unit: "steps/s", Limit: LimitJetStream, HigherIsBetter: true})
 	}
+	phaseMu.Lock()
+	steady := steadyRate(seen, start.Add(phase/2), start.Add(phase))
+	phaseMu.Unlock()
+	b.r.add(Figure{Scenario: "steps", Name: fmt.Sprintf("steps/s, %d in flight, the phase's second half", b.cfg.Concurrency), Value: steady, Unit: "steps/s", HigherIsBetter: true})
 	b.r.add(Figure{Scenario: "steps", Name: "loaded submit→commit p50", Value: quantile(loaded, 0.5), Unit: "ms"})
 	b.r.add(Figure{Scenario: "steps", Name: "loaded submit→commit p99", Value: quantile(loaded, 0.99), Unit: "ms"})
 	b.reportPhases(split)
@@ -397,6 +419,18 @@ func (b *runner) steps(ctx context.Context) error {
 	}
 	b.r.Series = append(b.r.Series, s)
 	return nil
+}
+
+// steadyRate returns how many of the times in seen fall in [from, to), a
+// second.
+func steadyRate(seen []time.Time, from, to time.Time) float64 {
+	n := 0
+	for _, t := range seen {
+		if !t.Before(from) && t.Before(to) {
+			n++
+		}
+	}
+	return float64(n) / to.Sub(from).Seconds()
 }
 
 // reportPhases adds where the loaded phase's submit→commit latency went,

@@ -29,3 +29,22 @@ func TestSpecCarriesModelJitter(t *testing.T) {
 		}
 	}
 }
+
+// The steady rate counts the commits seen in [from, to), a second.
+func TestSteadyRate(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 20, 0, 0, 0, time.UTC)
+	var seen []time.Time
+	for i := range 10 {
+		seen = append(seen, t0.Add(time.Duration(i)*time.Second))
+	}
+	if got := steadyRate(seen, t0.Add(5*time.Second), t0.Add(10*time.Second)); got != 1 {
+		t.Errorf("5 commits in 5 s: %v a second, want 1", got)
+	}
+	// The start is in, the end is out.
+	if got := steadyRate(seen, t0.Add(2*time.Second), t0.Add(4*time.Second)); got != 1 {
+		t.Errorf("[2 s, 4 s): %v a second, want 1 (2 commits)", got)
+	}
+	if got := steadyRate(nil, t0, t0.Add(time.Second)); got != 0 {
+		t.Errorf("none seen: %v", got)
+	}
+}
