@@ -131,9 +131,10 @@ var ErrNotWorkflow = errors.New("rath: not a workflow run")
 
 // Complete ends a workflow run succeeded with output, the version its
 // driver computed, canceling the steps it left unfinished (a driver that
-// took the first of several branches): a worker running one aborts at its
-// next heartbeat, as when a run is canceled. Completing it again with the
-// same output is a no-op; a run that ended otherwise returns ErrTerminal.
+// returned while steps it had started were still running): a worker
+// running one aborts at its next heartbeat (a canceled run's workers hear
+// of it at once, from its event). Completing it again with the same
+// output is a no-op; a run that ended otherwise returns ErrTerminal.
 func (s *Store) Complete(ctx context.Context, runID string, output session.ID) (Run, error) {
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		r, err := getRun(ctx, tx, runID)

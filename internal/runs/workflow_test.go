@@ -88,10 +88,10 @@ func TestWorkflowSteps(t *testing.T) {
 }
 
 // TestCompleteCancelsOpenSteps: a workflow's driver may complete its run
-// while steps it started are still open (it took the first of several
-// branches); the run's end cancels them, as a cancel, a failure or a
-// deadline does, so a worker running one aborts at its next heartbeat and
-// nothing of an ended run stays open.
+// while steps it started are still open (it returned without waiting for
+// them); the run's end cancels them, as a cancel, a failure or a deadline
+// does, so a worker running one aborts at its next heartbeat and nothing
+// of an ended run stays open.
 func TestCompleteCancelsOpenSteps(t *testing.T) {
 	backends(t, func(t *testing.T, url string) {
 		ctx := context.Background()
