@@ -51,3 +51,10 @@ func translate(op string, err error) error {
 	}
 	return fmt.Errorf("%s: sqlite: %v", op, err) //nolint:errorlint // the driver stays behind the seam
 }
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code):
+// another connection holds the lock err's statement needed.
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
+}

@@ -111,7 +111,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetMaxIdleConns(maxGroup)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	if err := w.PingContext(ctx); err != nil {
+	if err := pingWaiting(ctx, w); err != nil {
 		w.Close()
 		return nil, translate("open sqlite store "+path, err)
 	}
@@ -137,6 +137,31 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// pingWaiting opens w's connection, waiting up to BusyTimeout for another
+// connection's lock. The connection's pragmas switch a new file to WAL,
+// and SQLite changes the journal mode without calling the busy handler:
+// while another process holds the file in a transaction, or makes the same
+// switch (processes that open a new file at once), it says SQLITE_BUSY at
+// once. The switch is tried again until it goes or the wait is over.
+func pingWaiting(ctx context.Context, w *sql.DB) error {
+	deadline := time.Now().Add(BusyTimeout)
+	wait := 5 * time.Millisecond
+	for {
+		err := w.PingContext(ctx)
+		if err == nil || !isBusy(err) || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
 }
 
 // DB returns the writer connection, for tests and tools that run their own
