@@ -312,11 +312,9 @@ func (b *runner) steps(ctx context.Context) error {
 	)
 	op := func(ctx context.Context) (time.Duration, error) {
 		_, l, ph, err := b.submitPhases(ctx, c, "")
-		if err == nil && (noting || splitting && ph != (phases{})) {
+		if err == nil && noting { // splitting is only ever set with noting
 			phaseMu.Lock()
-			if noting {
-				seen = append(seen, time.Now())
-			}
+			seen = append(seen, time.Now())
 			if splitting && ph != (phases{}) {
 				split = append(split, ph)
 			}

@@ -52,10 +52,10 @@ type ScriptReply struct {
 
 // scriptReplyJSON is ScriptReply as written in scripts.
 type scriptReplyJSON struct {
-	Content   string           `json:"content"`
-	ToolCalls []scriptCallJSON `json:"tool_calls"`
-	DelayMS   int              `json:"delay_ms"`
-	Jitter    int              `json:"delay_jitter_ms"`
+	Content       string           `json:"content"`
+	ToolCalls     []scriptCallJSON `json:"tool_calls"`
+	DelayMS       int              `json:"delay_ms"`
+	DelayJitterMS int              `json:"delay_jitter_ms"`
 }
 
 type scriptCallJSON struct {
@@ -87,7 +87,7 @@ func (r *ScriptReply) UnmarshalJSON(b []byte) error {
 	if err := dec.Decode(&j); err != nil {
 		return err
 	}
-	out := ScriptReply{Content: j.Content, DelayMS: j.DelayMS, DelayJitterMS: j.Jitter}
+	out := ScriptReply{Content: j.Content, DelayMS: j.DelayMS, DelayJitterMS: j.DelayJitterMS}
 	for i, c := range j.ToolCalls {
 		args := ""
 		if a := bytes.TrimSpace(c.Function.Arguments); len(a) > 0 && !bytes.Equal(a, []byte("null")) {
