@@ -52,6 +52,7 @@ func TestHotPathPlansUseKeys(t *testing.T) {
 		"start_reading":  {startStepInputSQL, []any{"run_x/0", "w1", "2026-01-01T00:00:00Z"}},
 		"starts_reading": {startStepsInputSQL, []any{"{run_x/0}", "{w1}", "2026-01-01T00:00:00Z"}},
 		"commit":         {commitStepSQL, []any{"run_x/0", "00000000-0000-0000-0000-000000000001", "2026-01-01T00:00:00Z"}},
+		"commits":        {commitStepsSQL, []any{"{run_x/0}", "{00000000-0000-0000-0000-000000000001}", "{2026-01-01T00:00:00Z}"}},
 	} {
 		tx, err := conn.Begin(ctx)
 		if err != nil {
@@ -94,15 +95,19 @@ func TestHotPathPlansUseKeys(t *testing.T) {
 }
 
 // TestStartsUseTheCachedPlan runs the grouped start statements (the one
-// that reads the steps' inputs too) ten times each on
-// one connection: after Postgres' five plans for the parameters' values it
-// runs on its cached generic plan, instead of being planned anew for each
-// group (as long as the planner could see the arrays' lengths).
+// that reads the steps' inputs too) and the grouped commit ten times each
+// on one connection: after Postgres' five plans for the parameters' values
+// each runs on its cached generic plan, instead of being planned anew for
+// each group (as long as the planner could see the arrays' lengths).
 func TestStartsUseTheCachedPlan(t *testing.T) {
 	_, conn := migratedPG(t)
-	// Empty arrays: the statement starts nothing.
-	for name, q := range map[string]string{"starts": startStepsEpochSQL, "starts_reading": startStepsInputSQL} {
-		generic, custom := testdb.CachedPlans(t, conn, name, q, 10, "'{}'", "'{}'", "'2026-01-01T00:00:00Z'")
+	// Empty arrays: the statement starts or commits nothing.
+	for name, c := range map[string]struct{ sql, at string }{
+		"starts":         {startStepsEpochSQL, "'2026-01-01T00:00:00Z'"},
+		"starts_reading": {startStepsInputSQL, "'2026-01-01T00:00:00Z'"},
+		"commits":        {commitStepsSQL, "'{}'"},
+	} {
+		generic, custom := testdb.CachedPlans(t, conn, name, c.sql, 10, "'{}'", "'{}'", c.at)
 		if custom > 5 || generic < 5 {
 			t.Errorf("%s: %d executions planned for their values, %d on the cached plan; want 5 and 5", name, custom, generic)
 		}

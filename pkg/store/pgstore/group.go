@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -259,8 +260,59 @@ func queueRowsOf(b *pgx.Batch, form string, rs []*commitReq, j int) bool {
 		}
 		cols[i] = col
 	}
-	b.Queue(form, cols...)
+	b.Queue(form, cols...).Query(func(rows pgx.Rows) error { return handOut(rows, rs, j) })
 	return true
+}
+
+// handOut reads the rows of the multi-row statement at place j of rs and
+// gives each to the Row of the commit its last column names (see
+// [Stmt.Row]). As for a statement of one commit (queueStmt), the
+// server's refusal fails the group, and a client-side error fails the
+// commits it concerns.
+func handOut(rows pgx.Rows, rs []*commitReq, j int) error {
+	defer rows.Close()
+	for rows.Next() {
+		k, err := placeOf(rows)
+		if err == nil && (k < 1 || k > len(rs)) {
+			err = fmt.Errorf("a multi-row statement's row is for commit %d of %d", k, len(rs))
+		}
+		if err != nil {
+			for _, r := range rs {
+				if r.scanErr == nil {
+					r.scanErr = err
+				}
+			}
+			continue
+		}
+		r := rs[k-1]
+		st := r.after[j]
+		if st.Row == nil || st.Scan != nil {
+			continue
+		}
+		if err := st.Row(rows); err != nil && r.scanErr == nil {
+			r.scanErr = err
+		}
+	}
+	return rows.Err()
+}
+
+// placeOf reads a multi-row statement's row's last column: the place, from
+// 1, of the commit the row is for.
+func placeOf(rows pgx.Rows) (int, error) {
+	fds, raw := rows.FieldDescriptions(), rows.RawValues()
+	if len(fds) == 0 || len(raw) != len(fds) {
+		return 0, errors.New("a multi-row statement's row has no place column")
+	}
+	m := pgtype.NewMap()
+	if c := rows.Conn(); c != nil {
+		m = c.TypeMap()
+	}
+	var k int64
+	last := len(fds) - 1
+	if err := m.Scan(fds[last].DataTypeOID, fds[last].Format, raw[last], &k); err != nil {
+		return 0, fmt.Errorf("a multi-row statement's place column: %w", err)
+	}
+	return int(k), nil
 }
 
 // queueStmt queues one request's statement with its Scan.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -60,26 +61,8 @@ func TestGroupWritesWhatAloneWould(t *testing.T) {
 	if _, err := pool.Exec(ctx, `CREATE TABLE probe (version uuid PRIMARY KEY REFERENCES versions (id), n int NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	// Hold one group in flight (GroupCommit 1: the others queue behind it).
-	lock, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Release()
-	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock(7)`); err != nil {
-		t.Fatal(err)
-	}
 	var wg sync.WaitGroup
-	var holdErr error
-	wg.Go(func() {
-		_, _, holdErr = st.PutWith(ctx, storetest.Prepare(t, held, "hold", session.Assistant("held")),
-			pgstore.Stmt{SQL: `SELECT pg_advisory_xact_lock_shared(7)`})
-	})
-	testenv.Eventually(t, 10*time.Second, "the first group to wait for the lock", func() bool {
-		var n int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'advisory'`).Scan(&n)
-		return err == nil && n == 1
-	})
+	release := holdGroup(t, st, held)
 
 	newRoot := &captured{Graph: st}
 	mustSession(session.FromUserMessage(ctx, newRoot, "a new root"))
@@ -120,14 +103,8 @@ func TestGroupWritesWhatAloneWould(t *testing.T) {
 		}
 		wg.Go(func() { _, ran[i], errs[i] = st.PutWith(ctx, v, after...) })
 	}
-	testenv.Eventually(t, 10*time.Second, "the members to queue", func() bool { return pgstore.GroupQueued(st) == len(members) })
-	if _, err := lock.Exec(ctx, `SELECT pg_advisory_unlock(7)`); err != nil {
-		t.Fatal(err)
-	}
+	release(len(members))
 	wg.Wait()
-	if holdErr != nil {
-		t.Fatalf("held commit: %v", holdErr)
-	}
 	for i := range members {
 		if errs[i] != nil || !ran[i] {
 			t.Fatalf("member %d: ran %v, %v; want committed", i, ran[i], errs[i])
@@ -243,6 +220,135 @@ func TestGroupWritesWhatAloneWould(t *testing.T) {
 	}
 	if _, err := st.Verify(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// holdGroup holds one group in flight on st, opened with GroupCommit 1:
+// it commits a version extending from that waits for an advisory lock,
+// so that the commits made next queue behind it and go as one group.
+// release(n) waits until n commits have queued, lets the held group go,
+// and fails the test when its commit failed.
+func holdGroup(t *testing.T, st *pgstore.Store, from session.Session) (release func(n int)) {
+	t.Helper()
+	ctx := context.Background()
+	pool := st.Pool()
+	lock, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lock.Release)
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock(7)`); err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan error, 1)
+	v := storetest.Prepare(t, from, "hold-"+uuid.NewString(), session.Assistant("held"))
+	go func() {
+		_, ran, err := st.PutWith(ctx, v,
+			pgstore.Stmt{SQL: `SELECT pg_advisory_xact_lock_shared(7)`})
+		if err == nil && !ran {
+			err = errors.New("its statement did not run")
+		}
+		held <- err
+	}()
+	testenv.Eventually(t, 10*time.Second, "the first group to wait for the lock", func() bool {
+		select {
+		case err := <-held:
+			t.Fatalf("held commit did not wait: %v", err)
+		default:
+		}
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'advisory'`).Scan(&n)
+		return err == nil && n == 1
+	})
+	return func(n int) {
+		t.Helper()
+		testenv.Eventually(t, 10*time.Second, "the members to queue", func() bool { return pgstore.GroupQueued(st) == n })
+		if _, err := lock.Exec(ctx, `SELECT pg_advisory_unlock(7)`); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-held; err != nil {
+			t.Fatalf("held commit: %v", err)
+		}
+	}
+}
+
+// TestGroupHandsEachCommitItsRows: the members' statements with a
+// multi-row form and a Row run as one statement, and each member's Row
+// gets the rows for it, which the statement's last column names; a member
+// the statement returns no row for gets none. A row naming no member
+// fails every member's commit, which the server has made all the same.
+func TestGroupHandsEachCommitItsRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openStore(t, pgstore.Options{GroupCommit: 1})
+	pool := st.Pool()
+	if _, err := pool.Exec(ctx, `CREATE TABLE probe (version uuid PRIMARY KEY REFERENCES versions (id), n int NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	x, err := session.FromUserMessage(ctx, st, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The statement returns each member's n, twice for member 1 and
+	// never for member 2.
+	const one = `INSERT INTO probe (version, n) VALUES ($1, $2) RETURNING n, 1`
+	const many = `WITH ins AS (
+		INSERT INTO probe (version, n) SELECT t.v, t.n FROM unnest($1::uuid[], $2::int[]) WITH ORDINALITY AS t(v, n, k)
+		RETURNING version, n
+	)
+	SELECT ins.n, t.k FROM ins JOIN unnest($1::uuid[]) WITH ORDINALITY AS t(v, k) ON t.v = ins.version
+	CROSS JOIN generate_series(1, CASE ins.n WHEN 1 THEN 2 WHEN 2 THEN 0 ELSE 1 END)`
+	group := func(place string, hold string) ([][]int, []error) {
+		t.Helper()
+		release := holdGroup(t, st, x)
+		got := make([][]int, 4)
+		errs := make([]error, 4)
+		var wg sync.WaitGroup
+		for i := range got {
+			v := storetest.Prepare(t, x, fmt.Sprintf("%s-%d", hold, i), session.Assistant("m"))
+			stmt := pgstore.Stmt{SQL: one, Rows: strings.Replace(many, "t.k FROM", place+" FROM", 1), Args: []any{v.ID, i},
+				Row: func(row pgx.CollectableRow) error {
+					var n, k int
+					if err := row.Scan(&n, &k); err != nil {
+						return err
+					}
+					got[i] = append(got[i], n)
+					return nil
+				}}
+			wg.Go(func() { _, _, errs[i] = st.PutWith(ctx, v, stmt) })
+		}
+		release(len(got))
+		wg.Wait()
+		return got, errs
+	}
+
+	got, errs := group("t.k", "a")
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("member %d: %v", i, err)
+		}
+	}
+	want := [][]int{{0}, {1, 1}, nil, {3}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rows each member got: %v, want %v", got, want)
+	}
+	var probes, statements int
+	if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT (xmin::text, cmin::text)) FROM probe`).Scan(&probes, &statements); err != nil {
+		t.Fatal(err)
+	}
+	if probes != 4 || statements != 1 {
+		t.Errorf("probe rows: %d by %d statements, want 4 by 1", probes, statements)
+	}
+
+	// Rows whose place names no member (0): every member is told.
+	_, errs = group("t.k - 1", "b")
+	for i, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "commit 0 of 4") {
+			t.Errorf("member %d: %v, want an error naming commit 0 of 4", i, err)
+		}
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM probe`).Scan(&probes); err != nil || probes != 8 {
+		t.Errorf("probe rows after the second group: %d, %v; want 8 (it committed)", probes, err)
 	}
 }
 

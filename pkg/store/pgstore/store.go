@@ -647,8 +647,17 @@ type Stmt struct {
 	// (the same Rows) at the same place among their statements, they run
 	// as one statement of Rows, whose parameter $i is the array of every
 	// commit's argument i, in the group's order. It must write what
-	// running SQL once per commit would.
+	// running SQL once per commit would, one commit after the other in
+	// the group's order.
 	Rows string
+	// Row, when set (and Scan is not), reads the statement's rows one at
+	// a time; a statement that has a multi-row form reads its rows so. The
+	// last column of each row is the place, from 1, of the commit the row
+	// is for among those the statement ran for (SQL, which runs for one
+	// commit, returns 1 there): the group hands each row of its Rows form
+	// to its commit's Row, and each commit gets the rows SQL would have
+	// returned it.
+	Row func(pgx.CollectableRow) error
 }
 
 // PutWith commits v as Put does and runs after in the same transaction,
@@ -898,8 +907,8 @@ func firstParent(v *session.Version) any {
 	return v.Parents[0]
 }
 
-// scanStmt reads a PutWith statement's rows with its Scan, or discards
-// them, and closes them.
+// scanStmt reads a PutWith statement's rows with its Scan or Row, or
+// discards them, and closes them.
 func scanStmt(st Stmt, rows pgx.Rows) error {
 	defer rows.Close()
 	if st.Scan != nil {
@@ -908,6 +917,11 @@ func scanStmt(st Stmt, rows pgx.Rows) error {
 		}
 	}
 	for rows.Next() {
+		if st.Row != nil && st.Scan == nil {
+			if err := st.Row(rows); err != nil {
+				return err
+			}
+		}
 	}
 	return rows.Err()
 }
