@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -260,7 +261,10 @@ func queueRowsOf(b *pgx.Batch, form string, rs []*commitReq, j int) bool {
 		}
 		cols[i] = col
 	}
-	b.Queue(form, cols...).Query(func(rows pgx.Rows) error { return handOut(rows, rs, j) })
+	q := b.Queue(form, cols...)
+	if slices.ContainsFunc(rs, func(r *commitReq) bool { return r.after[j].Row != nil && r.after[j].Scan == nil }) {
+		q.Query(func(rows pgx.Rows) error { return handOut(rows, rs, j) })
+	}
 	return true
 }
 
