@@ -3,12 +3,15 @@ package runs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/testdb"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
 	"github.com/rath-run/rath/pkg/store/pgstore"
@@ -155,6 +158,68 @@ func testCommitStepVersion(t *testing.T, url string) {
 	// A step that does not exist: reported as such.
 	if _, _, err := commit("run_nope/0", storetest.Prepare(t, in2, "run_nope/0", session.Assistant("done")), true); !errors.Is(err, runs.ErrNotFound) {
 		t.Fatalf("commit of an unknown step: %v, want ErrNotFound", err)
+	}
+}
+
+// TestCommitStepVersionsGrouped: step commits that go in one commit group
+// on Postgres (the group's step records one statement) each end as alone:
+// the step committed with its version, the run succeeded with it, and the
+// run as the commit returned it. Commits are sent until a group held more
+// than one step, as the stored rows show (one statement's rows share
+// their transaction and command id).
+func TestCommitStepVersionsGrouped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.Postgres(t)
+	rs := open(t, url)
+	g, err := pgstore.Open(ctx, url, pgstore.Options{GroupCommit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	for round := 0; ; round++ {
+		const n = 16
+		var wg sync.WaitGroup
+		steps := make([]string, n)
+		errs := make([]error, n)
+		for i := range n {
+			r := newRun(t, rs, url)
+			steps[i] = r.Steps[0].ID
+			if _, err := rs.StartStep(ctx, steps[i], "w1"); err != nil {
+				t.Fatal(err)
+			}
+			in, err := session.Open(ctx, g, r.Input)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := storetest.Prepare(t, in, steps[i], session.Assistant("done"))
+			wg.Go(func() {
+				got, run, err := rs.CommitStepVersionNoJournal(ctx, g, steps[i], v)
+				switch {
+				case err != nil:
+					errs[i] = err
+				case got.ID != v.ID || run.ID != r.ID || run.Status != runs.RunSucceeded || run.Output == nil || *run.Output != v.ID:
+					errs[i] = fmt.Errorf("committed %s and run %+v; want %s and run %s succeeded with it", got.ID, run, v.ID, r.ID)
+				}
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("step %d: %v", i, err)
+			}
+		}
+		var statements int
+		if err := g.Pool().QueryRow(ctx, `SELECT count(DISTINCT (xmin::text, cmin::text)) FROM steps WHERE id = ANY($1) AND status = 'committed'`,
+			steps).Scan(&statements); err != nil {
+			t.Fatal(err)
+		}
+		if statements < n {
+			return // a group held several
+		}
+		if round == 20 {
+			t.Fatalf("%d rounds of %d commits at once never went in one group", round+1, n)
+		}
 	}
 }
 
