@@ -83,33 +83,8 @@ func TestCommitStepsAsOneByOne(t *testing.T) {
 		ids[i], outIDs[i], times[i] = s, out(s).String(), at.Add(time.Duration(i+1)*time.Second)
 	}
 
-	// state reads every run and step as text, in a fixed order.
-	state := func(tx pgx.Tx) string {
-		var b strings.Builder
-		for _, q := range []string{
-			`SELECT ` + runCols + ` FROM runs ORDER BY id`,
-			`SELECT ` + stepCols + ` FROM steps ORDER BY id`,
-		} {
-			rows, err := tx.Query(ctx, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for rows.Next() {
-				vs, err := rows.Values()
-				if err != nil {
-					t.Fatal(err)
-				}
-				fmt.Fprintf(&b, "%v\n", vs)
-			}
-			if rows.Err() != nil {
-				t.Fatal(rows.Err())
-			}
-		}
-		return b.String()
-	}
-	// returned collects the rows a statement returns, by the place its
-	// last column names, each as text without that column.
-	returned := func(rows pgx.Rows, err error, got map[int64][]string) {
+	// eachRow calls fn with each row's values (err is the query's).
+	eachRow := func(rows pgx.Rows, err error, fn func(vs []any)) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
@@ -119,6 +94,29 @@ func TestCommitStepsAsOneByOne(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			fn(vs)
+		}
+		if rows.Err() != nil {
+			t.Fatal(rows.Err())
+		}
+	}
+	// state reads every run and step as text, in a fixed order.
+	state := func(tx pgx.Tx) string {
+		var b strings.Builder
+		for _, q := range []string{
+			`SELECT ` + runCols + ` FROM runs ORDER BY id`,
+			`SELECT ` + stepCols + ` FROM steps ORDER BY id`,
+		} {
+			rows, err := tx.Query(ctx, q)
+			eachRow(rows, err, func(vs []any) { fmt.Fprintf(&b, "%v\n", vs) })
+		}
+		return b.String()
+	}
+	// returned collects the rows a statement returns, by the place its
+	// last column names, each as text without that column.
+	returned := func(rows pgx.Rows, err error, got map[int64][]string) {
+		t.Helper()
+		eachRow(rows, err, func(vs []any) {
 			var n int64
 			switch v := vs[len(vs)-1].(type) {
 			case int32: // commitStepSQL's 1
@@ -129,10 +127,7 @@ func TestCommitStepsAsOneByOne(t *testing.T) {
 				t.Fatalf("place column %T", v)
 			}
 			got[n] = append(got[n], fmt.Sprintf("%v", vs[:len(vs)-1]))
-		}
-		if rows.Err() != nil {
-			t.Fatal(rows.Err())
-		}
+		})
 	}
 
 	run := func(grouped bool, role string) (map[int64][]string, string) {
