@@ -130,6 +130,11 @@ func TestRunAllScenariosOnDevStack(t *testing.T) {
 	if _, ok := figure(fmt.Sprintf("steps/s, %d in flight, the phase's second half", cfg.Concurrency)); !ok {
 		t.Errorf("no steady rate of the loaded phase: %+v", r.Figures)
 	}
+	// Unprofiled (the default), the load generator's part is not
+	// estimated: the profiler's cost would be in every figure.
+	if slices.ContainsFunc(r.CPU, func(c bench.ProcessCPU) bool { return strings.Contains(c.Process, "load generator (") }) {
+		t.Errorf("a load generator's share without a profile of the loaded phase: %+v", r.CPU)
+	}
 	var split float64
 	for _, name := range []string{"loaded, mean: submit → step started", "loaded, mean: step started → committed", "loaded, mean: committed → step.committed seen"} {
 		v, ok := figure(name)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -24,6 +25,10 @@ type meter struct {
 	tx0, gc0    int64
 	coll0       cpustat.Collector
 	collOK      bool
+	// load is the load generator's share of the in-process stack's CPU
+	// in the phase (loadShare), or loadErr why it is not known.
+	load    float64
+	loadErr error
 }
 
 func (b *runner) startMeter(ctx context.Context) *meter {
@@ -64,7 +69,7 @@ func (m *meter) report(ctx context.Context, r *Report, n int) {
 	}
 	self1, selfOK := cpustat.Self()
 	perStep := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(n) }
-	var total float64
+	var total, loadUS float64
 	row := func(name string, d time.Duration, inTotal bool) {
 		v := perStep(d)
 		if inTotal {
@@ -82,6 +87,14 @@ func (m *meter) report(ctx context.Context, r *Report, n int) {
 		// The whole in-process stack: coordinator, workers, embedded NATS
 		// and the load generator.
 		row("rath: this process (API, workers, embedded NATS, load generator)", self1-m.self0, true)
+		switch {
+		case m.loadErr == nil:
+			load := time.Duration(m.load * float64(self1-m.self0))
+			row(fmt.Sprintf("  of which the load generator (%.1f%% of the phase's CPU profile: the bench, its API client and HTTP transport)", m.load*100), load, false)
+			loadUS = perStep(load)
+		case !errors.Is(m.loadErr, errNoLoadedProfile):
+			r.note("steps: the load generator's CPU not told from the stack's (%v)", m.loadErr)
+		}
 		if coll1, ok := cpustat.Collected(); ok && m.collOK {
 			// A short phase may see no collection: the count goes in the
 			// row's name, where zero is a reading, not a missing figure.
@@ -157,6 +170,9 @@ func (m *meter) report(ctx context.Context, r *Report, n int) {
 			name = "CPU per step, loaded, Rath + Postgres backends"
 		}
 		r.add(Figure{Scenario: "steps", Name: name, Value: total, Unit: "µs"})
+		if loadUS > 0 {
+			r.add(Figure{Scenario: "steps", Name: name + ", the load generator's part taken out", Value: total - loadUS, Unit: "µs"})
+		}
 	}
 }
 

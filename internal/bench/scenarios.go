@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime/pprof"
@@ -351,8 +353,14 @@ func (b *runner) steps(ctx context.Context) error {
 	}{{"serial submit→commit p50", 0.50, budget(3)}, {"serial submit→commit p95", 0.95, 0}, {"serial submit→commit p99", 0.99, budget(15)}} {
 		b.r.add(Figure{Scenario: "steps", Name: q.name, Value: quantile(serial, q.p), Unit: "ms", Limit: limit(q.budget), LimitValue: q.budget})
 	}
+	// A profile of the loaded phase also tells, in-process, the load
+	// generator's CPU from the stack's (loadShare). It is not taken
+	// unasked: the profiler's signals cost a CPU-bound loop 11–20% of its
+	// CPU on a 2-vCPU KVM guest (docs/BENCHMARKS.md), which every figure
+	// of the phase would carry.
+	var prof bytes.Buffer
 	if b.cfg.LoadedProfile != nil {
-		if err := pprof.StartCPUProfile(b.cfg.LoadedProfile); err != nil {
+		if err := pprof.StartCPUProfile(io.MultiWriter(b.cfg.LoadedProfile, &prof)); err != nil {
 			return fmt.Errorf("profile of the loaded phase: %w", err)
 		}
 	}
@@ -367,6 +375,10 @@ func (b *runner) steps(ctx context.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	m.load, m.loadErr = 0, errNoLoadedProfile
+	if b.cfg.LoadedProfile != nil {
+		m.load, m.loadErr = loadShare(prof.Bytes())
 	}
 	rate := float64(len(loaded)) / el.Seconds()
 	m.report(ctx, b.r, len(loaded))

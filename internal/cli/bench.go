@@ -96,7 +96,7 @@ step the steps scenario then reports with the Postgres backends'.`,
 	fl.StringVar(&f.svgDir, "svg", "", "write the growth plots (SVG) into this directory")
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text (the table) or json (the report --json writes)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (with --dev: the whole stack's) to this file")
-	fl.StringVar(&f.loadedProfile, "cpuprofile-loaded", "", "write a CPU profile of the steps scenario's loaded phase alone (the phase CPU per step is measured over; with --dev the whole stack's, with --server the load generator's) to this file")
+	fl.StringVar(&f.loadedProfile, "cpuprofile-loaded", "", "write a CPU profile of the steps scenario's loaded phase alone (the phase CPU per step is measured over; with --dev the whole stack's, from which the report tells the load generator's CPU from the stack's; with --server the load generator's) to this file")
 	fl.StringVar(&f.dir, "dir", "", "with --dev: state directory (default: a temporary one, removed after)")
 	fl.StringArrayVar(&f.processes, "process", nil, "with --server: a cluster process whose CPU per step to report, NAME=pid:PID (on this machine) or NAME=URL of its Prometheus /metrics (process_cpu_seconds_total: the coordinator's and a worker's --health listener serve it); repeat for each")
 	return c

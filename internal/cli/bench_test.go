@@ -6,8 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -73,7 +76,10 @@ func TestBenchLineageOnDevWritesJSONAndSVG(t *testing.T) {
 }
 
 // TestBenchProfilesTheLoadedPhase: --cpuprofile-loaded writes a CPU
-// profile (gzipped protobuf) whose samples include the workers' steps.
+// profile (gzipped protobuf) whose samples include the workers' steps,
+// and from it the report tells the load generator's CPU from the stack's:
+// a row, a part of the process's, outside the total, and the CPU per step
+// without it, below the whole.
 func TestBenchProfilesTheLoadedPhase(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "loaded.pprof")
 	var out, errOut bytes.Buffer
@@ -98,5 +104,25 @@ func TestBenchProfilesTheLoadedPhase(t *testing.T) {
 	// The function names are in the profile's string table.
 	if !bytes.Contains(raw, []byte("worker.(*Worker).handle")) {
 		t.Errorf("the loaded phase's profile (%d bytes) has no worker step in it", len(raw))
+	}
+	// µs a step in the table's row and the figure named.
+	value := func(re string) float64 {
+		t.Helper()
+		m := regexp.MustCompile(re + `\s+([0-9.]+) µs`).FindStringSubmatch(out.String())
+		if m == nil {
+			t.Fatalf("no %q in the report:\n%s", re, out.String())
+		}
+		v, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	process := value(`rath: this process \([^)]*\)`)
+	load := value(`  of which the load generator \([0-9.]+% of the phase's CPU profile[^)]*\)`)
+	whole := value(`CPU per step, loaded, Rath \(one process: the store is SQLite in it\)`)
+	without := value(`CPU per step, loaded, Rath \(one process: the store is SQLite in it\), the load generator's part taken out`)
+	if !(load > 0 && load < process) || math.Abs(whole-without-load) > 1 {
+		t.Errorf("load generator %.1f µs of the process's %.1f; CPU per step %.1f, %.1f without it: want a part, taken out of the whole", load, process, whole, without)
 	}
 }
