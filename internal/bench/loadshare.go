@@ -12,11 +12,11 @@ import (
 // In-process, the load generator (the bench's drivers, its API client and
 // the client's HTTP transport) runs in the stack's process, and the
 // process's CPU time counts it. loadShare estimates its part from a CPU
-// profile of the loaded phase, when one is taken (Config.LoadedProfile): the share of the samples whose stack holds
-// one of its functions. The stack itself makes no HTTP calls with the
-// scripted model, so the transport's goroutines are the client's. The
-// collector's work for the load generator's allocations is not counted
-// in it.
+// profile of the loaded phase, when one is taken (Config.LoadedProfile):
+// the share of the samples whose stack holds one of its functions. The
+// stack itself makes no HTTP calls with the scripted model, so the
+// transport's goroutines are the client's. The collector's work for the
+// load generator's allocations is not counted in it.
 
 // errNoLoadedProfile: the loaded phase was not profiled, so the load
 // generator's share is not known (--cpuprofile-loaded profiles it).

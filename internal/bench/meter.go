@@ -32,7 +32,7 @@ type meter struct {
 }
 
 func (b *runner) startMeter(ctx context.Context) *meter {
-	m := &meter{t: b.t, db: dbProbe{url: b.t.StoreURL}}
+	m := &meter{t: b.t, db: dbProbe{url: b.t.StoreURL}, loadErr: errNoLoadedProfile}
 	if m.db.postgres() {
 		m.db0, m.dbErr = m.db.read(ctx)
 	}

@@ -376,7 +376,6 @@ func (b *runner) steps(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.load, m.loadErr = 0, errNoLoadedProfile
 	if b.cfg.LoadedProfile != nil {
 		m.load, m.loadErr = loadShare(prof.Bytes())
 	}

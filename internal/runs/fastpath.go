@@ -442,8 +442,8 @@ func (s *Store) CommitStepVersionNoJournal(ctx context.Context, g VersionPutter,
 func (s *Store) commitStepVersion(ctx context.Context, g VersionPutter, stepID string, v *session.Version, prune bool) (*session.Version, Run, error) {
 	var r Run
 	found := false
-	row := func(row pgx.CollectableRow) error {
-		var place int64
+	read := func(row pgx.CollectableRow) error {
+		var place int64 // the row's place in its statement: this commit's
 		var err error
 		if r, err = scanRun(scanAlso{row, []any{&place}}); err != nil {
 			return fmt.Errorf("commit step %s: %w", stepID, err)
@@ -451,7 +451,7 @@ func (s *Store) commitStepVersion(ctx context.Context, g VersionPutter, stepID s
 		found = true
 		return nil
 	}
-	stmts := []pgstore.Stmt{{SQL: commitStepSQL, Rows: commitStepsSQL, Args: []any{stepID, v.ID.String(), s.ts()}, Row: row}}
+	stmts := []pgstore.Stmt{{SQL: commitStepSQL, Rows: commitStepsSQL, Args: []any{stepID, v.ID.String(), s.ts()}, Row: read}}
 	if prune {
 		stmts = append([]pgstore.Stmt{{SQL: pruneJournalSQL, Args: []any{stepID}}}, stmts...)
 	}

@@ -275,8 +275,14 @@ func queueRowsOf(b *pgx.Batch, form string, rs []*commitReq, j int) bool {
 // commits it concerns.
 func handOut(rows pgx.Rows, rs []*commitReq, j int) error {
 	defer rows.Close()
+	var types *pgtype.Map
+	if c := rows.Conn(); c != nil {
+		types = c.TypeMap()
+	} else {
+		types = pgtype.NewMap()
+	}
 	for rows.Next() {
-		k, err := placeOf(rows)
+		k, err := placeOf(types, rows)
 		if err == nil && (k < 1 || k > len(rs)) {
 			err = fmt.Errorf("a multi-row statement's row is for commit %d of %d", k, len(rs))
 		}
@@ -300,20 +306,16 @@ func handOut(rows pgx.Rows, rs []*commitReq, j int) error {
 	return rows.Err()
 }
 
-// placeOf reads a multi-row statement's row's last column: the place, from
-// 1, of the commit the row is for.
-func placeOf(rows pgx.Rows) (int, error) {
+// placeOf reads a multi-row statement's row's last column, with types:
+// the place, from 1, of the commit the row is for.
+func placeOf(types *pgtype.Map, rows pgx.Rows) (int, error) {
 	fds, raw := rows.FieldDescriptions(), rows.RawValues()
 	if len(fds) == 0 || len(raw) != len(fds) {
 		return 0, errors.New("a multi-row statement's row has no place column")
 	}
-	m := pgtype.NewMap()
-	if c := rows.Conn(); c != nil {
-		m = c.TypeMap()
-	}
 	var k int64
 	last := len(fds) - 1
-	if err := m.Scan(fds[last].DataTypeOID, fds[last].Format, raw[last], &k); err != nil {
+	if err := types.Scan(fds[last].DataTypeOID, fds[last].Format, raw[last], &k); err != nil {
 		return 0, fmt.Errorf("a multi-row statement's place column: %w", err)
 	}
 	return int(k), nil
