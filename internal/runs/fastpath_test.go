@@ -12,6 +12,7 @@ import (
 
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testdb"
+	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
 	"github.com/rath-run/rath/pkg/store/pgstore"
@@ -164,9 +165,10 @@ func testCommitStepVersion(t *testing.T, url string) {
 // TestCommitStepVersionsGrouped: step commits that go in one commit group
 // on Postgres (the group's step records one statement) each end as alone:
 // the step committed with its version, the run succeeded with it, and the
-// run as the commit returned it. Commits are sent until a group held more
-// than one step, as the stored rows show (one statement's rows share
-// their transaction and command id).
+// run as the commit returned it. A commit held in flight on an advisory
+// lock makes the commits sent meanwhile queue behind it, so they go as
+// one group when it is let go, as the stored rows show (one statement's
+// rows share their transaction and command id).
 func TestCommitStepVersionsGrouped(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -177,50 +179,96 @@ func TestCommitStepVersionsGrouped(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = g.Close() })
-	for round := 0; ; round++ {
-		const n = 16
-		var wg sync.WaitGroup
-		steps := make([]string, n)
-		errs := make([]error, n)
-		for i := range n {
-			r := newRun(t, rs, url)
-			steps[i] = r.Steps[0].ID
-			if _, err := rs.StartStep(ctx, steps[i], "w1"); err != nil {
-				t.Fatal(err)
-			}
-			in, err := session.Open(ctx, g, r.Input)
-			if err != nil {
-				t.Fatal(err)
-			}
-			v := storetest.Prepare(t, in, steps[i], session.Assistant("done"))
-			wg.Go(func() {
-				got, run, err := rs.CommitStepVersionNoJournal(ctx, g, steps[i], v)
-				switch {
-				case err != nil:
-					errs[i] = err
-				case got.ID != v.ID || run.ID != r.ID || run.Status != runs.RunSucceeded || run.Output == nil || *run.Output != v.ID:
-					errs[i] = fmt.Errorf("committed %s and run %+v; want %s and run %s succeeded with it", got.ID, run, v.ID, r.ID)
-				}
-			})
-		}
-		wg.Wait()
-		for i, err := range errs {
-			if err != nil {
-				t.Fatalf("step %d: %v", i, err)
-			}
-		}
-		var statements int
-		if err := g.Pool().QueryRow(ctx, `SELECT count(DISTINCT (xmin::text, cmin::text)) FROM steps WHERE id = ANY($1) AND status = 'committed'`,
-			steps).Scan(&statements); err != nil {
+
+	const n = 16
+	steps := make([]string, n)
+	runIDs := make([]string, n)
+	vs := make([]*session.Version, n)
+	for i := range n {
+		r := newRun(t, rs, url)
+		steps[i], runIDs[i] = r.Steps[0].ID, r.ID
+		if _, err := rs.StartStep(ctx, steps[i], "w1"); err != nil {
 			t.Fatal(err)
 		}
-		if statements < n {
-			return // a group held several
+		in, err := session.Open(ctx, g, r.Input)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if round == 20 {
-			t.Fatalf("%d rounds of %d commits at once never went in one group", round+1, n)
+		vs[i] = storetest.Prepare(t, in, steps[i], session.Assistant("done"))
+	}
+
+	// Hold the one group the store lets be in flight.
+	lock, err := g.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock(7)`); err != nil {
+		t.Fatal(err)
+	}
+	root, err := session.FromUserMessage(ctx, g, "held") // of its own, so that it takes no member's lane
+	if err != nil {
+		t.Fatal(err)
+	}
+	hv := storetest.Prepare(t, root, "held", session.Assistant("held"))
+	held := make(chan error, 1)
+	go func() {
+		_, _, err := g.PutWith(ctx, hv, pgstore.Stmt{SQL: `SELECT pg_advisory_xact_lock_shared(7)`})
+		held <- err
+	}()
+	testenv.Eventually(t, 10*time.Second, "the held commit to wait for the lock", func() bool {
+		var waiting int
+		err := g.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'advisory'`).Scan(&waiting)
+		return err == nil && waiting == 1
+	})
+
+	var entered, wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		entered.Add(1)
+		p := enteringPutter{g, entered.Done}
+		wg.Go(func() {
+			got, run, err := rs.CommitStepVersionNoJournal(ctx, p, steps[i], vs[i])
+			switch {
+			case err != nil:
+				errs[i] = err
+			case got.ID != vs[i].ID || run.ID != runIDs[i] || run.Status != runs.RunSucceeded || run.Output == nil || *run.Output != vs[i].ID:
+				errs[i] = fmt.Errorf("committed %s and run %+v; want %s and run %s succeeded with it", got.ID, run, vs[i].ID, runIDs[i])
+			}
+		})
+	}
+	entered.Wait()
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_unlock(7)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-held; err != nil {
+		t.Fatalf("held commit: %v", err)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
 		}
 	}
+	var statements int
+	if err := g.Pool().QueryRow(ctx, `SELECT count(DISTINCT (xmin::text, cmin::text)) FROM steps WHERE id = ANY($1) AND status = 'committed'`,
+		steps).Scan(&statements); err != nil {
+		t.Fatal(err)
+	}
+	if statements == n {
+		t.Fatalf("%d commits queued behind a held group went in %d statements; want them grouped", n, statements)
+	}
+}
+
+// enteringPutter calls entered as a commit reaches its store.
+type enteringPutter struct {
+	runs.VersionPutter
+	entered func()
+}
+
+func (p enteringPutter) PutWith(ctx context.Context, v *session.Version, after ...pgstore.Stmt) (*session.Version, bool, error) {
+	p.entered()
+	return p.VersionPutter.PutWith(ctx, v, after...)
 }
 
 // TestStartStepCases: what StartStep decides on both stores, whichever path
