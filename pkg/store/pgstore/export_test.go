@@ -18,3 +18,6 @@ func GroupQueued(s *Store) int {
 	defer g.mu.Unlock()
 	return len(g.queue)
 }
+
+// MaxGroup is the most commits one group takes.
+const MaxGroup = maxGroup

@@ -22,10 +22,10 @@ import (
 // Postgres runs as one implicit transaction: one round trip, one WAL flush
 // and one transaction's overhead for the whole group. A commit that arrives
 // when fewer are in flight goes at once, alone, so grouping adds no latency
-// when the store is idle; under load the groups grow by themselves. A
-// group's versions, chunks and edges go as one multi-row statement each,
-// and so do its members' statements that have a multi-row form
-// ([Stmt.Rows]): Postgres sets a statement up once a group.
+// when the store is idle; under load the groups grow by themselves, up to
+// maxGroup commits each. A group's versions, chunks and edges go as one
+// multi-row statement each, and so do its members' statements that have a
+// multi-row form ([Stmt.Rows]): Postgres sets a statement up once a group.
 //
 // A group commits all or nothing. When it fails on a statement (a replayed
 // version's unique key, a lane taken by a concurrent commit, a caller's
@@ -33,6 +33,12 @@ import (
 // retried alone, which resolves its own case as an ungrouped commit would.
 // When it fails on the connection, whether it committed is unknown, as for
 // any commit whose connection breaks: each commit reports the error.
+
+// maxGroup bounds the commits one group takes; the rest queue for the
+// next. It keeps a group's batch, its statements' arrays and the work of
+// a failed group's members, each retried alone, to a size that a burst of
+// thousands of concurrent commits cannot grow without end.
+const maxGroup = 256
 
 // groupTimeout bounds one group's round trip: a group runs on behalf of
 // several callers, so no single caller's context may cancel it.
@@ -94,13 +100,17 @@ func (g *grouper) commit(ctx context.Context, v *session.Version, claim bool, af
 	}
 }
 
-// lead sends the queued requests as one group; then, if more queued
-// meanwhile, it has a new goroutine send those, else it gives its
+// lead sends the queued requests, up to maxGroup, as one group; then, if
+// more are queued, it has a new goroutine send those, else it gives its
 // in-flight slot back.
 func (g *grouper) lead() {
 	g.mu.Lock()
-	batch := g.queue
-	g.queue = nil
+	n := min(len(g.queue), maxGroup)
+	batch := g.queue[:n:n]
+	g.queue = g.queue[n:]
+	if len(g.queue) == 0 {
+		g.queue = nil
+	}
 	g.mu.Unlock()
 
 	g.run(batch)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -481,5 +482,56 @@ func groupStatements() map[string]groupStmt {
 	return map[string]groupStmt{
 		"group_versions": {pgstore.GroupVersionsSQL, append(empty(23), "'default'")},
 		"group_chunks":   {pgstore.GroupChunksSQL, empty(5)},
+	}
+}
+
+// TestGroupTakesAtMostMaxGroup: commits queued past a group's bound go in
+// the groups after it, each a transaction of at most MaxGroup commits,
+// and every one of them commits.
+func TestGroupTakesAtMostMaxGroup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openStore(t, pgstore.Options{GroupCommit: 1})
+	x, err := session.FromUserMessage(ctx, st, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Roots made apart from the store: each starts a lane of its own, so
+	// that no two members of a group race for one.
+	n := pgstore.MaxGroup + 10
+	mem := session.NewMemoryGraph()
+	vs := make([]*session.Version, n)
+	for i := range vs {
+		s, err := session.FromUserMessage(ctx, mem, fmt.Sprintf("root %d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs[i] = s.Version()
+	}
+	release := holdGroup(t, st, x)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, v := range vs {
+		wg.Go(func() { _, errs[i] = st.Put(ctx, v) })
+	}
+	release(n)
+	wg.Wait()
+	ids := make([]string, n)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+		ids[i] = vs[i].ID.String()
+	}
+	rows, err := st.Pool().Query(ctx, `SELECT count(*) FROM versions WHERE id = ANY($1::uuid[]) GROUP BY xmin::text ORDER BY 1 DESC`, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{pgstore.MaxGroup, n - pgstore.MaxGroup}; !slices.Equal(sizes, want) {
+		t.Fatalf("%d commits queued at once went in transactions of %v; want %v", n, sizes, want)
 	}
 }
