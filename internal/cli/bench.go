@@ -77,7 +77,7 @@ step the steps scenario then reports with the Postgres backends'.`,
 	fl.StringVar(&f.token, "token", "", "API bearer token (env RATH_TOKEN)")
 	fl.BoolVar(&f.dev, "dev", true, "start an in-process dev stack (default unless --server)")
 	fl.StringVar(&f.store, "store", "", "store URL: the dev stack's store with --dev; with --server, the cluster's (for the commit limit and recall)")
-	fl.StringVar(&f.natsURL, "nats", "", "with --server: the cluster's NATS URL (step timing by events, JetStream limit)")
+	fl.StringVar(&f.natsURL, "nats", "", "with --server: the cluster's NATS URL (step timing by events, not by long polls of the API; JetStream limit)")
 	fl.StringVar(&f.scenarios, "scenario", "all", "scenarios, comma-separated: steps, fork, lineage, recall, sandbox, fanout, all")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measuring time per scenario")
 	fl.DurationVar(&f.latency, "model-latency", 0, "the scripted model's latency per reply (0: instant)")
