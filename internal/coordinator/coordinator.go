@@ -288,6 +288,27 @@ func badRequest(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, args...))
 }
 
+// afterCommit bounds the work that follows a commit on a caller's behalf
+// (a step's job), which no longer ends with the caller: see detached.
+const afterCommit = 10 * time.Second
+
+// detached is ctx for work that must follow a commit whether or not its
+// caller is still there (a client that hung up after its submit reached
+// the store): ctx's values, not its cancellation, for at most afterCommit.
+// A committed step whose job was not published would wait for the
+// reconciler, StaleAfter later.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), afterCommit)
+}
+
+// publishCommitted is publishStep for a step a caller's request has just
+// committed: it publishes even when the caller has gone (detached).
+func (c *Coordinator) publishCommitted(ctx context.Context, g store.Store, r runs.Run, st runs.Step, msgID string) error {
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	return c.publishStep(ctx, g, r, st, msgID)
+}
+
 // publishStep publishes st's job, with what the run's other steps spent
 // read from g (the scope's graph).
 func (c *Coordinator) publishStep(ctx context.Context, g store.Store, r runs.Run, st runs.Step, msgID string) error {

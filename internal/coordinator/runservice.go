@@ -240,7 +240,7 @@ func (svc *RunService) submitAgent(ctx context.Context, sc Scope, req SubmitRequ
 	// must not come first in the run's stream (a watcher from the start
 	// would be told that the run's first events are missing).
 	c.submitted(ctx, bus.Event{RunID: r.ID, Data: mustJSON(map[string]any{"input": input, "agent": spec.Name})})
-	if err := c.publishStep(ctx, sc.Graph, r, st, st.ID); err != nil {
+	if err := c.publishCommitted(ctx, sc.Graph, r, st, st.ID); err != nil {
 		c.log.WarnContext(ctx, "publish failed; the reconciler will retry", slog.String("step_id", st.ID), slog.Any("error", err))
 	}
 	return r, nil
@@ -533,7 +533,7 @@ func (svc *RunService) PutStep(ctx context.Context, sc Scope, runID, key string,
 			_ = rs.MarkRunning(ctx, runID)
 		}
 		r.Steps = append(r.Steps, st)
-		if err := c.publishStep(ctx, sc.Graph, r, st, st.ID); err != nil {
+		if err := c.publishCommitted(ctx, sc.Graph, r, st, st.ID); err != nil {
 			c.log.WarnContext(ctx, "publish failed; the reconciler will retry", slog.String("step_id", st.ID), slog.Any("error", err))
 		}
 	}
@@ -593,7 +593,7 @@ func (svc *RunService) republish(ctx context.Context, sc Scope, rs *runs.Store, 
 	if err != nil || r.Status.Terminal() {
 		return
 	}
-	if err := c.publishStep(ctx, sc.Graph, r, st, st.ID); err != nil {
+	if err := c.publishCommitted(ctx, sc.Graph, r, st, st.ID); err != nil {
 		c.log.DebugContext(ctx, "republish", slog.String("step_id", st.ID), slog.Any("error", err))
 	}
 }
@@ -835,13 +835,17 @@ func (svc *RunService) decideOnce(ctx context.Context, sc Scope, runID string, r
 	return res, false, nil
 }
 
+// publishContinuation publishes the job of st, a continuation step just
+// committed: as publishCommitted, whether or not the caller is still there.
 func (svc *RunService) publishContinuation(ctx context.Context, sc Scope, st runs.Step) error {
 	c := svc.c
+	ctx, cancel := detached(ctx)
+	defer cancel()
 	r, err := sc.Runs.Get(ctx, st.RunID)
 	if err != nil {
 		return err
 	}
-	return c.publishStep(ctx, sc.Graph, r, st, st.ID)
+	return c.publishCommitted(ctx, sc.Graph, r, st, st.ID)
 }
 
 // pendingOf reads the calls a waiting step waits on from its waiting

@@ -15,7 +15,9 @@ import (
 	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testdb"
+	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
+	"github.com/rath-run/rath/pkg/store/pgstore"
 	"github.com/rath-run/rath/pkg/store/sqlitestore"
 )
 
@@ -225,4 +227,57 @@ func TestSubmittedAsksNoAcknowledgement(t *testing.T) {
 	if first != "run.submitted" {
 		t.Errorf("the run's first event: %s, want run.submitted", first)
 	}
+}
+
+// TestSubmitPublishesAfterTheCallerLeft: a submit whose caller goes away
+// just after its run is committed (a client that hung up) still publishes
+// the step's job. The run is committed: left to the reconciler, its step
+// would wait StaleAfter (two minutes by default) before it ran.
+func TestSubmitPublishesAfterTheCallerLeft(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := app.StartDev(ctx, app.DevConfig{Dir: dir, Addr: "127.0.0.1:0", Workers: -1, StoreURL: testdb.Postgres(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	b := d.Backend
+	caller, leave := context.WithCancel(ctx)
+	defer leave()
+	g := leavingGraph{Store: b.Store, put: b.Store.(runs.VersionPutter), leave: leave}
+	c, err := coordinator.New(g, b.Runs, b.Bus, coordinator.Config{SameDatabase: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Submit(caller, coordinator.SubmitRequest{Agent: json.RawMessage(spec), Message: "then hang up"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if caller.Err() == nil {
+		t.Fatal("the caller did not leave: the submit did not commit through the graph's PutWith")
+	}
+	queued, _, err := b.Bus.QueuedSteps(ctx, r.Queue, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !queued[r.Steps[0].ID] {
+		t.Fatalf("step %s of a committed run is not queued (queued: %v): it waits for the reconciler", r.Steps[0].ID, queued)
+	}
+}
+
+// leavingGraph is a graph store whose commits with statements (a submit's
+// version and run) end the caller's context once they have committed.
+type leavingGraph struct {
+	store.Store
+	put   runs.VersionPutter
+	leave func()
+}
+
+func (g leavingGraph) PutWith(ctx context.Context, v *session.Version, after ...pgstore.Stmt) (*session.Version, bool, error) {
+	got, ran, err := g.put.PutWith(ctx, v, after...)
+	if err == nil {
+		g.leave()
+	}
+	return got, ran, err
 }
