@@ -12,10 +12,10 @@ import (
 
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testdb"
-	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store"
 	"github.com/rath-run/rath/pkg/store/pgstore"
+	"github.com/rath-run/rath/pkg/store/pgstore/pgstoretest"
 	"github.com/rath-run/rath/pkg/store/sqlitestore"
 	"github.com/rath-run/rath/pkg/store/storetest"
 )
@@ -197,30 +197,13 @@ func TestCommitStepVersionsGrouped(t *testing.T) {
 		vs[i] = storetest.Prepare(t, in, steps[i], session.Assistant("done"))
 	}
 
-	// Hold the one group the store lets be in flight.
-	lock, err := g.Pool().Acquire(ctx)
+	// Hold the one group the store lets be in flight, on a session of
+	// its own, so that it takes no member's lane.
+	root, err := session.FromUserMessage(ctx, g, "held")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lock.Release()
-	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock(7)`); err != nil {
-		t.Fatal(err)
-	}
-	root, err := session.FromUserMessage(ctx, g, "held") // of its own, so that it takes no member's lane
-	if err != nil {
-		t.Fatal(err)
-	}
-	hv := storetest.Prepare(t, root, "held", session.Assistant("held"))
-	held := make(chan error, 1)
-	go func() {
-		_, _, err := g.PutWith(ctx, hv, pgstore.Stmt{SQL: `SELECT pg_advisory_xact_lock_shared(7)`})
-		held <- err
-	}()
-	testenv.Eventually(t, 10*time.Second, "the held commit to wait for the lock", func() bool {
-		var waiting int
-		err := g.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'advisory'`).Scan(&waiting)
-		return err == nil && waiting == 1
-	})
+	release := pgstoretest.HoldGroup(t, g, root)
 
 	var entered, wg sync.WaitGroup
 	errs := make([]error, n)
@@ -238,12 +221,7 @@ func TestCommitStepVersionsGrouped(t *testing.T) {
 		})
 	}
 	entered.Wait()
-	if _, err := lock.Exec(ctx, `SELECT pg_advisory_unlock(7)`); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-held; err != nil {
-		t.Fatalf("held commit: %v", err)
-	}
+	release()
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store/pgstore"
+	"github.com/rath-run/rath/pkg/store/pgstore/pgstoretest"
 	"github.com/rath-run/rath/pkg/store/storetest"
 )
 
@@ -224,52 +225,16 @@ func TestGroupWritesWhatAloneWould(t *testing.T) {
 	}
 }
 
-// holdGroup holds one group in flight on st, opened with GroupCommit 1:
-// it commits a version extending from that waits for an advisory lock,
-// so that the commits made next queue behind it and go as one group.
-// release(n) waits until n commits have queued, lets the held group go,
-// and fails the test when its commit failed.
+// holdGroup holds one group in flight on st (pgstoretest.HoldGroup), so
+// that the commits made next queue behind it and go as one group.
+// release(n) waits until n commits have queued and lets the held group go.
 func holdGroup(t *testing.T, st *pgstore.Store, from session.Session) (release func(n int)) {
 	t.Helper()
-	ctx := context.Background()
-	pool := st.Pool()
-	lock, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(lock.Release)
-	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock(7)`); err != nil {
-		t.Fatal(err)
-	}
-	held := make(chan error, 1)
-	v := storetest.Prepare(t, from, "hold-"+uuid.NewString(), session.Assistant("held"))
-	go func() {
-		_, ran, err := st.PutWith(ctx, v,
-			pgstore.Stmt{SQL: `SELECT pg_advisory_xact_lock_shared(7)`})
-		if err == nil && !ran {
-			err = errors.New("its statement did not run")
-		}
-		held <- err
-	}()
-	testenv.Eventually(t, 10*time.Second, "the first group to wait for the lock", func() bool {
-		select {
-		case err := <-held:
-			t.Fatalf("held commit did not wait: %v", err)
-		default:
-		}
-		var n int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'advisory'`).Scan(&n)
-		return err == nil && n == 1
-	})
+	let := pgstoretest.HoldGroup(t, st, from)
 	return func(n int) {
 		t.Helper()
 		testenv.Eventually(t, 10*time.Second, "the members to queue", func() bool { return pgstore.GroupQueued(st) == n })
-		if _, err := lock.Exec(ctx, `SELECT pg_advisory_unlock(7)`); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-held; err != nil {
-			t.Fatalf("held commit: %v", err)
-		}
+		let()
 	}
 }
 
