@@ -88,15 +88,15 @@ func (svc *RunService) Review(ctx context.Context, sc Scope, runID string, req a
 	}
 	c.event(ctx, bus.Event{RunID: runID, StepID: st.ID, Type: api.EventReviewDecided, Data: mustJSON(rv)})
 	if st.Status == runs.StepPending {
-		// The step is pending again: its job goes out whether or not the
-		// caller is still there.
+		// The step is pending again: its run is read and its job goes
+		// out whether or not the caller is still there.
 		ctx, cancel := detached(ctx)
 		defer cancel()
 		r, err := rs.Get(ctx, runID)
 		if err != nil {
 			return api.ReviewResponse{}, err
 		}
-		if err := c.publishCommitted(ctx, sc.Graph, r, st, runs.ReviewMsgID(st.ID, call.Round, call.CallID)); err != nil {
+		if err := c.publishStep(ctx, sc.Graph, r, st, runs.ReviewMsgID(st.ID, call.Round, call.CallID)); err != nil {
 			c.log.WarnContext(ctx, "publish failed; the reconciler will retry", slog.String("step_id", st.ID), slog.Any("error", err))
 		}
 	}

@@ -593,7 +593,7 @@ func (svc *RunService) republish(ctx context.Context, sc Scope, rs *runs.Store, 
 	if err != nil || r.Status.Terminal() {
 		return
 	}
-	if err := c.publishCommitted(ctx, sc.Graph, r, st, st.ID); err != nil {
+	if err := c.publishStep(ctx, sc.Graph, r, st, st.ID); err != nil {
 		c.log.DebugContext(ctx, "republish", slog.String("step_id", st.ID), slog.Any("error", err))
 	}
 }
@@ -835,8 +835,9 @@ func (svc *RunService) decideOnce(ctx context.Context, sc Scope, runID string, r
 	return res, false, nil
 }
 
-// publishContinuation publishes the job of st, a continuation step just
-// committed: as publishCommitted, whether or not the caller is still there.
+// publishContinuation reads st's run and publishes the job of st, a
+// continuation step just committed, whether or not the caller is still
+// there (detached).
 func (svc *RunService) publishContinuation(ctx context.Context, sc Scope, st runs.Step) error {
 	c := svc.c
 	ctx, cancel := detached(ctx)
@@ -845,7 +846,7 @@ func (svc *RunService) publishContinuation(ctx context.Context, sc Scope, st run
 	if err != nil {
 		return err
 	}
-	return c.publishCommitted(ctx, sc.Graph, r, st, st.ID)
+	return c.publishStep(ctx, sc.Graph, r, st, st.ID)
 }
 
 // pendingOf reads the calls a waiting step waits on from its waiting
