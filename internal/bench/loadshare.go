@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/pprof/profile"
@@ -22,19 +23,17 @@ import (
 // generator's share is not known (--cpuprofile-loaded profiles it).
 var errNoLoadedProfile = errors.New("the loaded phase was not profiled")
 
+// loadFrames are the prefixes of the load generator's function names.
+var loadFrames = []string{
+	"github.com/rath-run/rath/internal/bench.",
+	"github.com/rath-run/rath/pkg/client.",
+	"net/http.(*persistConn).",
+	"net/http.(*Transport).",
+}
+
 // isLoadFrame reports a function of the load generator.
 func isLoadFrame(fn string) bool {
-	for _, p := range []string{
-		"github.com/rath-run/rath/internal/bench.",
-		"github.com/rath-run/rath/pkg/client.",
-		"net/http.(*persistConn).",
-		"net/http.(*Transport).",
-	} {
-		if strings.HasPrefix(fn, p) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(loadFrames, func(p string) bool { return strings.HasPrefix(fn, p) })
 }
 
 // loadShare returns the share of the CPU time in prof (a CPU profile, as
