@@ -70,6 +70,7 @@ func (m *meter) report(ctx context.Context, r *Report, n int) {
 	self1, selfOK := cpustat.Self()
 	perStep := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(n) }
 	var total, loadUS float64
+	loadKnown := false // loadUS is the load generator's part (0 is a reading)
 	row := func(name string, d time.Duration, inTotal bool) {
 		v := perStep(d)
 		if inTotal {
@@ -91,7 +92,7 @@ func (m *meter) report(ctx context.Context, r *Report, n int) {
 		case m.loadErr == nil:
 			load := time.Duration(m.load * float64(self1-m.self0))
 			row(fmt.Sprintf("  of which the load generator (%.1f%% of the phase's CPU profile: the bench, its API client and HTTP transport)", m.load*100), load, false)
-			loadUS = perStep(load)
+			loadUS, loadKnown = perStep(load), true
 		case !errors.Is(m.loadErr, errNoLoadedProfile):
 			r.note("steps: the load generator's CPU not told from the stack's (%v)", m.loadErr)
 		}
@@ -170,7 +171,7 @@ func (m *meter) report(ctx context.Context, r *Report, n int) {
 			name = "CPU per step, loaded, Rath + Postgres backends"
 		}
 		r.add(Figure{Scenario: "steps", Name: name, Value: total, Unit: "µs"})
-		if loadUS > 0 {
+		if loadKnown {
 			r.add(Figure{Scenario: "steps", Name: name + ", the load generator's part taken out", Value: total - loadUS, Unit: "µs"})
 		}
 	}

@@ -83,7 +83,7 @@ func TestBenchLineageOnDevWritesJSONAndSVG(t *testing.T) {
 func TestBenchProfilesTheLoadedPhase(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "loaded.pprof")
 	var out, errOut bytes.Buffer
-	code := Main(t.Context(), []string{"bench", "--scenario", "steps", "--duration", "900ms", "--worker-sweep", "",
+	code := Main(t.Context(), []string{"bench", "--scenario", "steps", "--duration", "3s", "--worker-sweep", "",
 		"--cpuprofile-loaded", path}, strings.NewReader(""), &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
