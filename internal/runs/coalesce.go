@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -11,12 +12,13 @@ import (
 )
 
 // coalescer sends calls of one kind of statement so that concurrent ones
-// share a statement: while fewer than inFlight statements are in flight a
-// call goes alone at once; calls arriving meanwhile go together as the
-// next statement (one transaction, one WAL flush, one statement's setup in
-// Postgres for the group). send writes the items of a call or group,
-// setting their results in the items themselves; it must handle a single
-// item.
+// share a statement: when no statement is in flight a call goes alone at
+// once; calls arriving meanwhile go together as the next statement (one
+// transaction, one WAL flush, one statement's setup in Postgres for the
+// group), once the one in flight is done, or after stallAfter if it is
+// not and fewer than inFlight are in flight. send writes the items of a
+// call or group, setting their results in the items themselves; it must
+// handle a single item.
 //
 // A group the server refused (send returns a *pgconn.PgError, or an error
 // send marks with errSendAlone) wrote nothing, and each of its items is
@@ -27,16 +29,23 @@ import (
 //
 // More than one statement in flight keeps one stuck statement (a row lock
 // held elsewhere, a connection gone silent) from holding every other call
-// of the process behind it. Used on Postgres for the journal's appends and
-// the steps' starts.
+// of the process behind it. A further statement waits for stallAfter
+// first: sent the moment a call arrives, it is mostly a statement of one,
+// and a step started alone costs Postgres about twice what one started in
+// a group does (issue 25, nineteenth round). Used on Postgres for the
+// journal's appends and the steps' starts.
 type coalescer[T any] struct {
 	send     func(ctx context.Context, items []T) error
-	max      int // the most items one statement takes
-	inFlight int // the most statements in flight (0: 1)
+	max      int           // the most items one statement takes
+	inFlight int           // the most statements in flight (0: 1)
+	stall    time.Duration // 0: stallAfter
 
 	mu      sync.Mutex
 	sending int           // statements in flight
 	queue   []*waiting[T] // arrived meanwhile; not sent yet
+	// spill, while set, sends the queue as a further statement once the
+	// statement in flight has held it for stallAfter (see do).
+	spill *time.Timer
 }
 
 // waiting is a call queued in a coalescer.
@@ -53,10 +62,16 @@ var errSendAlone = errors.New("send each alone")
 // groupTimeout bounds a group sent on behalf of other callers.
 const groupTimeout = 30 * time.Second
 
+// stallAfter is how long calls queue behind the statement in flight
+// before they go as a further statement (up to inFlight in flight), as
+// pgstore's commit groups do: a healthy start statement takes well under
+// it, one held by a row lock does not.
+const stallAfter = 2 * time.Millisecond
+
 // do sends item, alone or with others, and returns its error.
 func (c *coalescer[T]) do(ctx context.Context, item T) error {
 	c.mu.Lock()
-	if c.sending < max(c.inFlight, 1) {
+	if c.sending == 0 {
 		c.sending++
 		c.mu.Unlock()
 		err := c.send(ctx, []T{item})
@@ -65,6 +80,10 @@ func (c *coalescer[T]) do(ctx context.Context, item T) error {
 	}
 	w := &waiting[T]{item: item, done: make(chan struct{})}
 	c.queue = append(c.queue, w)
+	if c.sending < max(c.inFlight, 1) && c.spill == nil {
+		sctx := context.WithoutCancel(ctx)
+		c.spill = time.AfterFunc(cmp.Or(c.stall, stallAfter), func() { c.spillOver(sctx) })
+	}
 	c.mu.Unlock()
 	select {
 	case <-w.done:
@@ -84,6 +103,20 @@ func (c *coalescer[T]) do(ctx context.Context, item T) error {
 	}
 }
 
+// spillOver sends the queue as a further statement, when there is room
+// for one: the statement in flight has kept it waiting for stallAfter.
+func (c *coalescer[T]) spillOver(ctx context.Context) {
+	c.mu.Lock()
+	c.spill = nil
+	if len(c.queue) == 0 || c.sending >= max(c.inFlight, 1) {
+		c.mu.Unlock()
+		return
+	}
+	c.sending++
+	c.mu.Unlock()
+	c.next(ctx)
+}
+
 // next sends the calls queued while a statement was in flight, as one
 // group, from a goroutine of its own (the caller that sent the last
 // statement returns at once), and so on until none are queued; then it
@@ -98,6 +131,10 @@ func (c *coalescer[T]) next(ctx context.Context) {
 	n := min(len(c.queue), c.max)
 	group := slices.Clone(c.queue[:n])
 	c.queue = slices.Delete(c.queue, 0, n)
+	if len(c.queue) == 0 && c.spill != nil {
+		c.spill.Stop()
+		c.spill = nil
+	}
 	c.mu.Unlock()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)

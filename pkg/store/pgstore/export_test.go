@@ -1,5 +1,7 @@
 package pgstore
 
+import "time"
+
 // Test hooks for the external tests.
 
 // GroupVersionsSQL and GroupChunksSQL are a commit group's multi-row
@@ -21,3 +23,12 @@ func GroupQueued(s *Store) int {
 
 // MaxGroup is the most commits one group takes.
 const MaxGroup = maxGroup
+
+// SetStall sets how long commits queue behind s's group in flight before
+// they go as a further group (stallAfter).
+func SetStall(s *Store, d time.Duration) {
+	g := s.group
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stall = d
+}

@@ -16,16 +16,24 @@ import (
 	"github.com/rath-run/rath/pkg/session"
 )
 
-// Group commit. A commit that arrives while [Options.GroupCommit] batches
-// are already in flight waits for one of them to finish and then goes, with
-// every other commit that queued meanwhile, as one pipelined batch that
-// Postgres runs as one implicit transaction: one round trip, one WAL flush
-// and one transaction's overhead for the whole group. A commit that arrives
-// when fewer are in flight goes at once, alone, so grouping adds no latency
-// when the store is idle; under load the groups grow by themselves, up to
-// maxGroup commits each. A group's versions, chunks and edges go as one
-// multi-row statement each, and so do its members' statements that have a
+// Group commit. A commit that arrives while a group is in flight waits for
+// it to finish and then goes, with every other commit that queued
+// meanwhile, as one pipelined batch that Postgres runs as one implicit
+// transaction: one round trip, one WAL flush and one transaction's
+// overhead for the whole group. A commit that arrives when none is in
+// flight goes at once, alone, so grouping adds no latency when the store
+// is idle; under load the groups grow by themselves, up to maxGroup
+// commits each. A group's versions, chunks and edges go as one multi-row
+// statement each, and so do its members' statements that have a
 // multi-row form ([Stmt.Rows]): Postgres sets a statement up once a group.
+//
+// Commits that have queued for stallAfter behind the group in flight go
+// as a further group, up to [Options.GroupCommit] groups in flight: one
+// group held up (a row lock, a connection gone silent) does not hold
+// every commit of the process behind it. Until then they wait, rather
+// than go at once beside it: a second group sent the moment a commit
+// arrives is mostly a group of one, and a commit alone costs Postgres
+// about twice as much as one in a group (issue 25, nineteenth round).
 //
 // A group commits all or nothing. When it fails on a statement (a replayed
 // version's unique key, a lane taken by a concurrent commit, a caller's
@@ -43,6 +51,13 @@ const maxGroup = 256
 // groupTimeout bounds one group's round trip: a group runs on behalf of
 // several callers, so no single caller's context may cancel it.
 const groupTimeout = time.Minute
+
+// stallAfter is how long commits queue behind the group in flight before
+// they go as a further group of their own (up to [Options.GroupCommit] in
+// flight). A healthy group's round trip is well under it (about 0.2–1 ms
+// at 16 steps in flight, issue 25); a group held by a row lock or a
+// silent connection is not, and the commits behind it go on without it.
+const stallAfter = 2 * time.Millisecond
 
 // commitReq is one commit waiting in the group queue.
 type commitReq struct {
@@ -63,16 +78,21 @@ type commitReq struct {
 type grouper struct {
 	q   querier
 	max int
+	// stall is stallAfter, unless a test sets another.
+	stall time.Duration
 	// tenant is stated for root versions ([Options.Tenant]).
 	tenant string
 
 	mu       sync.Mutex
 	queue    []*commitReq
 	inflight int
+	// spill, while set, sends the queue as a further group once the group
+	// in flight has held it for stallAfter (see commit).
+	spill *time.Timer
 }
 
 func newGrouper(q querier, maxInFlight int, tenant string) *grouper {
-	return &grouper{q: q, max: maxInFlight, tenant: tenant}
+	return &grouper{q: q, max: maxInFlight, stall: stallAfter, tenant: tenant}
 }
 
 // commit writes one version (and its statements) through the group queue.
@@ -82,9 +102,11 @@ func (g *grouper) commit(ctx context.Context, v *session.Version, claim bool, af
 	req := &commitReq{ctx: ctx, v: v, claim: claim, after: after, done: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, req)
-	lead := g.inflight < g.max
+	lead := g.inflight == 0
 	if lead {
 		g.inflight++
+	} else if g.inflight < g.max && g.spill == nil {
+		g.spill = time.AfterFunc(g.stall, g.spillOver)
 	}
 	g.mu.Unlock()
 	if lead {
@@ -110,6 +132,7 @@ func (g *grouper) lead() {
 	g.queue = g.queue[n:]
 	if len(g.queue) == 0 {
 		g.queue = nil
+		g.stopSpill()
 	}
 	g.mu.Unlock()
 
@@ -122,6 +145,29 @@ func (g *grouper) lead() {
 		return
 	}
 	g.inflight--
+}
+
+// spillOver sends the queue as a further group, when there is room for
+// one: the group in flight has kept it waiting for stallAfter.
+func (g *grouper) spillOver() {
+	g.mu.Lock()
+	g.spill = nil
+	lead := len(g.queue) > 0 && g.inflight < g.max
+	if lead {
+		g.inflight++
+	}
+	g.mu.Unlock()
+	if lead {
+		g.lead()
+	}
+}
+
+// stopSpill disarms spill; g.mu is held.
+func (g *grouper) stopSpill() {
+	if g.spill != nil {
+		g.spill.Stop()
+		g.spill = nil
+	}
 }
 
 // run sends batch as one group and settles each request.

@@ -461,18 +461,8 @@ func TestGroupTakesAtMostMaxGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Roots made apart from the store: each starts a lane of its own, so
-	// that no two members of a group race for one.
 	n := pgstore.MaxGroup + 10
-	mem := session.NewMemoryGraph()
-	vs := make([]*session.Version, n)
-	for i := range vs {
-		s, err := session.FromUserMessage(ctx, mem, fmt.Sprintf("root %d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		vs[i] = s.Version()
-	}
+	vs := rootsApart(t, n)
 	release := holdGroup(t, st, x)
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -499,4 +489,85 @@ func TestGroupTakesAtMostMaxGroup(t *testing.T) {
 	if want := []int{pgstore.MaxGroup, n - pgstore.MaxGroup}; !slices.Equal(sizes, want) {
 		t.Fatalf("%d commits queued at once went in transactions of %v; want %v", n, sizes, want)
 	}
+}
+
+// rootsApart makes n root versions apart from any store: each starts a
+// lane of its own, so that no two members of a group race for one.
+func rootsApart(t *testing.T, n int) []*session.Version {
+	t.Helper()
+	mem := session.NewMemoryGraph()
+	vs := make([]*session.Version, n)
+	for i := range vs {
+		s, err := session.FromUserMessage(context.Background(), mem, fmt.Sprintf("root %d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs[i] = s.Version()
+	}
+	return vs
+}
+
+// TestGroupWaitsForTheGroupInFlight: with room for two groups in flight
+// (the default), commits that arrive while one is in flight wait for it
+// and go as one group; none goes alone beside it (the nineteenth round of
+// issue 25: such a second group is mostly a group of one).
+func TestGroupWaitsForTheGroupInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openStore(t, pgstore.Options{})
+	pgstore.SetStall(st, time.Hour)
+	x, err := session.FromUserMessage(ctx, st, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := rootsApart(t, 8)
+	release := holdGroup(t, st, x)
+	var wg sync.WaitGroup
+	errs := make([]error, len(vs))
+	ids := make([]string, len(vs))
+	for i, v := range vs {
+		ids[i] = v.ID.String()
+		wg.Go(func() { _, errs[i] = st.Put(ctx, v) })
+	}
+	release(len(vs))
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+	var txs int
+	if err := st.Pool().QueryRow(ctx, `SELECT count(DISTINCT xmin::text) FROM versions WHERE id = ANY($1::uuid[])`, ids).Scan(&txs); err != nil {
+		t.Fatal(err)
+	}
+	if txs != 1 {
+		t.Fatalf("%d commits queued behind a group in flight went in %d transactions; want 1", len(vs), txs)
+	}
+}
+
+// TestGroupGoesPastAStalledGroup: commits queued behind a group that does
+// not finish go as a second group once it has held them for the stall
+// time, and commit while it is still held.
+func TestGroupGoesPastAStalledGroup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openStore(t, pgstore.Options{})
+	pgstore.SetStall(st, time.Millisecond)
+	x, err := session.FromUserMessage(ctx, st, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := rootsApart(t, 1)[0]
+	release := pgstoretest.HoldGroup(t, st, x)
+	done := make(chan error, 1)
+	go func() { _, err := st.Put(ctx, v); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a commit queued behind a held group did not go past it")
+	}
+	release()
 }

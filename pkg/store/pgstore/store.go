@@ -45,9 +45,10 @@ type Options struct {
 	// sets one, else [DefaultMaxConns].
 	MaxConns int32
 	// GroupCommit is how many group commits may be in flight at once (see
-	// group.go): commits that arrive while that many are in flight go
-	// together in the next one. 0 means DefaultGroupCommit; negative turns
-	// grouping off, so every commit is its own transaction.
+	// group.go): commits that arrive while one is in flight go together in
+	// the next one, which waits for it unless it has stalled (2 ms) and
+	// fewer than GroupCommit are in flight. 0 means DefaultGroupCommit;
+	// negative turns grouping off, so every commit is its own transaction.
 	GroupCommit int
 	// Tenant is the tenant this store states for the root versions it
 	// commits on a system connection (one that does not set rath.tenant):
@@ -65,15 +66,15 @@ type Options struct {
 const DefaultTenant = "default"
 
 // DefaultGroupCommit is [Options.GroupCommit]'s default: up to two groups
-// in flight, each on its own connection. A group of several writes its
-// versions, chunks and edges with one statement each (group.go), so a
-// larger group costs Postgres less a commit; more groups in flight make
-// them smaller. On the 2-core machine (issue 25, docs/BENCHMARKS.md), at
-// 16 steps in flight: four groups 838–949 steps/s, two 1,077–1,094, one
-// 1,118–1,129; at 1,000 sessions the three are alike (1,328–1,450). One
-// group kept every commit waiting for the single one ahead of it before
-// groups were written with multi-row statements (971 steps/s at 1,000
-// sessions); two leave Postgres a second backend on larger machines.
+// in flight, each on its own connection, the second only once the first
+// has stalled. A group of several writes its versions, chunks and edges
+// with one statement each (group.go), so a larger group costs Postgres
+// less a commit; more groups in flight make them smaller. On the 2-core
+// machine (issue 25, docs/BENCHMARKS.md), at 16 steps in flight: four
+// groups 838–949 steps/s, two 1,077–1,094, one 1,118–1,129; at 1,000
+// sessions the three are alike (1,328–1,450). The second group keeps one
+// held up by a row lock or a silent connection from holding every commit
+// behind it.
 const DefaultGroupCommit = 2
 
 // DefaultMaxConns is [Options.MaxConns]'s default, the run store's pool

@@ -19,8 +19,9 @@ import (
 // holdLock is the advisory lock a held group waits for.
 const holdLock = 7
 
-// HoldGroup holds one commit group in flight on st, which must be opened
-// with GroupCommit 1 and hold no other group that waits for the lock: it
+// HoldGroup holds one commit group in flight on st, which must hold no
+// other group that waits for the lock, and be opened with GroupCommit 1
+// or its group's stall time set past the test's (pgstore's SetStall): it
 // commits a version extending from (give it a session no commit to come
 // extends, so that it takes no lane one of them wants) with a statement
 // that waits for an advisory lock, and returns once that statement waits.
