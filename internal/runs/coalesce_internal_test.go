@@ -114,8 +114,8 @@ func TestCoalescerSpillsPastAStalledStatement(t *testing.T) {
 		return len(c.queue) == 1
 	})
 	select {
-	case <-done:
-		t.Fatalf("a call went beside the one statement allowed in flight: statements %v", h.statements())
+	case err := <-done:
+		t.Fatalf("a call went beside the one statement allowed in flight (%v): statements %v", err, h.statements())
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(h.release)
