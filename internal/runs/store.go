@@ -30,6 +30,9 @@ type Store struct {
 	// concurrent step starts (fastpath.go); Postgres.
 	journal *coalescer[*journalAppend]
 	starts  *coalescer[*startCall]
+	// growth moves the grouped statements to a new plan generation as
+	// the store grows (replan.go).
+	growth growth
 }
 
 // NewStore returns a Store over db. now is the clock (time.Now when nil).
