@@ -9,16 +9,18 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/rath-run/rath/pkg/store/pgstore"
 )
 
 // coalescer sends calls of one kind of statement so that concurrent ones
 // share a statement: when no statement is in flight a call goes alone at
 // once; calls arriving meanwhile go together as the next statement (one
 // transaction, one WAL flush, one statement's setup in Postgres for the
-// group), once the one in flight is done, or after stallAfter if it is
-// not and fewer than inFlight are in flight. send writes the items of a
-// call or group, setting their results in the items themselves; it must
-// handle a single item.
+// group), once the one in flight is done, or after pgstore.StallAfter if
+// it is not and fewer than inFlight are in flight. send writes the items
+// of a call or group, setting their results in the items themselves; it
+// must handle a single item.
 //
 // A group the server refused (send returns a *pgconn.PgError, or an error
 // send marks with errSendAlone) wrote nothing, and each of its items is
@@ -29,22 +31,23 @@ import (
 //
 // More than one statement in flight keeps one stuck statement (a row lock
 // held elsewhere, a connection gone silent) from holding every other call
-// of the process behind it. A further statement waits for stallAfter
-// first: sent the moment a call arrives, it is mostly a statement of one,
-// and a step started alone costs Postgres about twice what one started in
-// a group does (issue 25, nineteenth round). Used on Postgres for the
-// journal's appends and the steps' starts.
+// of the process behind it. A further statement waits for
+// pgstore.StallAfter first, as pgstore's commit groups do: sent the
+// moment a call arrives, it is mostly a statement of one, and a step
+// started alone costs Postgres about twice what one started in a group
+// does (issue 25, nineteenth round). Used on Postgres for the journal's
+// appends and the steps' starts.
 type coalescer[T any] struct {
 	send     func(ctx context.Context, items []T) error
 	max      int           // the most items one statement takes
 	inFlight int           // the most statements in flight (0: 1)
-	stall    time.Duration // 0: stallAfter
+	stall    time.Duration // 0: pgstore.StallAfter
 
 	mu      sync.Mutex
 	sending int           // statements in flight
 	queue   []*waiting[T] // arrived meanwhile; not sent yet
 	// spill, while set, sends the queue as a further statement once the
-	// statement in flight has held it for stallAfter (see do).
+	// statement in flight has held it for the stall time (see do).
 	spill *time.Timer
 }
 
@@ -62,12 +65,6 @@ var errSendAlone = errors.New("send each alone")
 // groupTimeout bounds a group sent on behalf of other callers.
 const groupTimeout = 30 * time.Second
 
-// stallAfter is how long calls queue behind the statement in flight
-// before they go as a further statement (up to inFlight in flight), as
-// pgstore's commit groups do: a healthy start statement takes well under
-// it, one held by a row lock does not.
-const stallAfter = 2 * time.Millisecond
-
 // do sends item, alone or with others, and returns its error.
 func (c *coalescer[T]) do(ctx context.Context, item T) error {
 	c.mu.Lock()
@@ -81,8 +78,7 @@ func (c *coalescer[T]) do(ctx context.Context, item T) error {
 	w := &waiting[T]{item: item, done: make(chan struct{})}
 	c.queue = append(c.queue, w)
 	if c.sending < max(c.inFlight, 1) && c.spill == nil {
-		sctx := context.WithoutCancel(ctx)
-		c.spill = time.AfterFunc(cmp.Or(c.stall, stallAfter), func() { c.spillOver(sctx) })
+		c.spill = time.AfterFunc(cmp.Or(c.stall, pgstore.StallAfter), func() { c.spillOver(ctx) })
 	}
 	c.mu.Unlock()
 	select {
@@ -104,7 +100,8 @@ func (c *coalescer[T]) do(ctx context.Context, item T) error {
 }
 
 // spillOver sends the queue as a further statement, when there is room
-// for one: the statement in flight has kept it waiting for stallAfter.
+// for one: the statement in flight has kept it waiting for the stall
+// time. next detaches ctx from its caller's cancellation.
 func (c *coalescer[T]) spillOver(ctx context.Context) {
 	c.mu.Lock()
 	c.spill = nil

@@ -9,11 +9,11 @@ import (
 // table of ten pages, and an array parameter as ten elements: for such a
 // table one scan of runs costs it less than ten lookups by key, so on a
 // new store the grouped start's and the grouped commit's generic plans
-// scan runs whole (TestHotPathPlansUseKeys' young case). A connection
-// keeps a prepared statement's generic plan until the statistics of a
-// table it reads change, at autovacuum's first visit: up to a minute on a
-// store that grows by thousands of runs a second meanwhile (issue 25,
-// nineteenth round).
+// scan runs whole (TestGroupedStartsPlannedAnewAsTheStoreGrows). A
+// connection keeps a prepared statement's generic plan until the
+// statistics of a table it reads change, at autovacuum's first visit: up
+// to a minute on a store that grows by thousands of runs a second
+// meanwhile (issue 25, nineteenth round).
 //
 // So the grouped statements carry a generation in a leading comment, which
 // moves on as the store's own grouped starts and fast-path commits pass
@@ -42,16 +42,19 @@ type generations [len(replanAfter) + 1]string
 func generationsOf(q string) generations {
 	var g generations
 	for i := range g {
-		g[i] = fmt.Sprintf("/* rath plan generation %d */ %s", i, q)
+		g[i] = generationMark(i) + " " + q
 	}
 	return g
 }
 
+// generationMark is the comment that leads a statement of generation i.
+func generationMark(i int) string { return fmt.Sprintf("/* rath plan generation %d */", i) }
+
 // growth counts a Store's grouped starts and fast-path commits.
 type growth struct{ n atomic.Int64 }
 
-// next counts one grouped start or commit and returns the generation of q to send
-// for it.
+// next counts one grouped start or commit and returns the generation of
+// q to send for it.
 func (g *growth) next(q *generations) string {
 	n := g.n.Add(1)
 	i := 0

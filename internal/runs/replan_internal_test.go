@@ -2,7 +2,6 @@ package runs
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/stdlib"
@@ -68,8 +67,7 @@ func TestGroupedStartsPlannedAnewAsTheStoreGrows(t *testing.T) {
 		}
 		for gen := range 2 {
 			var name string
-			prefix := strings.SplitN(startStepsEpochGen[gen], "*/", 2)[0] + "*/"
-			if err := pc.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE starts_with(statement, $1)`, prefix).Scan(&name); err != nil {
+			if err := pc.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE starts_with(statement, $1)`, generationMark(gen)).Scan(&name); err != nil {
 				t.Errorf("generation %d: not prepared on the store's connection: %v", gen, err)
 				continue
 			}

@@ -25,7 +25,7 @@ func GroupQueued(s *Store) int {
 const MaxGroup = maxGroup
 
 // SetStall sets how long commits queue behind s's group in flight before
-// they go as a further group (stallAfter).
+// they go as a further group (StallAfter by default).
 func SetStall(s *Store, d time.Duration) {
 	g := s.group
 	g.mu.Lock()

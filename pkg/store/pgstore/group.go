@@ -27,7 +27,7 @@ import (
 // statement each, and so do its members' statements that have a
 // multi-row form ([Stmt.Rows]): Postgres sets a statement up once a group.
 //
-// Commits that have queued for stallAfter behind the group in flight go
+// Commits that have queued for [StallAfter] behind the group in flight go
 // as a further group, up to [Options.GroupCommit] groups in flight: one
 // group held up (a row lock, a connection gone silent) does not hold
 // every commit of the process behind it. Until then they wait, rather
@@ -52,13 +52,14 @@ const maxGroup = 256
 // several callers, so no single caller's context may cancel it.
 const groupTimeout = time.Minute
 
-// stallAfter is how long commits queue behind the group in flight before
+// StallAfter is how long commits queue behind the group in flight before
 // they go as a further group of their own (up to [Options.GroupCommit] in
-// flight). A healthy group's statements take well under a millisecond at
-// 16 steps in flight (by pg_stat_statements, issue 25's nineteenth
-// round); a group held by a row lock or a silent connection takes longer,
-// and the commits behind it go on without it.
-const stallAfter = 2 * time.Millisecond
+// flight); package runs holds its grouped step starts to the same. A
+// healthy group's statements take well under a millisecond at 16 steps in
+// flight (by pg_stat_statements, issue 25's nineteenth round); a group
+// held by a row lock or a silent connection takes longer, and the commits
+// behind it go on without it.
+const StallAfter = 2 * time.Millisecond
 
 // commitReq is one commit waiting in the group queue.
 type commitReq struct {
@@ -79,7 +80,7 @@ type commitReq struct {
 type grouper struct {
 	q   querier
 	max int
-	// stall is stallAfter, unless a test sets another.
+	// stall is StallAfter, unless a test sets another.
 	stall time.Duration
 	// tenant is stated for root versions ([Options.Tenant]).
 	tenant string
@@ -88,12 +89,12 @@ type grouper struct {
 	queue    []*commitReq
 	inflight int
 	// spill, while set, sends the queue as a further group once the group
-	// in flight has held it for stallAfter (see commit).
+	// in flight has held it for stall (see commit).
 	spill *time.Timer
 }
 
 func newGrouper(q querier, maxInFlight int, tenant string) *grouper {
-	return &grouper{q: q, max: maxInFlight, stall: stallAfter, tenant: tenant}
+	return &grouper{q: q, max: maxInFlight, stall: StallAfter, tenant: tenant}
 }
 
 // commit writes one version (and its statements) through the group queue.
@@ -133,7 +134,10 @@ func (g *grouper) lead() {
 	g.queue = g.queue[n:]
 	if len(g.queue) == 0 {
 		g.queue = nil
-		g.stopSpill()
+		if g.spill != nil {
+			g.spill.Stop()
+			g.spill = nil
+		}
 	}
 	g.mu.Unlock()
 
@@ -149,7 +153,7 @@ func (g *grouper) lead() {
 }
 
 // spillOver sends the queue as a further group, when there is room for
-// one: the group in flight has kept it waiting for stallAfter.
+// one: the group in flight has kept it waiting for stall.
 func (g *grouper) spillOver() {
 	g.mu.Lock()
 	g.spill = nil
@@ -160,14 +164,6 @@ func (g *grouper) spillOver() {
 	g.mu.Unlock()
 	if lead {
 		g.lead()
-	}
-}
-
-// stopSpill disarms spill; g.mu is held.
-func (g *grouper) stopSpill() {
-	if g.spill != nil {
-		g.spill.Stop()
-		g.spill = nil
 	}
 }
 

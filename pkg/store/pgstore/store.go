@@ -46,8 +46,8 @@ type Options struct {
 	MaxConns int32
 	// GroupCommit is how many group commits may be in flight at once (see
 	// group.go): commits that arrive while one is in flight go together in
-	// the next one, which waits for it unless it has stalled (2 ms) and
-	// fewer than GroupCommit are in flight. 0 means DefaultGroupCommit;
+	// the next one, which waits for it unless it has stalled ([StallAfter])
+	// and fewer than GroupCommit are in flight. 0 means DefaultGroupCommit;
 	// negative turns grouping off, so every commit is its own transaction.
 	GroupCommit int
 	// Tenant is the tenant this store states for the root versions it
