@@ -95,20 +95,6 @@ bin() {
 	echo "$EXAMPLE_TMP/bin/$1"
 }
 
-# free_port: a TCP port on 127.0.0.1 nobody listens on right now.
-free_port() {
-	local p
-	for _ in $(seq 1 50); do
-		p=$((20000 + RANDOM % 30000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return
-		fi
-	done
-	echo "no free port" >&2
-	exit 1
-}
-
 # wait_for FILE TEXT: wait up to 60s until FILE contains TEXT.
 wait_for() {
 	for _ in $(seq 1 240); do
@@ -137,28 +123,39 @@ start_cluster() {
 	NATS_URL=$(sed -n 's/^ready //p' "$dir/natsd.log" | head -n1)
 	STORE_URL="sqlite:$dir/rath.db"
 	"$RATHCTL" migrate --store "$STORE_URL" >/dev/null
-	COORD_PORT=$(free_port)
-	RATH_SERVER="http://127.0.0.1:$COORD_PORT"
-	export RATH_SERVER NATS_URL STORE_URL
+	COORD_PORT=0
+	export NATS_URL STORE_URL
 	start_coordinator
 }
 
-# start_coordinator [FLAGS...]: (re)start the cluster's coordinator on its
-# port (with start_cluster's flags and these), with a 1s reconcile interval (so a restarted one takes over the
-# workflow lease within seconds), and wait until its API answers.
+# start_coordinator [FLAGS...]: (re)start the cluster's coordinator (with
+# start_cluster's flags and these), with a 1s reconcile interval (so a
+# restarted one takes over the workflow lease within seconds), and wait until
+# its API answers. The first start takes a port the kernel chooses (--addr
+# 127.0.0.1:0; a port picked beforehand can be taken by another process before
+# the coordinator binds it) and reads it from the coordinator's log; a restart
+# listens on the same port, so RATH_SERVER stays the same.
 COORD_PID=
 start_coordinator() {
+	local log="$EXAMPLE_TMP/cluster/coordinator.log" seen=0 addr
+	if [ -f "$log" ]; then seen=$(wc -l <"$log"); fi
 	"$(bin coordinator)" --store "$STORE_URL" --nats "$NATS_URL" --addr "127.0.0.1:$COORD_PORT" \
-		--reconcile-interval 1s ${COORD_FLAGS[@]+"${COORD_FLAGS[@]}"} "$@" >>"$EXAMPLE_TMP/cluster/coordinator.log" 2>&1 &
+		--reconcile-interval 1s ${COORD_FLAGS[@]+"${COORD_FLAGS[@]}"} "$@" >>"$log" 2>&1 &
 	COORD_PID=$!
 	CLUSTER_PIDS+=($!)
 	for _ in $(seq 1 240); do
-		if "$RATHCTL" runs list --limit 1 >/dev/null 2>&1; then
-			echo "# coordinator $RATH_SERVER (pid $COORD_PID); natsd $NATS_URL; store $STORE_URL" >&2
-			return
+		addr=$(tail -n +"$((seen + 1))" "$log" | sed -n 's/.*"msg":"coordinator listening","addr":"\([^"]*\)".*/\1/p' | head -n1)
+		if [ -n "$addr" ]; then
+			COORD_PORT=${addr##*:}
+			RATH_SERVER="http://127.0.0.1:$COORD_PORT"
+			export RATH_SERVER
+			if "$RATHCTL" runs list --limit 1 >/dev/null 2>&1; then
+				echo "# coordinator $RATH_SERVER (pid $COORD_PID); natsd $NATS_URL; store $STORE_URL" >&2
+				return
+			fi
 		fi
 		if ! kill -0 "$COORD_PID" 2>/dev/null; then
-			break # it exited (a port taken since free_port looked, say): say so now
+			break # it exited: say so now
 		fi
 		sleep 0.25
 	done

@@ -155,6 +155,18 @@ func ServeHTTP(ctx context.Context, addr string, h http.Handler, l HTTPLimits, g
 	if err != nil {
 		return err
 	}
+	return Serve(ctx, ln, h, l, grace)
+}
+
+// Serve is [ServeHTTP] on a listener the caller opened with
+// [HTTPLimits.Listen] (to learn the port it was given for addr ":0", say).
+// It closes ln.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, l HTTPLimits, grace time.Duration) error {
+	if err := l.Validate(); err != nil {
+		ln.Close()
+		return err
+	}
+	addr := ln.Addr().String()
 	srv := l.Server(h)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -166,7 +178,7 @@ func ServeHTTP(ctx context.Context, addr string, h http.Handler, l HTTPLimits, g
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	err = srv.Serve(ln)
+	err := srv.Serve(ln)
 	cancel()
 	<-stopped
 	if errors.Is(err, http.ErrServerClosed) {
