@@ -187,11 +187,10 @@ func (s *Store) startSteps(ctx context.Context, calls []*startCall) error {
 	if err != nil {
 		return err
 	}
-	gen := &startStepsGen
+	q := startStepsSQL
 	if withEpoch {
-		gen = &startStepsEpochGen
+		q = startStepsEpochSQL
 	}
-	q := s.growth.next(gen)
 	rows, err := s.db.QueryContext(ctx, q, g.ids, g.workers, s.ts())
 	if err != nil {
 		return err
@@ -289,7 +288,7 @@ func (s *Store) startStepsReading(ctx context.Context, calls []*startCall) error
 		if len(calls) == 1 {
 			rows, err = sc.Conn().Query(ctx, startStepInputSQL, calls[0].stepID, calls[0].worker, s.ts())
 		} else {
-			rows, err = sc.Conn().Query(ctx, s.growth.next(&startStepsInputGen), g.ids, g.workers, s.ts())
+			rows, err = sc.Conn().Query(ctx, startStepsInputSQL, g.ids, g.workers, s.ts())
 		}
 		if err != nil {
 			return err
@@ -452,7 +451,7 @@ func (s *Store) commitStepVersion(ctx context.Context, g VersionPutter, stepID s
 		found = true
 		return nil
 	}
-	stmts := []pgstore.Stmt{{SQL: commitStepSQL, Rows: s.growth.next(&commitStepsGen), Args: []any{stepID, v.ID.String(), s.ts()}, Row: read}}
+	stmts := []pgstore.Stmt{{SQL: commitStepSQL, Rows: commitStepsSQL, Args: []any{stepID, v.ID.String(), s.ts()}, Row: read}}
 	if prune {
 		stmts = append([]pgstore.Stmt{{SQL: pruneJournalSQL, Args: []any{stepID}}}, stmts...)
 	}
@@ -461,6 +460,7 @@ func (s *Store) commitStepVersion(ctx context.Context, g VersionPutter, stepID s
 		return nil, Run{}, err
 	}
 	if ran && found {
+		s.grew(ctx)
 		return got, r, nil
 	}
 	// A replayed commit (the version was there before), or a step that is

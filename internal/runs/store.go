@@ -30,9 +30,9 @@ type Store struct {
 	// concurrent step starts (fastpath.go); Postgres.
 	journal *coalescer[*journalAppend]
 	starts  *coalescer[*startCall]
-	// growth moves the grouped statements to a new plan generation as
-	// the store grows (replan.go).
-	growth growth
+	// stats has the hot tables' statistics taken as the store grows, so
+	// that the plans made on a new store are made anew (statistics.go).
+	stats statistics
 }
 
 // NewStore returns a Store over db. now is the clock (time.Now when nil).
