@@ -21,20 +21,22 @@ import (
 // So a store on Postgres asks the database to take the hot tables'
 // statistics as it grows: after its 64th fast-path commit and at every
 // power of two after that, up to refreshLast, it calls
-// rath_refresh_statistics() (migration 00027), which analyzes the tables
-// whose pages have doubled since they were last measured. ANALYZE
-// invalidates the plans that read the table, in every connection of every
-// process on the database, and each is made anew at its next use, on the
-// table as it has grown; a table whose statistics say it has thousands of
-// rows is read by key. The call is one round trip when no table has
-// doubled; each table is analyzed about a dozen times in its life, past
-// which autovacuum's thresholds serve.
+// rath_refresh_statistics() (migration 00027), which analyzes the hot
+// tables once one has grown fourfold since it was last measured, until
+// their statistics describe 256 pages. ANALYZE invalidates the plans that
+// read the table, in every connection of every process on the database,
+// and each is made anew at its next use, on the table as it has grown; a
+// table whose statistics say it has thousands of rows is read by key.
+// Making a plan anew costs a connection milliseconds for each of these
+// statements, hence the fourfold steps and the end: three or four rounds
+// in a store's life, past which autovacuum's thresholds serve. The call
+// is one round trip when nothing is due.
 //
 // The call is made by the commit that reaches the count, after its own
-// transaction, so that commit's caller waits for it (a few milliseconds on
-// tables of a few megabytes; the function skips a table autovacuum holds):
-// seventeen calls in a store's life, none of them on the way of another
-// step.
+// transaction, so that commit's caller waits for it (milliseconds: the
+// tables are small while anything is due, and the function skips a table
+// autovacuum holds): seventeen calls in a store's life, none of them on
+// the way of another step.
 const (
 	refreshFirst = 64
 	refreshLast  = 1 << 22
@@ -65,9 +67,10 @@ func (s *Store) grew(ctx context.Context) {
 	_, _ = s.RefreshStatistics(ctx)
 }
 
-// RefreshStatistics asks Postgres to analyze the hot tables that have
-// doubled since they were last measured, and returns how many it analyzed
-// (see the package's statistics.go). On SQLite it does nothing.
+// RefreshStatistics asks Postgres to analyze the hot tables of a young
+// store that have grown since they were last measured (see
+// rath_refresh_statistics in migration 00027), and returns how many it
+// analyzed. On SQLite it does nothing.
 func (s *Store) RefreshStatistics(ctx context.Context) (int, error) {
 	if !s.relaxed {
 		return 0, nil

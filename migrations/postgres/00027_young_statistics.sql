@@ -1,5 +1,5 @@
--- rath_refresh_statistics() takes the statistics of the hot tables whose
--- size has doubled since Postgres last measured them (issue 25).
+-- rath_refresh_statistics() takes the statistics of the hot tables of a
+-- young store as it grows (issue 25).
 --
 -- Postgres plans a table it has no statistics for by its size when the
 -- plan is made, and a connection keeps a prepared statement's generic plan
@@ -12,33 +12,46 @@
 -- first ANALYZE, up to a minute later (autovacuum_naptime) and only once
 -- 10% of the rows changed.
 --
--- The run store calls this as it grows (internal/runs, statistics.go). A
--- table is analyzed when its pages have doubled since its last statistics
--- (from 8 pages on, so a store's first rows cost nothing), up to 16,384
--- pages (128 MiB with 8 KiB pages), past which autovacuum's own thresholds
--- serve: each table is analyzed at most about a dozen times in its life.
--- ANALYZE changes the statistics, and every connection plans the
--- statements that read the table anew at their next use. The function runs
--- as its owner (SECURITY DEFINER: ANALYZE needs the table's owner), so the
--- worker and coordinator roles may call it; lock_timeout keeps it from
--- waiting on autovacuum, which holds the same lock while it works on the
--- table: that table is skipped until the next call. It returns how many
--- tables it analyzed.
+-- The run store calls this as it grows (internal/runs, statistics.go).
+-- When a hot table has grown fourfold since Postgres last measured it
+-- (from 16 pages on, so a store's first rows cost nothing), it analyzes
+-- that table and, in the same call, every other hot table that has
+-- doubled, so that the tables' plans are made anew together rather than
+-- once for each. ANALYZE changes the statistics, and every connection
+-- plans the statements that read the table anew at their next use; making
+-- a plan anew costs each connection milliseconds for each statement, so
+-- the function stops once a table's statistics describe 256 pages (2 MiB
+-- with 8 KiB pages; thousands of rows, which the plans read by key): a
+-- table is analyzed three or four times in its life, and autovacuum's own
+-- thresholds serve after that. The function runs as its owner (SECURITY
+-- DEFINER: ANALYZE needs the table's owner), so the worker and coordinator
+-- roles may call it; lock_timeout keeps it from waiting on autovacuum,
+-- which holds the same lock while it works on a table: that table is
+-- skipped until the next call. It returns how many tables it analyzed.
 
 -- +goose Up
 -- +goose StatementBegin
 CREATE FUNCTION rath_refresh_statistics() RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT SET lock_timeout = '100ms' AS $$
 DECLARE
+    hot CONSTANT regclass[] := ARRAY['runs', 'steps', 'versions', 'chunks', 'lineage']::regclass[];
     t regclass;
-    pages bigint;
-    measured integer;
+    pages bigint[] := '{}';
+    measured bigint[] := '{}';
+    due boolean := false;
     n integer := 0;
 BEGIN
-    FOREACH t IN ARRAY ARRAY['runs', 'steps', 'versions', 'chunks', 'lineage']::regclass[] LOOP
-        pages := pg_relation_size(t) / current_setting('block_size')::bigint;
-        SELECT relpages INTO measured FROM pg_class WHERE oid = t;
-        IF pages >= 2 * GREATEST(measured, 4) AND pages <= 16384 THEN
+    FOR i IN 1 .. array_length(hot, 1) LOOP
+        pages[i] := pg_relation_size(hot[i]) / current_setting('block_size')::bigint;
+        measured[i] := (SELECT relpages FROM pg_class WHERE oid = hot[i]);
+        due := due OR (measured[i] < 256 AND pages[i] >= 16 AND pages[i] >= 4 * measured[i]);
+    END LOOP;
+    IF NOT due THEN
+        RETURN 0;
+    END IF;
+    FOR i IN 1 .. array_length(hot, 1) LOOP
+        t := hot[i];
+        IF measured[i] < 256 AND pages[i] >= 8 AND pages[i] >= 2 * measured[i] THEN
             BEGIN
                 EXECUTE format('ANALYZE %s', t);
                 n := n + 1;
