@@ -23,7 +23,11 @@
 -- the function stops once a table's statistics describe 256 pages (2 MiB
 -- with 8 KiB pages; thousands of rows, which the plans read by key): a
 -- table is analyzed three or four times in its life, and autovacuum's own
--- thresholds serve after that. The function runs as its owner (SECURITY
+-- thresholds serve after that. It samples 3,000 rows, not 30,000
+-- (default_statistics_target 10): what the plans need is the tables' size
+-- and a rough picture of their keys, autovacuum's first ANALYZE writes the
+-- full statistics, and the smaller sample makes an ANALYZE of 2,400 pages
+-- of versions take 54 ms where the default took 582. The function runs as its owner (SECURITY
 -- DEFINER: ANALYZE needs the table's owner), so the worker and coordinator
 -- roles may call it; lock_timeout keeps it from waiting on autovacuum,
 -- which holds the same lock while it works on a table: that table is
@@ -32,7 +36,8 @@
 -- +goose Up
 -- +goose StatementBegin
 CREATE FUNCTION rath_refresh_statistics() RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT SET lock_timeout = '100ms' AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT SET lock_timeout = '100ms'
+    SET default_statistics_target = 10 AS $$
 DECLARE
     hot CONSTANT regclass[] := ARRAY['runs', 'steps', 'versions', 'chunks', 'lineage']::regclass[];
     t regclass;
