@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -75,14 +76,45 @@ type proc struct {
 	err  error
 }
 
+// freePort returns a port on 127.0.0.1 that nothing listens on now, for a
+// child process to listen on. It is taken below the kernel's ephemeral
+// range (ip_local_port_range), which the kernel never hands out on its own:
+// a port from that range, closed and handed to a child, can be taken in
+// between as the source port of any new connection on the machine (the
+// examples' clusters failed so once in CI, "bind: address already in
+// use"). Only another explicit bind can take this one first.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	lo := ephemeralLow()
+	for range 200 {
+		p := 10000 + rand.IntN(lo-10000)
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue // taken
+		}
+		ln.Close()
+		return p
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no free port in 10000–%d after 200 tries", lo-1)
+	return 0
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768,
+// Linux's default, when it cannot be read or leaves too little below it).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil || lo < 15000 {
+		return 32768
+	}
+	return lo
 }
 
 // start starts the process; its stderr and stdout go to p.log (appended, so
