@@ -365,7 +365,7 @@ func TestStepsWithoutNATS(t *testing.T) {
 	tg.NC = nil
 	cfg := shortConfig(t, "steps", "fanout")
 	cfg.Concurrency = coordinator.DefaultEventStreamsPerTenant + 20
-	cfg.Duration = 3 * time.Second // long enough for steps to end in the phase's second half, under -race too
+	cfg.Duration = 6 * time.Second // long enough for steps to end in the phase's second half, under -race on a loaded 2-vCPU machine too (3 s saw none there)
 	rep, err := bench.Run(t.Context(), tg, cfg)
 	if err != nil {
 		t.Fatal(err)
