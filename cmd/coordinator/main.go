@@ -233,12 +233,10 @@ func run(ctx context.Context, args []string) error {
 	// --addr 127.0.0.1:0 that is the port the kernel chose, which scripts
 	// read from this line.
 	ln, err := limits.Listen(ctx, *addr)
-	if err != nil {
-		cancel()
-		return errors.Join(err, <-healthDone)
+	if err == nil {
+		log.Info("coordinator listening", slog.String("addr", ln.Addr().String()), slog.Int("max_conns", limits.MaxConns))
+		err = app.Serve(ctx, ln, c.Handler(), limits, 10*time.Second)
 	}
-	log.Info("coordinator listening", slog.String("addr", ln.Addr().String()), slog.Int("max_conns", limits.MaxConns))
-	err = app.Serve(ctx, ln, c.Handler(), limits, 10*time.Second)
 	cancel()
 	err = errors.Join(err, <-healthDone)
 	log.Info("coordinator API stopped; stopping its services")

@@ -155,7 +155,7 @@ func ServeHTTP(ctx context.Context, addr string, h http.Handler, l HTTPLimits, g
 	if err != nil {
 		return err
 	}
-	return Serve(ctx, ln, h, l, grace)
+	return serve(ctx, ln, h, l, grace)
 }
 
 // Serve is [ServeHTTP] on a listener the caller opened with
@@ -166,6 +166,11 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, l HTTPLimits, g
 		ln.Close()
 		return err
 	}
+	return serve(ctx, ln, h, l, grace)
+}
+
+// serve is Serve on limits already validated.
+func serve(ctx context.Context, ln net.Listener, h http.Handler, l HTTPLimits, grace time.Duration) error {
 	addr := ln.Addr().String()
 	srv := l.Server(h)
 	ctx, cancel := context.WithCancel(ctx)
