@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/testdb"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store/pgstore"
 )
@@ -66,7 +67,7 @@ func TestStepJournalStaysWithItsStep(t *testing.T) {
 		t.Errorf("acme reads its own journal: %+v, %v", es, err)
 	}
 
-	worker := openRuns(asRole(t, dbURL, "rath_worker"))
+	worker := openRuns(testdb.AsRole(t, dbURL, "rath_worker"))
 	if err := worker.AppendJournal(ctx, umbrella, runs.JournalEntry{Round: 1, Kind: "reply", Data: []byte(`{}`)}); err != nil {
 		t.Errorf("as rath_worker: journal of a running step: %v", err)
 	}
@@ -85,7 +86,7 @@ func TestStepJournalStaysWithItsStep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	wg, err := pgstore.Open(ctx, asRole(t, dbURL, "rath_worker"), pgstore.Options{})
+	wg, err := pgstore.Open(ctx, testdb.AsRole(t, dbURL, "rath_worker"), pgstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

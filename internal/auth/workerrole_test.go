@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/url"
 	"testing"
 	"time"
 
@@ -17,25 +16,12 @@ import (
 	"github.com/rath-run/rath/internal/coordinator"
 	"github.com/rath-run/rath/internal/natsauth"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/testdb"
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/internal/worker"
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/session"
 )
-
-// asRole returns dbURL acting as role (SET ROLE at connect time: the test
-// cluster's user is a superuser, so it may take any role).
-func asRole(t *testing.T, dbURL, role string) string {
-	t.Helper()
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("role", role)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 // TestWorkerRoleCannotRewriteTheGraph connects as rath_worker and tries to
 // rewrite graph rows: UPDATE, DELETE and TRUNCATE on versions, chunks and
@@ -52,7 +38,7 @@ func TestWorkerRoleCannotRewriteTheGraph(t *testing.T) {
 	if _, err := s.Fork(ctx); err != nil {
 		t.Fatal(err)
 	}
-	pool, err := pgxpool.New(ctx, asRole(t, dbURL, "rath_worker"))
+	pool, err := pgxpool.New(ctx, testdb.AsRole(t, dbURL, "rath_worker"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +116,7 @@ func TestWorkerRoleRunsAStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cb.Close() })
-	wb, err := app.OpenBackend(ctx, app.BackendConfig{StoreURL: asRole(t, dbURL, "rath_worker"), Connect: workerConnect, Bus: bus.Config{Bind: true}})
+	wb, err := app.OpenBackend(ctx, app.BackendConfig{StoreURL: testdb.AsRole(t, dbURL, "rath_worker"), Connect: workerConnect, Bus: bus.Config{Bind: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

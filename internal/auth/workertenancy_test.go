@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/testdb"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store/pgstore"
 )
@@ -73,7 +74,7 @@ func TestWorkerRoleStaysInItsStep(t *testing.T) {
 		t.Fatalf("acme's run belongs to %q, %v", runTenant, err)
 	}
 
-	workerURL := asRole(t, dbURL, "rath_worker")
+	workerURL := testdb.AsRole(t, dbURL, "rath_worker")
 	worker := open(workerURL)
 	acmeStep := session.Producer{Run: acmeRun.ID, Step: acmeRun.Steps[0].ID}
 	umbrellaStep := session.Producer{Run: umbrellaRun.ID, Step: umbrellaRun.Steps[0].ID}
@@ -184,7 +185,7 @@ func TestWorkerRoleStaysInItsStep(t *testing.T) {
 // parameters of auth.TenantPools).
 func asTenant(t *testing.T, dbURL, tenant string) string {
 	t.Helper()
-	u, err := url.Parse(asRole(t, dbURL, "rath_coordinator"))
+	u, err := url.Parse(testdb.AsRole(t, dbURL, "rath_coordinator"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,14 +64,14 @@ func (s *Store) grew(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refreshTimeout)
 	defer cancel()
-	_, _ = s.RefreshStatistics(ctx)
+	_, _ = s.refreshStatistics(ctx)
 }
 
-// RefreshStatistics asks Postgres to analyze the hot tables of a young
+// refreshStatistics asks Postgres to analyze the hot tables of a young
 // store that have grown since they were last measured (see
 // rath_refresh_statistics in migration 00027), and returns how many it
 // analyzed. On SQLite it does nothing.
-func (s *Store) RefreshStatistics(ctx context.Context) (int, error) {
+func (s *Store) refreshStatistics(ctx context.Context) (int, error) {
 	if !s.relaxed {
 		return 0, nil
 	}

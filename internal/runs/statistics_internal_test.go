@@ -2,7 +2,6 @@ package runs
 
 import (
 	"context"
-	"net/url"
 	"testing"
 
 	"github.com/google/uuid"
@@ -24,14 +23,7 @@ func TestYoungPlansMadeAnewAsTheStoreGrows(t *testing.T) {
 	ctx := context.Background()
 	dbURL, conn := migratedPG(t)
 	owner, _ := openRunStoreAt(t, dbURL)
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("role", "rath_worker")
-	u.RawQuery = q.Encode()
-	worker, db := openRunStoreAt(t, u.String())
+	worker, db := openRunStoreAt(t, testdb.AsRole(t, dbURL, "rath_worker"))
 	// One connection: the statements and their plans are on it.
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
@@ -112,7 +104,7 @@ func TestYoungPlansMadeAnewAsTheStoreGrows(t *testing.T) {
 		t.Error("after the refresh the start still scans versions whole")
 	}
 	// Nothing has doubled since: the next call analyzes nothing.
-	if n, err := worker.RefreshStatistics(ctx); err != nil || n != 0 {
+	if n, err := worker.refreshStatistics(ctx); err != nil || n != 0 {
 		t.Errorf("a second refresh: %d tables analyzed, %v; want 0, nil", n, err)
 	}
 }

@@ -67,3 +67,18 @@ func Postgres(t testing.TB) string {
 	u.Path = "/" + name
 	return u.String()
 }
+
+// AsRole returns dbURL with the store URL's role parameter set: a store
+// opened on it sets that role on each connection (as a cluster's workers
+// do with role=rath_worker).
+func AsRole(t testing.TB, dbURL, role string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("role", role)
+	u.RawQuery = q.Encode()
+	return u.String()
+}

@@ -40,7 +40,6 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT SET lock_timeout 
     SET default_statistics_target = 10 AS $$
 DECLARE
     hot CONSTANT regclass[] := ARRAY['runs', 'steps', 'versions', 'chunks', 'lineage']::regclass[];
-    t regclass;
     pages bigint[] := '{}';
     measured bigint[] := '{}';
     due boolean := false;
@@ -55,10 +54,9 @@ BEGIN
         RETURN 0;
     END IF;
     FOR i IN 1 .. array_length(hot, 1) LOOP
-        t := hot[i];
         IF measured[i] < 256 AND pages[i] >= 8 AND pages[i] >= 2 * measured[i] THEN
             BEGIN
-                EXECUTE format('ANALYZE %s', t);
+                EXECUTE format('ANALYZE %s', hot[i]);
                 n := n + 1;
             EXCEPTION WHEN lock_not_available THEN
                 NULL; -- autovacuum is at it
