@@ -67,6 +67,18 @@ func devStack(t *testing.T, workers int, tp trace.TracerProvider) (*app.Dev, *cl
 	return d, cl
 }
 
+// textOf reads the rendered text of the element sel selects in one
+// evaluation in the page. The live panels are drawn anew as events
+// arrive, so a node chromedp.Text has found can be gone by the time it
+// asks for the node's text ("No node with given id found", seen in CI).
+func textOf(ctx context.Context, sel string) (string, error) {
+	q, err := json.Marshal(sel)
+	if err != nil {
+		return "", err
+	}
+	return chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const e = document.querySelector(`+string(q)+`); if (!e) throw new Error("no element " + `+string(q)+`); return e.innerText; })()`))
+}
+
 // viewShot saves a screenshot of the 1400×900 viewport under
 // $RATH_ARTIFACTS (default the OS temp dir) and, with RATH_UI_DOCS_IMG=1,
 // as docs/img/<name>.png (the images docs/observability.md shows).
@@ -360,7 +372,7 @@ func TestBrowserLiveStep(t *testing.T) {
 	if err := chromedp.Do(bctx, chromedp.Click(pendingNode), chromedp.WaitVisible(chromedp.CSS(`#live-text`))); err != nil {
 		t.Fatalf("live panel: %v", err)
 	}
-	streamed, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#live-text`)))
+	streamed, err := textOf(bctx, `#live-text`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +380,7 @@ func TestBrowserLiveStep(t *testing.T) {
 	// redraw after the text (seen in CI), so wait for them, then read.
 	_, _ = chromedp.Run(bctx, chromedp.Poll[bool](`(() => { const c = document.querySelector("#live-calls"); return !!c && c.textContent.includes("done"); })()`,
 		chromedp.WithPollingTimeout(10*time.Second)))
-	calls, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#live-calls`)))
+	calls, err := textOf(bctx, `#live-calls`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +490,7 @@ func TestBrowserLiveStep(t *testing.T) {
 	); err != nil {
 		t.Fatalf("waiting run: %v", err)
 	}
-	box, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#waiting`)))
+	box, err := textOf(bctx, `#waiting`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,7 +139,7 @@ func TestBrowserNeedsReview(t *testing.T) {
 	if !crashed.Load() {
 		t.Fatal("the worker never died at the call's start")
 	}
-	box, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#waiting`)))
+	box, err := textOf(bctx, `#waiting`)
 	if err != nil {
 		t.Fatal(err)
 	}
