@@ -82,9 +82,11 @@ func (c *Consumer) Queue() string { return c.queue }
 // A message that cannot be decoded is still returned, as a Delivery whose
 // Err wraps ErrMalformedJob; Term it.
 //
-// When ctx ends first, Fetch returns ctx's error; jobs received but not
-// returned are Nak'ed so another worker gets them at once (that counts as a
-// delivery toward MaxDeliver). Server trouble is reported as ErrUnavailable;
+// When ctx ends first, Fetch returns ctx's error at once; jobs received
+// but not returned are Nak'ed so another worker gets them at once (that
+// counts as a delivery toward MaxDeliver). A long poll given up on stays
+// open at the server until maxWait has passed (or the connection closes),
+// and a goroutine Naks what it still receives, ending a second after. Server trouble is reported as ErrUnavailable;
 // callers should back off and retry.
 func (c *Consumer) Fetch(ctx context.Context, n int, maxWait time.Duration) ([]*Delivery, error) {
 	if n < 1 {
@@ -107,25 +109,37 @@ func (c *Consumer) Fetch(ctx context.Context, n int, maxWait time.Duration) ([]*
 			return out, err
 		}
 	}
-	// Nothing ready: long-poll for one job. FetchContext makes the pull
-	// request expire on the server slightly before fctx does, so a timeout
-	// normally ends with the server's 408 rather than fctx's deadline.
-	fctx, cancel := context.WithTimeout(ctx, maxWait)
-	defer cancel()
-	batch, err := c.cons.Fetch(1, jetstream.FetchContext(fctx))
+	// Nothing ready: long-poll for one job. The pull request expires on
+	// the server after maxWait, and the client waits for the server's
+	// word that it has (FetchMaxWait): a job the server sends just before
+	// then is received, not dropped. FetchContext would give up at its
+	// context's deadline with such a job unread, delivered and lost to
+	// the worker until its AckWait ran out (with MaxDeliver 1, for good).
+	batch, err := c.cons.Fetch(1, jetstream.FetchMaxWait(maxWait))
 	return c.collect(ctx, batch, err)
 }
 
 // collect drains a batch into deliveries and translates its outcome.
+// When ctx ends first, it returns ctx's error at once and leaves the
+// batch to nakLate.
 func (c *Consumer) collect(ctx context.Context, batch jetstream.MessageBatch, err error) ([]*Delivery, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fetch %s: %w", ConsumerName(c.queue), translate(ctx, err))
 	}
 	var out []*Delivery
-	for m := range batch.Messages() {
-		d := c.newDelivery(m)
-		c.idle.Store(d.numPending == 0)
-		out = append(out, d)
+	msgs := batch.Messages()
+	for open := true; open; {
+		select {
+		case m, ok := <-msgs:
+			if open = ok; ok {
+				d := c.newDelivery(m)
+				c.idle.Store(d.numPending == 0)
+				out = append(out, d)
+			}
+		case <-ctx.Done():
+			go nakLate(msgs)
+			open = false
+		}
 	}
 	if ctx.Err() != nil {
 		for _, d := range out {
@@ -144,6 +158,17 @@ func (c *Consumer) collect(ctx context.Context, batch jetstream.MessageBatch, er
 		return out, nil
 	}
 	return nil, fmt.Errorf("fetch %s: %w", ConsumerName(c.queue), translate(ctx, err))
+}
+
+// nakLate Naks the jobs a long poll its caller gave up on still receives,
+// so that another worker gets them at once, until the poll ends (its
+// maxWait and a second after: nats.go's wait for the server's word). The
+// poll's pull request stays open at the server meanwhile, unless the
+// connection closes.
+func nakLate(msgs <-chan jetstream.Msg) {
+	for m := range msgs {
+		_ = m.Nak()
+	}
 }
 
 // Pending returns the consumer's lag: jobs waiting to be delivered and jobs
