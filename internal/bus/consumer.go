@@ -86,9 +86,11 @@ func (c *Consumer) Queue() string { return c.queue }
 // but not returned are Nak'ed so another worker gets them at once (that
 // counts as a delivery toward MaxDeliver). A long poll given up on stays
 // open at the server until maxWait has passed (or the connection closes),
-// and a goroutine Naks what it still receives, ending a second after.
-// Server trouble is reported as ErrUnavailable; callers should back off
-// and retry.
+// and a goroutine Naks what it still receives, ending a second after: a
+// job sent to it meanwhile spends a delivery (with MaxDeliver 1, its
+// only one). A caller that can wait lets the poll run out instead
+// (package worker does at shutdown). Server trouble is reported as
+// ErrUnavailable; callers should back off and retry.
 func (c *Consumer) Fetch(ctx context.Context, n int, maxWait time.Duration) ([]*Delivery, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: fetch n = %d, want at least 1", ErrInvalidConfig, n)

@@ -24,9 +24,14 @@
 //
 // # Shutdown
 //
-// Canceling Run's context stops pulling at once. Steps in flight get
-// Config.ShutdownTimeout to finish; then their contexts are canceled and
-// their jobs handed back with an immediate NAK for another worker.
+// Canceling Run's context stops pulling: the long poll in flight, if
+// any, runs out (Config.FetchWait at most) rather than being canceled,
+// and a job it receives runs as a step in flight. A canceled poll would
+// stay open at the server until its time was up anyway, and a job sent
+// to it would have to be handed back, a delivery spent
+// ([bus.Consumer.Fetch]). Steps in flight get Config.ShutdownTimeout to
+// finish; then their contexts are canceled and their jobs handed back
+// with an immediate NAK for another worker.
 package worker
 
 import (
@@ -280,7 +285,9 @@ func (w *Worker) Run(ctx context.Context) error {
 				more = false
 			}
 		}
-		ds, err := w.jobs.Fetch(ctx, n, w.cfg.FetchWait)
+		// Under work, not ctx: the poll is not canceled at shutdown (see
+		// the package documentation).
+		ds, err := w.jobs.Fetch(work, n, w.cfg.FetchWait)
 		if err != nil && ctx.Err() == nil {
 			w.log.WarnContext(ctx, "fetch failed", slog.Any("error", err))
 			select {
