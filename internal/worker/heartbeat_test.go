@@ -104,14 +104,16 @@ func (r *rig) startWorkerOn(t *testing.T, graph store.Store, steps worker.Steps,
 	}
 	cfg.MaxDeliver = r.bus.Config().MaxDeliver
 	cfg.FetchWait, cfg.ShutdownTimeout = 200*time.Millisecond, 10*time.Second
-	resolve := func(spec agent.Spec) (llm.Provider, string, error) {
-		return &llm.Scripted{Replies: spec.Script}, "scripted", nil
-	}
-	w, err := worker.New(graph, steps, cons, events, resolve, cfg)
+	w, err := worker.New(graph, steps, cons, events, scriptedResolve, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	runWorker(t, w)
+}
+
+// scriptedResolve runs every agent on the scripted model of its spec.
+func scriptedResolve(spec agent.Spec) (llm.Provider, string, error) {
+	return &llm.Scripted{Replies: spec.Script}, "scripted", nil
 }
 
 // runEventTypes reads the types of run's events from its stream, from the

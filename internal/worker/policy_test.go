@@ -70,10 +70,7 @@ func newPolicyRig(t *testing.T, pol *policy.Policy) *policyRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resolve := func(spec agent.Spec) (llm.Provider, string, error) {
-		return &llm.Scripted{Replies: spec.Script}, "scripted", nil
-	}
-	w, err := worker.New(st, rs, cons, b, resolve, worker.Config{
+	w, err := worker.New(st, rs, cons, b, scriptedResolve, worker.Config{
 		Name: "policy-worker", Queue: "policy", Slots: 1, MaxDeliver: b.Config().MaxDeliver,
 		FetchWait: 200 * time.Millisecond, ShutdownTimeout: 10 * time.Second, RetryDelay: 10 * time.Millisecond,
 		Sandboxes: sandbox.NewRegistry(r.local, r.docker), SandboxPolicy: pol,

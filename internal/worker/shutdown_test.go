@@ -26,15 +26,12 @@ func TestShutdownLosesNoJobToItsPoll(t *testing.T) {
 	st, rs := openStores(t)
 	r := &rig{bus: b, nc: nc, graph: st, runs: rs}
 	ctx := context.Background()
-	resolve := func(spec agent.Spec) (llm.Provider, string, error) {
-		return &llm.Scripted{Replies: spec.Script}, "scripted", nil
-	}
 	newWorker := func(name string, fetchWait time.Duration) *worker.Worker {
 		cons, err := b.Consumer(ctx, bus.DefaultQueue)
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := worker.New(st, rs, cons, b, resolve, worker.Config{Name: name, Slots: 1, MaxDeliver: 1,
+		w, err := worker.New(st, rs, cons, b, scriptedResolve, worker.Config{Name: name, Slots: 1, MaxDeliver: 1,
 			FetchWait: fetchWait, ShutdownTimeout: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)

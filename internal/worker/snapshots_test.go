@@ -71,10 +71,7 @@ func (r *wsRig) startWorker(t *testing.T, i int, backends *sandbox.Registry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resolve := func(spec agent.Spec) (llm.Provider, string, error) {
-		return &llm.Scripted{Replies: spec.Script}, "scripted", nil
-	}
-	w, err := worker.New(r.graph, r.runs, cons, r.bus, resolve, worker.Config{
+	w, err := worker.New(r.graph, r.runs, cons, r.bus, scriptedResolve, worker.Config{
 		Name: "ws-worker-" + queueOf(i), Queue: queueOf(i), Slots: 2, MaxDeliver: r.bus.Config().MaxDeliver,
 		FetchWait: 200 * time.Millisecond, ShutdownTimeout: 10 * time.Second, Logger: failureLog(t, queueOf(i)),
 		Workspaces: &worker.SnapshotWorkspaces{
