@@ -62,6 +62,9 @@ func TestShutdownLosesNoJobToItsPoll(t *testing.T) {
 			t.Fatalf("stopping worker: %v", err)
 		}
 		got, err := rs.Get(ctx, run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Logf("stopping worker returned after %s; run %s", time.Since(stopped), got.Status)
 	case <-time.After(40 * time.Second):
 		t.Fatal("the stopping worker did not return within 40s")
