@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/testdb"
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/sandbox/docker"
@@ -44,15 +44,8 @@ func newWorkerSecrets(t *testing.T, extraEnv ...string) workerSecrets {
 	}
 	ws := workerSecrets{apiKey: rnd("sk-test-"), envPW: rnd("pwenv"), flagPW: rnd("pwflag")}
 	withPW := func(pw string) string {
-		u, err := url.Parse(os.Getenv("RATH_TEST_DATABASE_URL"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := u.Query()
-		q.Set("role", "rath_worker")
-		q.Set("password", pw) // the test server trusts loopback: carried, never checked
-		u.RawQuery = q.Encode()
-		return u.String()
+		// The test server trusts loopback: the password is carried, never checked.
+		return testdb.WithParams(t, os.Getenv("RATH_TEST_DATABASE_URL"), "role", "rath_worker", "password", pw)
 	}
 	ws.opts = allowLocal(t)
 	ws.opts.WorkerEnv = append(ws.opts.WorkerEnv, []string{
@@ -77,15 +70,7 @@ func newWorkerSecrets(t *testing.T, extraEnv ...string) workerSecrets {
 // database, so the attack tests restart the worker with it.
 func (ws workerSecrets) storeFlag(t *testing.T, s *secured) []string {
 	t.Helper()
-	u, err := url.Parse(s.storeURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("role", "rath_worker")
-	q.Set("password", ws.flagPW)
-	u.RawQuery = q.Encode()
-	return []string{"--store", u.String()}
+	return []string{"--store", testdb.WithParams(t, s.storeURL, "role", "rath_worker", "password", ws.flagPW)}
 }
 
 // withWorker replaces the deployment's worker by one started with extra

@@ -3,7 +3,6 @@ package auth_test
 import (
 	"context"
 	"errors"
-	"net/url"
 	"strings"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rath-run/rath/internal/auth"
+	"github.com/rath-run/rath/internal/testdb"
 	"github.com/rath-run/rath/pkg/agent"
 	"github.com/rath-run/rath/pkg/llm"
 	"github.com/rath-run/rath/pkg/memory"
@@ -23,15 +23,7 @@ import (
 // role rath_coordinator as startup parameters), for raw SQL attacks.
 func confinedPool(t *testing.T, dbURL, tenant string) *pgxpool.Pool {
 	t.Helper()
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("rath.tenant", tenant)
-	q.Set("role", auth.TenantRole)
-	u.RawQuery = q.Encode()
-	pool, err := pgxpool.New(context.Background(), u.String())
+	pool, err := pgxpool.New(context.Background(), testdb.WithParams(t, dbURL, "rath.tenant", tenant, "role", auth.TenantRole))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package auth_test
 import (
 	"context"
 	"errors"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -185,12 +184,5 @@ func TestWorkerRoleStaysInItsStep(t *testing.T) {
 // parameters of auth.TenantPools).
 func asTenant(t *testing.T, dbURL, tenant string) string {
 	t.Helper()
-	u, err := url.Parse(testdb.AsRole(t, dbURL, "rath_coordinator"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("rath.tenant", tenant)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return testdb.WithParams(t, dbURL, "role", "rath_coordinator", "rath.tenant", tenant)
 }

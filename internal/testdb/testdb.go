@@ -73,12 +73,25 @@ func Postgres(t testing.TB) string {
 // do with role=rath_worker).
 func AsRole(t testing.TB, dbURL, role string) string {
 	t.Helper()
+	return WithParams(t, dbURL, "role", role)
+}
+
+// WithParams returns dbURL with each key of kv (key, value, key, value…)
+// set as a query parameter: connection settings such as role, rath.tenant
+// or password.
+func WithParams(t testing.TB, dbURL string, kv ...string) string {
+	t.Helper()
+	if len(kv)%2 != 0 {
+		t.Fatalf("testdb.WithParams: %d arguments, want key and value pairs", len(kv))
+	}
 	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := u.Query()
-	q.Set("role", role)
+	for i := 0; i < len(kv); i += 2 {
+		q.Set(kv[i], kv[i+1])
+	}
 	u.RawQuery = q.Encode()
 	return u.String()
 }
