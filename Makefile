@@ -48,6 +48,10 @@ bench-load: ## rathctl bench: every scenario against its limits on a private Pos
 	$(GO) run ./cmd/rathctl bench --store "$${RATH_TEST_DATABASE_URL%%/postgres\?*}/$$db?sslmode=disable" \
 	  --scenario all --duration 10s --recall-items 1000,5000,20000 --json bench-report.json --svg bench-svg
 
+.PHONY: bench-cluster
+bench-cluster: ## rathctl bench's steps scenario on separate coordinator, worker, NATS and Postgres processes, CPU a step by process (WORKERS, SLOTS, RUNS, DURATION)
+	scripts/bench-cluster.sh
+
 .PHONY: fuzz
 fuzz: ## run every fuzzer for FUZZTIME each (default 30s)
 	scripts/fuzz.sh $${FUZZTIME:-30s}

@@ -6,6 +6,9 @@
 # /tmp/rath-test-pg) on a free loopback port, starts it and prints
 # `export RATH_TEST_DATABASE_URL=...` for eval. Idempotent: a running cluster
 # is reused.
+# RATH_TEST_PG_OPTS adds server options (-c name=value ...) when the
+# cluster is first started (scripts/bench-cluster.sh loads
+# pg_stat_statements with it).
 # stop: stops the cluster and removes its directory.
 set -euo pipefail
 
@@ -67,7 +70,7 @@ start() {
 		mv "$dir/port.tmp" "$dir/port"
 		# fsync stays on: the benchmarks compare against real commit rates.
 		as "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-			-o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=400 -c shared_buffers=256MB" start >&2 ||
+			-o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=400 -c shared_buffers=256MB ${RATH_TEST_PG_OPTS:-}" start >&2 ||
 			{ cat "$dir/server.log" >&2; return 1; }
 	fi
 	echo "export RATH_TEST_DATABASE_URL='postgres://$user@127.0.0.1:$port/postgres?sslmode=disable'"

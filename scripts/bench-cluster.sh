@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# bench-cluster.sh — rathctl bench's steps scenario against a cluster of
+# separate processes on this machine, in one command (make bench-cluster).
+#
+# It builds coordinator, worker, rathctl and nats-server from this tree,
+# starts the test Postgres (scripts/testpg.sh), and for each of RUNS runs:
+# a fresh migrated database, `nats-server -js` on a fresh store directory,
+# a coordinator with --auth required, WORKERS workers with SLOTS slots
+# connected as rath_worker (row-level security on, as in production), a
+# WARM warm-up, then `rathctl bench --scenario steps` with --process for
+# every process, so the report prints CPU a step for the coordinator, each
+# worker, NATS and the Postgres backends, and the limits (pgbench, the
+# in-process commit loop, JetStream) measured in the same run. Everything
+# it starts it stops; the database of each run is dropped.
+#
+# Settings (environment): WORKERS (1), SLOTS (16), CONCURRENCY (16),
+# DURATION (10s), WARM (2s), RUNS (1), OUT (a temporary directory: each
+# run's bench.txt, report.json, statements.txt (pg_stat_statements) and
+# process logs), MODEL_LATENCY (0),
+# PGDIR (/tmp/rath-bench-cluster-pg: the Postgres cluster's directory).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+workers=${WORKERS:-1}
+slots=${SLOTS:-16}
+concurrency=${CONCURRENCY:-16}
+duration=${DURATION:-10s}
+warm=${WARM:-2s}
+runs=${RUNS:-1}
+latency=${MODEL_LATENCY:-0}
+out=${OUT:-$(mktemp -d /tmp/rath-bench-cluster.XXXXXX)}
+mkdir -p "$out/bin"
+
+echo "bench-cluster: building into $out/bin" >&2
+go build -o "$out/bin/" ./cmd/coordinator ./cmd/worker ./cmd/rathctl
+go build -o "$out/bin/nats-server" github.com/nats-io/nats-server/v2
+
+# A Postgres of its own (PGDIR), with pg_stat_statements loaded so the
+# report counts statements a step; it is left running for the next call
+# (scripts/testpg.sh stop with RATH_TEST_PG_DIR set stops it).
+export RATH_TEST_PG_DIR=${PGDIR:-/tmp/rath-bench-cluster-pg}
+export RATH_TEST_PG_OPTS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+eval "$(scripts/testpg.sh start)"
+pgbin=$RATH_TEST_PG_BIN
+admin=$RATH_TEST_DATABASE_URL
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# dburl NAME [QUERY]: the admin URL on database NAME, with extra query
+# parameters appended.
+dburl() {
+	local base=${admin%%\?*} query=${admin#*\?}
+	[ "$query" = "$admin" ] && query=
+	base=${base%/*}/$1
+	echo "$base?${query}${2:+&$2}"
+}
+
+# wait_http URL: until it answers 200, at most 30 s.
+wait_http() {
+	local i
+	for i in $(seq 300); do
+		curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "bench-cluster: $1 did not come up" >&2
+	return 1
+}
+
+pids=()
+stop_all() {
+	local p
+	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	pids=()
+}
+trap stop_all EXIT
+
+for run in $(seq "$runs"); do
+	dir=$out/run$run
+	mkdir -p "$dir"
+	db=rath_bench_cluster_$$_$run
+	"$pgbin/psql" -q "$admin" -c "CREATE DATABASE $db"
+	store=$(dburl "$db")
+	"$out/bin/rathctl" migrate --store "$store" >"$dir/migrate.log" 2>&1
+	"$pgbin/psql" -q "$store" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
+	token=$("$out/bin/rathctl" token create --store "$store" --scope admin --name bench -o json |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+
+	nport=$(free_port)
+	"$out/bin/nats-server" -js -a 127.0.0.1 -p "$nport" -sd "$dir/nats" -m "$(free_port)" >"$dir/nats.log" 2>&1 &
+	npid=$!
+	pids+=("$npid")
+	nats=nats://127.0.0.1:$nport
+
+	cport=$(free_port) chealth=$(free_port)
+	"$out/bin/coordinator" --addr "127.0.0.1:$cport" --health-addr "127.0.0.1:$chealth" \
+		--auth required --store "$store" --nats "$nats" >"$dir/coordinator.log" 2>&1 &
+	cpid=$!
+	pids+=("$cpid")
+	wait_http "http://127.0.0.1:$chealth/readyz"
+
+	procs=(--process "coordinator=pid:$cpid" --process "nats=pid:$npid")
+	for w in $(seq "$workers"); do
+		"$out/bin/worker" --name "bench-w$w" --slots "$slots" --health "127.0.0.1:$(free_port)" \
+			--store "$(dburl "$db" role=rath_worker)" --nats "$nats" >"$dir/worker$w.log" 2>&1 &
+		pids+=("$!")
+		procs+=(--process "worker$w=pid:$!")
+	done
+
+	echo "bench-cluster: run $run of $runs: $workers worker(s) x $slots slots, $concurrency in flight, warm-up $warm" >&2
+	RATH_TOKEN=$token "$out/bin/rathctl" bench --server "http://127.0.0.1:$cport" --store "$store" --nats "$nats" \
+		--scenario steps --duration "$warm" --concurrency "$concurrency" --model-latency "$latency" >"$dir/warm.txt" 2>&1
+	RATH_TOKEN=$token "$out/bin/rathctl" bench --server "http://127.0.0.1:$cport" --store "$store" --nats "$nats" \
+		--scenario steps --duration "$duration" --concurrency "$concurrency" --model-latency "$latency" \
+		"${procs[@]}" --json "$dir/report.json" | tee "$dir/bench.txt"
+
+	stop_all
+	# Where the Postgres time went, statement by statement (the warm-up
+	# and the limits' probes included).
+	"$pgbin/psql" -q "$store" -P pager=off -c "SELECT calls, rows, round(total_exec_time) AS exec_ms,
+		round(total_plan_time) AS plan_ms, round(mean_exec_time * 1000) AS mean_us,
+		regexp_replace(left(query, 160), '\s+', ' ', 'g') AS query
+		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+		ORDER BY total_exec_time DESC LIMIT 40" >"$dir/statements.txt"
+	"$pgbin/psql" -q "$admin" -c "DROP DATABASE $db WITH (FORCE)"
+done
+echo "bench-cluster: reports and logs in $out" >&2
