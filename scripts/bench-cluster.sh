@@ -17,7 +17,10 @@
 # DURATION (10s), WARM (2s), RUNS (1), OUT (a temporary directory: each
 # run's bench.txt, report.json, statements.txt (pg_stat_statements) and
 # process logs), MODEL_LATENCY (0),
-# PGDIR (/tmp/rath-bench-cluster-pg: the Postgres cluster's directory).
+# PGDIR (/tmp/rath-bench-cluster-pg: the Postgres cluster's directory),
+# STORE_PARAMS (query parameters added to the coordinator's and workers'
+# store URLs, e.g. pool_max_conns=4), BIN (a directory of coordinator, worker, rathctl and nats-server built
+# before, to compare builds; default: build this tree's into OUT/bin).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -31,11 +34,14 @@ warm=${WARM:-2s}
 runs=${RUNS:-1}
 latency=${MODEL_LATENCY:-0}
 out=${OUT:-$(mktemp -d /tmp/rath-bench-cluster.XXXXXX)}
-mkdir -p "$out/bin"
-
-echo "bench-cluster: building into $out/bin" >&2
-go build -o "$out/bin/" ./cmd/coordinator ./cmd/worker ./cmd/rathctl
-go build -o "$out/bin/nats-server" github.com/nats-io/nats-server/v2
+bin=${BIN:-$out/bin}
+if [ -z "${BIN:-}" ]; then
+	echo "bench-cluster: building into $bin" >&2
+	mkdir -p "$bin"
+	go build -o "$bin/" ./cmd/coordinator ./cmd/worker ./cmd/rathctl
+	go build -o "$bin/nats-server" github.com/nats-io/nats-server/v2
+fi
+mkdir -p "$out"
 
 # A Postgres of its own (PGDIR), with pg_stat_statements loaded so the
 # report counts statements a step; it is left running for the next call
@@ -85,36 +91,36 @@ for run in $(seq "$runs"); do
 	db=rath_bench_cluster_$$_$run
 	"$pgbin/psql" -q "$admin" -c "CREATE DATABASE $db"
 	store=$(dburl "$db")
-	"$out/bin/rathctl" migrate --store "$store" >"$dir/migrate.log" 2>&1
+	"$bin/rathctl" migrate --store "$store" >"$dir/migrate.log" 2>&1
 	"$pgbin/psql" -q "$store" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
-	token=$("$out/bin/rathctl" token create --store "$store" --scope admin --name bench -o json |
+	token=$("$bin/rathctl" token create --store "$store" --scope admin --name bench -o json |
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
 
 	nport=$(free_port)
-	"$out/bin/nats-server" -js -a 127.0.0.1 -p "$nport" -sd "$dir/nats" -m "$(free_port)" >"$dir/nats.log" 2>&1 &
+	"$bin/nats-server" -js -a 127.0.0.1 -p "$nport" -sd "$dir/nats" -m "$(free_port)" >"$dir/nats.log" 2>&1 &
 	npid=$!
 	pids+=("$npid")
 	nats=nats://127.0.0.1:$nport
 
 	cport=$(free_port) chealth=$(free_port)
-	"$out/bin/coordinator" --addr "127.0.0.1:$cport" --health-addr "127.0.0.1:$chealth" \
-		--auth required --store "$store" --nats "$nats" >"$dir/coordinator.log" 2>&1 &
+	"$bin/coordinator" --addr "127.0.0.1:$cport" --health-addr "127.0.0.1:$chealth" \
+		--auth required --store "$(dburl "$db" "${STORE_PARAMS:-}")" --nats "$nats" >"$dir/coordinator.log" 2>&1 &
 	cpid=$!
 	pids+=("$cpid")
 	wait_http "http://127.0.0.1:$chealth/readyz"
 
 	procs=(--process "coordinator=pid:$cpid" --process "nats=pid:$npid")
 	for w in $(seq "$workers"); do
-		"$out/bin/worker" --name "bench-w$w" --slots "$slots" --health "127.0.0.1:$(free_port)" \
-			--store "$(dburl "$db" role=rath_worker)" --nats "$nats" >"$dir/worker$w.log" 2>&1 &
+		"$bin/worker" --name "bench-w$w" --slots "$slots" --health "127.0.0.1:$(free_port)" \
+			--store "$(dburl "$db" "role=rath_worker${STORE_PARAMS:+&$STORE_PARAMS}")" --nats "$nats" >"$dir/worker$w.log" 2>&1 &
 		pids+=("$!")
 		procs+=(--process "worker$w=pid:$!")
 	done
 
 	echo "bench-cluster: run $run of $runs: $workers worker(s) x $slots slots, $concurrency in flight, warm-up $warm" >&2
-	RATH_TOKEN=$token "$out/bin/rathctl" bench --server "http://127.0.0.1:$cport" --store "$store" --nats "$nats" \
+	RATH_TOKEN=$token "$bin/rathctl" bench --server "http://127.0.0.1:$cport" --store "$store" --nats "$nats" \
 		--scenario steps --duration "$warm" --concurrency "$concurrency" --model-latency "$latency" >"$dir/warm.txt" 2>&1
-	RATH_TOKEN=$token "$out/bin/rathctl" bench --server "http://127.0.0.1:$cport" --store "$store" --nats "$nats" \
+	RATH_TOKEN=$token "$bin/rathctl" bench --server "http://127.0.0.1:$cport" --store "$store" --nats "$nats" \
 		--scenario steps --duration "$duration" --concurrency "$concurrency" --model-latency "$latency" \
 		"${procs[@]}" --json "$dir/report.json" | tee "$dir/bench.txt"
 

@@ -187,18 +187,25 @@ func (s *Store) Revoke(ctx context.Context, id, tenant string) (Token, error) {
 // [ErrUnauthenticated] when it is unknown, revoked or expired. It records
 // the use at most once a minute per token.
 func (s *Store) Authenticate(ctx context.Context, token string) (Principal, error) {
+	p, _, err := s.verify(ctx, token)
+	return p, err
+}
+
+// verify is Authenticate, also returning when the token expires (nil:
+// never), which a [Cache] needs to refuse it on time.
+func (s *Store) verify(ctx context.Context, token string) (Principal, *time.Time, error) {
 	if !LooksLikeToken(token) {
-		return Principal{}, ErrUnauthenticated
+		return Principal{}, nil, ErrUnauthenticated
 	}
 	want := HashToken(token)
 	var got string
 	t, err := scanToken(s.db.QueryRowContext(ctx,
 		`SELECT `+tokenCols+`, hash FROM api_tokens WHERE hash = $1`, want), &got)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Principal{}, ErrUnauthenticated
+		return Principal{}, nil, ErrUnauthenticated
 	}
 	if err != nil {
-		return Principal{}, fmt.Errorf("authenticate: %w", err)
+		return Principal{}, nil, fmt.Errorf("authenticate: %w", err)
 	}
 	now := s.ts()
 	switch {
@@ -206,14 +213,14 @@ func (s *Store) Authenticate(ctx context.Context, token string) (Principal, erro
 		t.RevokedAt != nil,
 		t.ExpiresAt != nil && !now.Before(*t.ExpiresAt),
 		!t.Scope.Valid():
-		return Principal{}, ErrUnauthenticated
+		return Principal{}, nil, ErrUnauthenticated
 	}
 	if t.LastUsedAt == nil || now.Sub(*t.LastUsedAt) >= lastUsedEvery {
 		if _, err := s.db.ExecContext(ctx, `UPDATE api_tokens SET last_used_at = $2 WHERE id = $1`, t.ID, now); err != nil {
-			return Principal{}, fmt.Errorf("authenticate: record use: %w", err)
+			return Principal{}, nil, fmt.Errorf("authenticate: record use: %w", err)
 		}
 	}
-	return Principal{TokenID: t.ID, Name: t.Name, Tenant: t.Tenant, Scope: t.Scope}, nil
+	return Principal{TokenID: t.ID, Name: t.Name, Tenant: t.Tenant, Scope: t.Scope}, t.ExpiresAt, nil
 }
 
 // Live counts the tokens that are neither revoked nor expired.

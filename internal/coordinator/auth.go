@@ -134,11 +134,7 @@ func (c *Coordinator) authOn() bool { return c.cfg.Token != "" || c.cfg.RequireA
 
 // authenticator returns the coordinator's authenticator.
 func (c *Coordinator) authenticator() *auth.Authenticator {
-	a := &auth.Authenticator{Bootstrap: c.cfg.Token}
-	if c.cfg.Tokens != nil {
-		a.Tokens = c.cfg.Tokens
-	}
-	return a
+	return &auth.Authenticator{Bootstrap: c.cfg.Token, Tokens: c.tokens}
 }
 
 // auth authenticates a /v1 request, checks the scope RouteScopes requires

@@ -35,6 +35,13 @@ type authStack struct {
 
 func newAuthStack(t *testing.T, backend string, workers int) *authStack {
 	t.Helper()
+	return newAuthStackWith(t, backend, workers, nil)
+}
+
+// newAuthStackWith is newAuthStack with set changing the coordinator's
+// configuration first (when not nil).
+func newAuthStackWith(t *testing.T, backend string, workers int, set func(*coordinator.Config)) *authStack {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	url := "sqlite:" + filepath.Join(dir, "rath.db")
@@ -58,6 +65,9 @@ func newAuthStack(t *testing.T, backend string, workers int) *authStack {
 	if pools != nil {
 		t.Cleanup(func() { _ = pools.Close() })
 		cfg.Tenants = pools
+	}
+	if set != nil {
+		set(&cfg)
 	}
 	c, err := coordinator.New(d.Backend.Store, d.Backend.Runs, d.Backend.Bus, cfg)
 	if err != nil {
@@ -289,4 +299,56 @@ func (s *authStack) succeededRun(t *testing.T, token string) (string, runRecord)
 		t.Fatal("the run has no output")
 	}
 	return sess.ID, run
+}
+
+// TestAttackRevokedTokenRefusedThoughCached: with the token cache on (as
+// the coordinator program runs by default), a token revoked through the
+// API is refused on its next request, though it was just verified and the
+// cache would trust it for an hour: by another admin, or by itself. A
+// token revoked in the store directly, behind the coordinator's back, is
+// refused once the cache's time is up.
+func TestAttackRevokedTokenRefusedThoughCached(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newAuthStackWith(t, "sqlite", -1, func(c *coordinator.Config) { c.TokenCacheTTL = time.Hour })
+	victim := s.mint(t, auth.ScopeAdmin, "default")
+	self := s.mint(t, auth.ScopeAdmin, "default")
+	for _, tok := range []api.CreatedToken{victim, self} {
+		for range 3 { // verified, then served from the cache
+			s.mustCall(t, http.StatusOK, tok.Secret, "GET", "/v1/whoami", "", nil)
+		}
+	}
+	s.mustCall(t, http.StatusOK, bootstrap, "POST", "/v1/tokens/"+victim.ID+"/revoke", "", nil)
+	if code, b := s.call(t, victim.Secret, "GET", "/v1/whoami", ""); code != http.StatusUnauthorized {
+		t.Errorf("revoked by an admin, the next request = %d %s, want 401", code, b)
+	}
+	s.mustCall(t, http.StatusOK, self.Secret, "POST", "/v1/tokens/"+self.ID+"/revoke", "", nil)
+	if code, b := s.call(t, self.Secret, "GET", "/v1/tokens", ""); code != http.StatusUnauthorized {
+		t.Errorf("revoked by itself, the next request = %d %s, want 401", code, b)
+	}
+
+	// Behind the coordinator's back: the store revokes, the cache does not
+	// hear of it and lets go of the token when its TTL is up.
+	short := newAuthStackWith(t, "sqlite", -1, func(c *coordinator.Config) { c.TokenCacheTTL = 50 * time.Millisecond })
+	tok := short.mint(t, auth.ScopeRead, "default")
+	short.mustCall(t, http.StatusOK, tok.Secret, "GET", "/v1/whoami", "", nil)
+	revoked := time.Now()
+	if _, err := short.tokens.Revoke(ctx, tok.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		code, b := short.call(t, tok.Secret, "GET", "/v1/whoami", "")
+		if code == http.StatusUnauthorized {
+			break
+		}
+		if code != http.StatusOK {
+			t.Fatalf("whoami = %d %s", code, b)
+		}
+		if waited := time.Since(revoked); waited > 5*time.Second {
+			t.Fatalf("a token revoked in the store is still served %v later (cache TTL 50ms)", waited)
+		}
+		<-tick.C
+	}
 }

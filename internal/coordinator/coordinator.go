@@ -65,6 +65,13 @@ type Config struct {
 	// Tokens checks stored API tokens and serves the /v1/tokens endpoints;
 	// nil: only Token authenticates.
 	Tokens *auth.Store
+	// TokenCacheTTL, when positive, is how long a token Tokens verified is
+	// trusted without asking it again (auth.Cache): a revocation through
+	// this coordinator takes effect on the next request, one made
+	// elsewhere (another coordinator, the store directly) within the TTL;
+	// an expiry is exact. Zero: every request asks the store. The
+	// coordinator program's default is 1s (--token-cache).
+	TokenCacheTTL time.Duration
 	// Tenants confines each authenticated request to its tenant's rows
 	// (Postgres row-level security through *auth.TenantPools). Nil: the
 	// coordinator serves only the default tenant (the embedded store).
@@ -234,6 +241,11 @@ type Coordinator struct {
 	streams *streamLimiter
 	// imports holds a slot per session import in progress (importbody.go).
 	imports chan struct{}
+	// tokens verifies stored tokens: cfg.Tokens, behind a cache when
+	// cfg.TokenCacheTTL is set (auth.go); nil without cfg.Tokens.
+	tokens auth.Verifier
+	// tokenCache is tokens when it is a cache: revocations tell it.
+	tokenCache *auth.Cache
 }
 
 // New returns a coordinator over a migrated store, its run store and a bus.
@@ -256,6 +268,13 @@ func New(graph store.Store, rs *runs.Store, b Bus, cfg Config) (*Coordinator, er
 		streams: newStreamLimiter(cfg.EventStreamsPerToken, cfg.EventStreamsPerTenant),
 		imports: make(chan struct{}, cfg.MaxConcurrentImports)}
 	c.graph = tenantGraph{c}
+	if cfg.Tokens != nil {
+		c.tokens = cfg.Tokens
+		if cfg.TokenCacheTTL > 0 {
+			c.tokenCache = auth.NewCache(cfg.Tokens, cfg.TokenCacheTTL)
+			c.tokens = c.tokenCache
+		}
+	}
 	c.waiters = &stepWaiters{}
 	c.feed = &EventFeed{bus: b, waiters: c.waiters, log: cfg.Logger}
 	c.driver = newWorkflowDriver(c)

@@ -1,0 +1,127 @@
+package auth
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// maxCached bounds the tokens a [Cache] remembers. Only tokens the store
+// verified are kept, so the bound is reached only by that many live tokens
+// in use within one TTL; past it the cache starts over.
+const maxCached = 10_000
+
+// lookup is what a [Cache] asks on a miss: the principal of a presented
+// token and when the token expires (nil: never). *Store is one.
+type lookup interface {
+	verify(ctx context.Context, token string) (Principal, *time.Time, error)
+}
+
+// Cache is a [Verifier] that remembers the tokens the store verified, for
+// at most TTL each, so that a client's requests do not each cost the
+// store a query. It keeps what it needs to answer without the store:
+// a token's principal and its expiry, keyed by the token's hash (never the
+// token).
+//
+// What it promises:
+//   - An expired token is refused at its expiry, cached or not.
+//   - A token revoked through this cache ([Cache.Forget], which the
+//     coordinator's revoke endpoint calls) is refused on the next request,
+//     including when a lookup that started before the revocation returns
+//     after it.
+//   - A token revoked elsewhere (another coordinator, rathctl token revoke
+//     --store, SQL) is refused within TTL.
+//
+// An unknown, revoked or expired token is never cached: each such request
+// asks the store. It is safe for concurrent use.
+type Cache struct {
+	store lookup
+	ttl   time.Duration
+	now   func() time.Time
+
+	mu sync.Mutex
+	// gen counts Forget calls: a lookup stores its answer only if none
+	// happened while it ran.
+	gen    uint64
+	byHash map[string]cached
+}
+
+type cached struct {
+	p     Principal
+	until time.Time // the earlier of the lookup's time + TTL and the expiry
+}
+
+// NewCache returns a cache in front of s that trusts a verified token for
+// ttl (positive).
+func NewCache(s *Store, ttl time.Duration) *Cache {
+	return newCache(s, ttl, time.Now)
+}
+
+func newCache(s lookup, ttl time.Duration, now func() time.Time) *Cache {
+	return &Cache{store: s, ttl: ttl, now: now, byHash: make(map[string]cached)}
+}
+
+// Authenticate returns the principal of a presented token from the cache,
+// or from the store (see [Store.Authenticate]) when it is not cached or its
+// time is up.
+func (c *Cache) Authenticate(ctx context.Context, token string) (Principal, error) {
+	if !LooksLikeToken(token) {
+		return Principal{}, ErrUnauthenticated
+	}
+	hash := HashToken(token)
+	c.mu.Lock()
+	e, ok := c.byHash[hash]
+	gen := c.gen
+	c.mu.Unlock()
+	if ok && c.now().Before(e.until) {
+		return e.p, nil
+	}
+	asked := c.now()
+	p, expires, err := c.store.verify(ctx, token)
+	if err != nil {
+		return Principal{}, err
+	}
+	until := asked.Add(c.ttl)
+	if expires != nil && expires.Before(until) {
+		until = *expires
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen {
+		// A revocation may have happened after the store answered.
+		return p, nil
+	}
+	if len(c.byHash) >= maxCached {
+		c.sweep()
+	}
+	c.byHash[hash] = cached{p: p, until: until}
+	return p, nil
+}
+
+// sweep drops the entries whose time is up, and every entry if that
+// leaves the cache full. c.mu is held.
+func (c *Cache) sweep() {
+	now := c.now()
+	for h, e := range c.byHash {
+		if !now.Before(e.until) {
+			delete(c.byHash, h)
+		}
+	}
+	if len(c.byHash) >= maxCached {
+		clear(c.byHash)
+	}
+}
+
+// Forget drops the token with id from the cache and makes lookups in
+// flight not store their answers: call it once the store has revoked the
+// token.
+func (c *Cache) Forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	for h, e := range c.byHash {
+		if e.p.TokenID == id {
+			delete(c.byHash, h)
+		}
+	}
+}
