@@ -15,8 +15,8 @@
 #
 # Settings (environment): WORKERS (1), SLOTS (16), CONCURRENCY (16),
 # DURATION (10s), WARM (2s), RUNS (1), OUT (a temporary directory: each
-# run's bench.txt, report.json, statements.txt (pg_stat_statements) and
-# process logs), MODEL_LATENCY (0),
+# run's bench.txt, report.json, statements.txt (pg_stat_statements),
+# NATS' connz.json and varz.json, and process logs), MODEL_LATENCY (0),
 # PGDIR (/tmp/rath-bench-cluster-pg: the Postgres cluster's directory),
 # STORE_PARAMS (query parameters added to the coordinator's and workers'
 # store URLs, e.g. pool_max_conns=4), BIN (a directory of coordinator, worker, rathctl and nats-server built
@@ -96,8 +96,8 @@ for run in $(seq "$runs"); do
 	token=$("$bin/rathctl" token create --store "$store" --scope admin --name bench -o json |
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
 
-	nport=$(free_port)
-	"$bin/nats-server" -js -a 127.0.0.1 -p "$nport" -sd "$dir/nats" -m "$(free_port)" >"$dir/nats.log" 2>&1 &
+	nport=$(free_port) mport=$(free_port)
+	"$bin/nats-server" -js -a 127.0.0.1 -p "$nport" -sd "$dir/nats" -m "$mport" >"$dir/nats.log" 2>&1 &
 	npid=$!
 	pids+=("$npid")
 	nats=nats://127.0.0.1:$nport
@@ -124,6 +124,9 @@ for run in $(seq "$runs"); do
 		--scenario steps --duration "$duration" --concurrency "$concurrency" --model-latency "$latency" \
 		"${procs[@]}" --json "$dir/report.json" | tee "$dir/bench.txt"
 
+	# What NATS carried, connection by connection (messages in and out).
+	curl -fsS "http://127.0.0.1:$mport/connz" >"$dir/connz.json" || true
+	curl -fsS "http://127.0.0.1:$mport/varz" >"$dir/varz.json" || true
 	stop_all
 	# Where the Postgres time went, statement by statement (the warm-up
 	# and the limits' probes included).
