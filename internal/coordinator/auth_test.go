@@ -31,6 +31,7 @@ type authStack struct {
 	coord  *coordinator.Coordinator
 	tokens *auth.Store
 	url    string
+	cfg    coordinator.Config
 }
 
 func newAuthStack(t *testing.T, backend string, workers int) *authStack {
@@ -75,7 +76,26 @@ func newAuthStackWith(t *testing.T, backend string, workers int, set func(*coord
 	}
 	srv := httptest.NewServer(c.Handler())
 	t.Cleanup(srv.Close)
-	return &authStack{dev: d, coord: c, tokens: tokens, url: srv.URL}
+	return &authStack{dev: d, coord: c, tokens: tokens, url: srv.URL, cfg: cfg}
+}
+
+// replica returns a second coordinator over s's store and bus, with s's
+// configuration and its services running, as a second replica of a
+// deployment.
+func (s *authStack) replica(t *testing.T) *authStack {
+	t.Helper()
+	c, err := coordinator.New(s.dev.Backend.Store, s.dev.Backend.Runs, s.dev.Backend.Bus, s.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	services := c.Services()
+	if err := services.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(services.Stop)
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(srv.Close)
+	return &authStack{dev: s.dev, coord: c, tokens: s.tokens, url: srv.URL, cfg: s.cfg}
 }
 
 // call sends a request with token (none when "") and returns the status
@@ -348,6 +368,38 @@ func TestAttackRevokedTokenRefusedThoughCached(t *testing.T) {
 		}
 		if waited := time.Since(revoked); waited > 5*time.Second {
 			t.Fatalf("a token revoked in the store is still served %v later (cache TTL 50ms)", waited)
+		}
+		<-tick.C
+	}
+}
+
+// TestAttackTokenRevokedOnOneReplicaRefusedByAnother: two coordinators
+// over one store and bus, each trusting a verified token for an hour. A
+// token revoked through one is refused by the other as soon as the
+// revocation's announcement reaches it, not an hour later.
+func TestAttackTokenRevokedOnOneReplicaRefusedByAnother(t *testing.T) {
+	t.Parallel()
+	one := newAuthStackWith(t, "sqlite", -1, func(c *coordinator.Config) { c.TokenCacheTTL = time.Hour })
+	two := one.replica(t)
+	tok := one.mint(t, auth.ScopeRead, "default")
+	for range 3 { // verified by replica two, then served from its cache
+		two.mustCall(t, http.StatusOK, tok.Secret, "GET", "/v1/whoami", "", nil)
+	}
+	revoked := time.Now()
+	one.mustCall(t, http.StatusOK, bootstrap, "POST", "/v1/tokens/"+tok.ID+"/revoke", "", nil)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		code, b := two.call(t, tok.Secret, "GET", "/v1/whoami", "")
+		if code == http.StatusUnauthorized {
+			t.Logf("replica two refused the token %v after replica one's revocation returned", time.Since(revoked))
+			return
+		}
+		if code != http.StatusOK {
+			t.Fatalf("whoami on replica two = %d %s", code, b)
+		}
+		if waited := time.Since(revoked); waited > 5*time.Second {
+			t.Fatalf("replica two still serves a token replica one revoked %v ago (its cache's TTL: 1h)", waited)
 		}
 		<-tick.C
 	}

@@ -246,6 +246,9 @@ type Coordinator struct {
 	tokens auth.Verifier
 	// tokenCache is tokens when it is a cache: revocations tell it.
 	tokenCache *auth.Cache
+	// revocations keeps tokenCache in step with the other replicas'
+	// revocations (revocations.go), one of Services.
+	revocations *tokenRevocations
 }
 
 // New returns a coordinator over a migrated store, its run store and a bus.
@@ -279,19 +282,21 @@ func New(graph store.Store, rs *runs.Store, b Bus, cfg Config) (*Coordinator, er
 	c.feed = &EventFeed{bus: b, waiters: c.waiters, log: cfg.Logger}
 	c.driver = newWorkflowDriver(c)
 	c.reconciler = &Reconciler{c: c}
+	c.revocations = &tokenRevocations{c: c}
 	c.runSvc = &RunService{c: c}
 	return c, nil
 }
 
 // Services returns the coordinator's background services in the order to
 // start them: the event feed (step waits listen to it), the workflow
-// driver, the reconciler. Its program starts them (Group.Start) beside the
+// driver, the reconciler, and the listener for other replicas' token
+// revocations (revocations.go). Its program starts them (Group.Start) beside the
 // HTTP handler and stops them (Group.Stop) after the handler has drained;
 // the coordinator starts no goroutine of its own. Without them the API
 // still serves, but no declarative workflow runs, no run times out and no
 // lost step is republished, and step waits poll.
 func (c *Coordinator) Services() service.Group {
-	return service.Group{c.feed, c.driver, c.reconciler}
+	return service.Group{c.feed, c.driver, c.reconciler, c.revocations}
 }
 
 // Reconciler returns the coordinator's reconciler (one of Services).

@@ -120,9 +120,8 @@ func (c *Coordinator) revokeToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, err := ts.Revoke(r.Context(), r.PathValue("id"), tenantFilter(principal(r)))
-	if err == nil && c.tokenCache != nil {
-		// Refused from the next request on, not when the cache's time is up.
-		c.tokenCache.Forget(t.ID)
+	if err == nil {
+		c.tokenRevoked(r.Context(), t.ID)
 	}
 	if errors.Is(err, auth.ErrNotFound) {
 		writeError(w, http.StatusNotFound, "not_found", err.Error())

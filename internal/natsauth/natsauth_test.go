@@ -233,6 +233,12 @@ func TestWorkerPermissionsRefuse(t *testing.T) {
 	cancelShort()
 	testenv.Eventually(t, 5*time.Second, "the publish violation", func() bool { return v.saw(bus.JobSubject("default")) })
 
+	// Announce a token revoked: the coordinators' caches are theirs.
+	if err := wnc.Publish(bus.TokenRevokedSubject, []byte("tok_0123456789abcdef")); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, "the revocation publish violation", func() bool { return v.saw(bus.TokenRevokedSubject) })
+
 	// Administer the streams.
 	for _, tc := range []struct {
 		name, subject string
@@ -276,7 +282,7 @@ func TestWorkerPermissionsRefuse(t *testing.T) {
 	got := make(chan *nats.Msg, 16)
 	// A wildcard over the run abort subjects (run.*) would read
 	// run.submitted's data: refused too.
-	refusedSubs := []string{"rath.events.>", "_INBOX.>", "rath.events.*.run.*", "rath.events.run-1.step.committed"}
+	refusedSubs := []string{"rath.events.>", "_INBOX.>", "rath.events.*.run.*", "rath.events.run-1.step.committed", bus.TokenRevokedSubject}
 	for _, subj := range refusedSubs {
 		if _, err := wnc.ChanSubscribe(subj, got); err != nil {
 			t.Fatal(err)

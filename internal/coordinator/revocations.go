@@ -1,0 +1,73 @@
+package coordinator
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/rath-run/rath/internal/service"
+)
+
+// tokenRevocations is the service that keeps the coordinator's token cache
+// in step with the other coordinators': it drops the tokens they announce
+// revoked ([bus.Bus.SubscribeTokenRevocations]), so that a token revoked
+// through one replica is refused by every replica within a network round
+// trip rather than within the cache's TTL. Announcements are best effort:
+// one sent while this replica's NATS connection is down is missed, and the
+// TTL is then the bound. Without a token cache, or on a bus that cannot
+// subscribe, it does nothing.
+type tokenRevocations struct {
+	service.Base
+	c *Coordinator
+}
+
+// revocationBus is a bus that carries token revocations (the real bus).
+type revocationBus interface {
+	PublishTokenRevoked(id string) error
+	SubscribeTokenRevocations(fn func(id string)) (stop func(), err error)
+}
+
+// revocationRetry is how long the service waits to subscribe again after
+// a failure.
+const revocationRetry = time.Second
+
+// Start implements [service.Service].
+func (r *tokenRevocations) Start(ctx context.Context) error {
+	return r.Go(ctx, r.run)
+}
+
+func (r *tokenRevocations) run(ctx context.Context) {
+	rb, ok := r.c.bus.(revocationBus)
+	if !ok || r.c.tokenCache == nil {
+		return
+	}
+	for {
+		stop, err := rb.SubscribeTokenRevocations(r.c.tokenCache.Forget)
+		if err == nil {
+			<-ctx.Done()
+			stop()
+			return
+		}
+		r.c.log.WarnContext(ctx, "token revocations: subscribe (other replicas' revocations take up to the token cache's TTL)", slog.Any("error", err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(revocationRetry):
+		}
+	}
+}
+
+// tokenRevoked drops a token this coordinator revoked from its cache, and
+// announces it to the other coordinators.
+func (c *Coordinator) tokenRevoked(ctx context.Context, id string) {
+	if c.tokenCache == nil {
+		return
+	}
+	// Refused from the next request on, not when the cache's time is up.
+	c.tokenCache.Forget(id)
+	if rb, ok := c.bus.(revocationBus); ok {
+		if err := rb.PublishTokenRevoked(id); err != nil {
+			c.log.WarnContext(ctx, "announce token revocation (other replicas refuse it within the token cache's TTL)", slog.String("token", id), slog.Any("error", err))
+		}
+	}
+}
