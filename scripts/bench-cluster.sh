@@ -53,7 +53,8 @@ pgbin=$RATH_TEST_PG_BIN
 admin=$RATH_TEST_DATABASE_URL
 
 free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()' 2>/dev/null ||
+		echo $((20000 + RANDOM % 20000))
 }
 
 # dburl NAME [QUERY]: the admin URL on database NAME, with extra query
@@ -93,8 +94,8 @@ for run in $(seq "$runs"); do
 	store=$(dburl "$db")
 	"$bin/rathctl" migrate --store "$store" >"$dir/migrate.log" 2>&1
 	"$pgbin/psql" -q "$store" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
-	token=$("$bin/rathctl" token create --store "$store" --scope admin --name bench -o json |
-		python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+	# The token alone goes to stdout (its id and scope to stderr).
+	token=$("$bin/rathctl" token create --store "$store" --scope admin --name bench 2>"$dir/token.log")
 
 	nport=$(free_port) mport=$(free_port)
 	"$bin/nats-server" -js -a 127.0.0.1 -p "$nport" -sd "$dir/nats" -m "$mport" >"$dir/nats.log" 2>&1 &
