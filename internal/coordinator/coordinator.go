@@ -67,10 +67,12 @@ type Config struct {
 	Tokens *auth.Store
 	// TokenCacheTTL, when positive, is how long a token Tokens verified is
 	// trusted without asking it again (auth.Cache): a revocation through
-	// this coordinator takes effect on the next request, one made
-	// elsewhere (another coordinator, the store directly) within the TTL;
-	// an expiry is exact. Zero: every request asks the store. The
-	// coordinator program's default is 1s (--token-cache).
+	// this coordinator takes effect on the next request; one through
+	// another coordinator as soon as its announcement on the bus arrives
+	// (revocations.go, with Services running), else within the TTL, as
+	// does one made in the store directly; an expiry is exact. Zero: every
+	// request asks the store. The coordinator program's default is 1s
+	// (--token-cache).
 	TokenCacheTTL time.Duration
 	// Tenants confines each authenticated request to its tenant's rows
 	// (Postgres row-level security through *auth.TenantPools). Nil: the
@@ -290,8 +292,9 @@ func New(graph store.Store, rs *runs.Store, b Bus, cfg Config) (*Coordinator, er
 // Services returns the coordinator's background services in the order to
 // start them: the event feed (step waits listen to it), the workflow
 // driver, the reconciler, and the listener for other replicas' token
-// revocations (revocations.go). Its program starts them (Group.Start) beside the
-// HTTP handler and stops them (Group.Stop) after the handler has drained;
+// revocations (revocations.go). Its program starts them (Group.Start)
+// beside the HTTP handler and stops them (Group.Stop) after the handler
+// has drained;
 // the coordinator starts no goroutine of its own. Without them the API
 // still serves, but no declarative workflow runs, no run times out and no
 // lost step is republished, and step waits poll.
