@@ -84,7 +84,15 @@ func run(ctx context.Context, args []string) error {
 	authMode := fs.String("auth", os.Getenv("RATH_AUTH"), "API authentication: required, off, or auto (required when RATH_TOKEN is set or a live token is stored; docs/security.md)")
 	tools := fs.String("tools", os.Getenv("RATH_TOOLS"), "tools the workers offer beyond the built-ins, comma-separated (\"*\": any); an agent naming another is refused at submit")
 	mcpAllow := fs.String("mcp-allow", os.Getenv("RATH_MCP_ALLOW"), "MCP server commands the workers run (their RATH_MCP_ALLOW), comma-separated (\"*\": any; empty: none)")
-	tokenCache := fs.Duration("token-cache", time.Second, "how long a verified API token is trusted before the store is asked again: a revocation through this coordinator takes effect at once, one through another coordinator or the store within this (0: ask on every request; env RATH_TOKEN_CACHE)")
+	// The environment's value is the flag's default, as for the store
+	// flags; a malformed one is reported after parsing.
+	cacheDefault, cacheErr := time.Second, error(nil)
+	if env := os.Getenv("RATH_TOKEN_CACHE"); env != "" {
+		if cacheDefault, cacheErr = time.ParseDuration(env); cacheErr != nil {
+			cacheErr = fmt.Errorf("RATH_TOKEN_CACHE: %q is not a duration (e.g. 1s, or 0 to ask the store on every request)", env)
+		}
+	}
+	tokenCache := fs.Duration("token-cache", cacheDefault, "how long a verified API token is trusted before the store is asked again: a revocation through this coordinator takes effect at once, one through another coordinator or the store within this (0: ask on every request; env RATH_TOKEN_CACHE)")
 	maxImport := fs.Int64("max-import-bytes", 0, "largest session import body in bytes (default 64 MiB; env RATH_MAX_IMPORT_BYTES)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -96,12 +104,8 @@ func run(ctx context.Context, args []string) error {
 		}
 		*maxImport = n
 	}
-	if env := os.Getenv("RATH_TOKEN_CACHE"); env != "" && !flagSet(fs, "token-cache") {
-		d, err := time.ParseDuration(env)
-		if err != nil {
-			return fmt.Errorf("RATH_TOKEN_CACHE: %q is not a duration (e.g. 1s, or 0 to ask the store on every request)", env)
-		}
-		*tokenCache = d
+	if cacheErr != nil {
+		return cacheErr
 	}
 	if *tokenCache < 0 {
 		return fmt.Errorf("--token-cache: %v is negative; give a duration, or 0 to ask the store on every request", *tokenCache)
@@ -257,13 +261,6 @@ func run(ctx context.Context, args []string) error {
 }
 
 // envInt reads a non-negative integer from the environment (0 when unset).
-// flagSet reports whether the command line set the flag name.
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
-
 func envInt(name string) (int, error) {
 	s := os.Getenv(name)
 	if s == "" {

@@ -11,10 +11,11 @@ import (
 // in use within one TTL; past it the cache starts over.
 const maxCached = 10_000
 
-// lookup is what a [Cache] asks on a miss: the principal of a presented
-// token and when the token expires (nil: never). *Store is one.
+// lookup is what a [Cache] asks on a miss: the principal of a token of
+// the right shape, given by its hash, and when the token expires (nil:
+// never). *Store is one.
 type lookup interface {
-	verify(ctx context.Context, token string) (Principal, *time.Time, error)
+	verify(ctx context.Context, hash string) (Principal, *time.Time, error)
 }
 
 // Cache is a [Verifier] that remembers the tokens the store verified, for
@@ -77,7 +78,7 @@ func (c *Cache) Authenticate(ctx context.Context, token string) (Principal, erro
 		return e.p, nil
 	}
 	asked := c.now()
-	p, expires, err := c.store.verify(ctx, token)
+	p, expires, err := c.store.verify(ctx, hash)
 	if err != nil {
 		return Principal{}, err
 	}

@@ -14,14 +14,22 @@ type fakeTokens struct {
 	mu      sync.Mutex
 	live    map[string]Principal  // by token
 	expires map[string]*time.Time // by token
+	byHash  map[string]string     // token by hash, filled on first use
 	calls   int
 	// hold, when set, is received from before a lookup answers (read
 	// before the lookup reads the store, answered after).
 	hold chan chan struct{}
 }
 
-func (f *fakeTokens) verify(_ context.Context, token string) (Principal, *time.Time, error) {
+func (f *fakeTokens) verify(_ context.Context, hash string) (Principal, *time.Time, error) {
 	f.mu.Lock()
+	if f.byHash == nil {
+		f.byHash = make(map[string]string, len(f.live))
+		for tok := range f.live {
+			f.byHash[HashToken(tok)] = tok
+		}
+	}
+	token := f.byHash[hash]
 	p, ok := f.live[token]
 	exp := f.expires[token]
 	f.calls++

@@ -187,17 +187,17 @@ func (s *Store) Revoke(ctx context.Context, id, tenant string) (Token, error) {
 // [ErrUnauthenticated] when it is unknown, revoked or expired. It records
 // the use at most once a minute per token.
 func (s *Store) Authenticate(ctx context.Context, token string) (Principal, error) {
-	p, _, err := s.verify(ctx, token)
+	if !LooksLikeToken(token) {
+		return Principal{}, ErrUnauthenticated
+	}
+	p, _, err := s.verify(ctx, HashToken(token))
 	return p, err
 }
 
-// verify is Authenticate, also returning when the token expires (nil:
-// never), which a [Cache] needs to refuse it on time.
-func (s *Store) verify(ctx context.Context, token string) (Principal, *time.Time, error) {
-	if !LooksLikeToken(token) {
-		return Principal{}, nil, ErrUnauthenticated
-	}
-	want := HashToken(token)
+// verify is Authenticate for a token of the right shape, given by its
+// hash (want), also returning when the token expires (nil: never), which
+// a [Cache] needs to refuse it on time.
+func (s *Store) verify(ctx context.Context, want string) (Principal, *time.Time, error) {
 	var got string
 	t, err := scanToken(s.db.QueryRowContext(ctx,
 		`SELECT `+tokenCols+`, hash FROM api_tokens WHERE hash = $1`, want), &got)
