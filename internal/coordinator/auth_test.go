@@ -70,9 +70,24 @@ func newAuthStackWith(t *testing.T, backend string, workers int, set func(*coord
 	if set != nil {
 		set(&cfg)
 	}
+	return serveCoordinator(t, d, tokens, cfg, false)
+}
+
+// serveCoordinator starts a coordinator over d's store and bus with cfg,
+// behind an httptest server; with services, its background services
+// (event feed, workflow driver, reconciler, token revocations) run too.
+func serveCoordinator(t *testing.T, d *app.Dev, tokens *auth.Store, cfg coordinator.Config, services bool) *authStack {
+	t.Helper()
 	c, err := coordinator.New(d.Backend.Store, d.Backend.Runs, d.Backend.Bus, cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if services {
+		svc := c.Services()
+		if err := svc.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(svc.Stop)
 	}
 	srv := httptest.NewServer(c.Handler())
 	t.Cleanup(srv.Close)
@@ -80,22 +95,15 @@ func newAuthStackWith(t *testing.T, backend string, workers int, set func(*coord
 }
 
 // replica returns a second coordinator over s's store and bus, with s's
-// configuration and its services running, as a second replica of a
-// deployment.
-func (s *authStack) replica(t *testing.T) *authStack {
+// configuration changed by set (when not nil) and its services running,
+// as a second replica of a deployment.
+func (s *authStack) replica(t *testing.T, set func(*coordinator.Config)) *authStack {
 	t.Helper()
-	c, err := coordinator.New(s.dev.Backend.Store, s.dev.Backend.Runs, s.dev.Backend.Bus, s.cfg)
-	if err != nil {
-		t.Fatal(err)
+	cfg := s.cfg
+	if set != nil {
+		set(&cfg)
 	}
-	services := c.Services()
-	if err := services.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(services.Stop)
-	srv := httptest.NewServer(c.Handler())
-	t.Cleanup(srv.Close)
-	return &authStack{dev: s.dev, coord: c, tokens: s.tokens, url: srv.URL, cfg: s.cfg}
+	return serveCoordinator(t, s.dev, s.tokens, cfg, true)
 }
 
 // call sends a request with token (none when "") and returns the status
@@ -388,7 +396,7 @@ func (s *authStack) untilRefused(t *testing.T, secret string, since time.Time, w
 func TestAttackTokenRevokedOnOneReplicaRefusedByAnother(t *testing.T) {
 	t.Parallel()
 	one := newAuthStackWith(t, "sqlite", -1, func(c *coordinator.Config) { c.TokenCacheTTL = time.Hour })
-	two := one.replica(t)
+	two := one.replica(t, nil)
 	tok := one.mint(t, auth.ScopeRead, "default")
 	for range 3 { // verified by replica two, then served from its cache
 		two.mustCall(t, http.StatusOK, tok.Secret, "GET", "/v1/whoami", "", nil)
@@ -397,4 +405,19 @@ func TestAttackTokenRevokedOnOneReplicaRefusedByAnother(t *testing.T) {
 	one.mustCall(t, http.StatusOK, bootstrap, "POST", "/v1/tokens/"+tok.ID+"/revoke", "", nil)
 	took := two.untilRefused(t, tok.Secret, revoked, "replica two, a token replica one revoked (its cache's TTL: 1h)")
 	t.Logf("replica two refused the token %v after replica one's revocation returned", took)
+}
+
+// TestAttackTokenRevokedOnAnUncachedReplica: a replica that caches no
+// tokens (--token-cache 0, as during a rollout of the setting) still
+// announces what it revokes, so a replica that caches drops it at once.
+func TestAttackTokenRevokedOnAnUncachedReplica(t *testing.T) {
+	t.Parallel()
+	uncached := newAuthStackWith(t, "sqlite", -1, nil)
+	cached := uncached.replica(t, func(c *coordinator.Config) { c.TokenCacheTTL = time.Hour })
+	tok := uncached.mint(t, auth.ScopeRead, "default")
+	cached.mustCall(t, http.StatusOK, tok.Secret, "GET", "/v1/whoami", "", nil)
+	revoked := time.Now()
+	uncached.mustCall(t, http.StatusOK, bootstrap, "POST", "/v1/tokens/"+tok.ID+"/revoke", "", nil)
+	took := cached.untilRefused(t, tok.Secret, revoked, "the caching replica, a token the uncached one revoked (its cache's TTL: 1h)")
+	t.Logf("the caching replica refused the token %v after the revocation returned", took)
 }

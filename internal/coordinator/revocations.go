@@ -58,13 +58,13 @@ func (r *tokenRevocations) run(ctx context.Context) {
 }
 
 // tokenRevoked drops a token this coordinator revoked from its cache, and
-// announces it to the other coordinators.
+// announces it to the other coordinators, whose caches may hold it
+// whether or not this one has a cache.
 func (c *Coordinator) tokenRevoked(ctx context.Context, id string) {
-	if c.tokenCache == nil {
-		return
+	if c.tokenCache != nil {
+		// Refused from the next request on, not when the cache's time is up.
+		c.tokenCache.Forget(id)
 	}
-	// Refused from the next request on, not when the cache's time is up.
-	c.tokenCache.Forget(id)
 	if rb, ok := c.bus.(revocationBus); ok {
 		if err := rb.PublishTokenRevoked(id); err != nil {
 			c.log.WarnContext(ctx, "announce token revocation (other replicas refuse it within the token cache's TTL)", slog.String("token", id), slog.Any("error", err))
