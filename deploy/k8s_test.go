@@ -121,7 +121,36 @@ func TestOverlaysRender(t *testing.T) {
 			checkSelectors(t, objs, pods)
 			checkSecrets(t, objs, pods, o)
 			checkWorker(t, objs, o)
+			checkGoMaxProcs(t, pods)
 		})
+	}
+}
+
+// checkGoMaxProcs: every Go process of the cluster (coordinator, worker,
+// NATS) runs as many scheduler threads as its pod asks for cores, the CPU
+// request rounded up, not one per core of its node (docs/deploy.md, "Go's
+// scheduler").
+func checkGoMaxProcs(t *testing.T, pods map[string]*corev1.PodTemplateSpec) {
+	t.Helper()
+	for _, name := range []string{"rath-coordinator", "rath-worker", "rath-nats"} {
+		pod := pods[name]
+		if pod == nil {
+			t.Errorf("no pod template %s", name)
+			continue
+		}
+		c := pod.Spec.Containers[0]
+		e := env(c, "GOMAXPROCS")
+		if e == nil || e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil {
+			t.Errorf("%s: GOMAXPROCS = %v, want it from the container's CPU request", name, e)
+			continue
+		}
+		ref := e.ValueFrom.ResourceFieldRef
+		if ref.Resource != "requests.cpu" || (ref.ContainerName != "" && ref.ContainerName != c.Name) || ref.Divisor.String() != "1" {
+			t.Errorf("%s: GOMAXPROCS from %+v, want requests.cpu of %s, divisor 1 (whole cores, rounded up)", name, ref, c.Name)
+		}
+		if cpu, ok := c.Resources.Requests[corev1.ResourceCPU]; !ok || cpu.IsZero() {
+			t.Errorf("%s: no CPU request, so GOMAXPROCS would fall to the node's default", name)
+		}
 	}
 }
 

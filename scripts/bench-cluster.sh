@@ -19,8 +19,12 @@
 # NATS' connz.json and varz.json, and process logs), MODEL_LATENCY (0),
 # PGDIR (/tmp/rath-bench-cluster-pg: the Postgres cluster's directory),
 # STORE_PARAMS (query parameters added to the coordinator's and workers'
-# store URLs, e.g. pool_max_conns=4), BIN (a directory of coordinator, worker, rathctl and nats-server built
-# before, to compare builds; default: build this tree's into OUT/bin).
+# store URLs, e.g. pool_max_conns=4), PROCS (GOMAXPROCS of the
+# coordinator, the workers and NATS, not of the load generator: 1 runs
+# them as the Kubernetes manifests do for a CPU request of a core or less;
+# unset, Go's default, one per core), BIN (a directory of coordinator,
+# worker, rathctl and nats-server built before, to compare builds;
+# default: build this tree's into OUT/bin).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -42,6 +46,12 @@ if [ -z "${BIN:-}" ]; then
 	go build -o "$bin/nats-server" github.com/nats-io/nats-server/v2
 fi
 mkdir -p "$out"
+# The cluster's processes start through env (which execs them, so $! is
+# their pid), with PROCS as their GOMAXPROCS when it is set.
+goenv=(env)
+if [ -n "${PROCS:-}" ]; then
+	goenv=(env "GOMAXPROCS=$PROCS")
+fi
 
 # A Postgres of its own (PGDIR), with pg_stat_statements loaded so the
 # report counts statements a step; it is left running for the next call
@@ -98,13 +108,13 @@ for run in $(seq "$runs"); do
 	token=$("$bin/rathctl" token create --store "$store" --scope admin --name bench 2>"$dir/token.log")
 
 	nport=$(free_port) mport=$(free_port)
-	"$bin/nats-server" -js -a 127.0.0.1 -p "$nport" -sd "$dir/nats" -m "$mport" >"$dir/nats.log" 2>&1 &
+	"${goenv[@]}" "$bin/nats-server" -js -a 127.0.0.1 -p "$nport" -sd "$dir/nats" -m "$mport" >"$dir/nats.log" 2>&1 &
 	npid=$!
 	pids+=("$npid")
 	nats=nats://127.0.0.1:$nport
 
 	cport=$(free_port) chealth=$(free_port)
-	"$bin/coordinator" --addr "127.0.0.1:$cport" --health-addr "127.0.0.1:$chealth" \
+	"${goenv[@]}" "$bin/coordinator" --addr "127.0.0.1:$cport" --health-addr "127.0.0.1:$chealth" \
 		--auth required --store "$(dburl "$db" "${STORE_PARAMS:-}")" --nats "$nats" >"$dir/coordinator.log" 2>&1 &
 	cpid=$!
 	pids+=("$cpid")
@@ -112,13 +122,13 @@ for run in $(seq "$runs"); do
 
 	procs=(--process "coordinator=pid:$cpid" --process "nats=pid:$npid")
 	for w in $(seq "$workers"); do
-		"$bin/worker" --name "bench-w$w" --slots "$slots" --health "127.0.0.1:$(free_port)" \
+		"${goenv[@]}" "$bin/worker" --name "bench-w$w" --slots "$slots" --health "127.0.0.1:$(free_port)" \
 			--store "$(dburl "$db" "role=rath_worker${STORE_PARAMS:+&$STORE_PARAMS}")" --nats "$nats" >"$dir/worker$w.log" 2>&1 &
 		pids+=("$!")
 		procs+=(--process "worker$w=pid:$!")
 	done
 
-	echo "bench-cluster: run $run of $runs: $workers worker(s) x $slots slots, $concurrency in flight, warm-up $warm" >&2
+	echo "bench-cluster: run $run of $runs: $workers worker(s) x $slots slots, $concurrency in flight, warm-up $warm, GOMAXPROCS ${PROCS:-unset}" >&2
 	RATH_TOKEN=$token "$bin/rathctl" bench --server "http://127.0.0.1:$cport" --store "$store" --nats "$nats" \
 		--scenario steps --duration "$warm" --concurrency "$concurrency" --model-latency "$latency" >"$dir/warm.txt" 2>&1
 	RATH_TOKEN=$token "$bin/rathctl" bench --server "http://127.0.0.1:$cport" --store "$store" --nats "$nats" \
