@@ -32,6 +32,9 @@ type lookup interface {
 //     after it.
 //   - A token revoked elsewhere (another coordinator, rathctl token revoke
 //     --store, SQL) is refused within TTL.
+//   - While suspended ([Cache.Suspend]: its owner cannot hear the other
+//     coordinators' revocations) it remembers nothing and every request
+//     asks the store, until [Cache.Resume].
 //
 // An unknown, revoked or expired token is never cached: each such request
 // asks the store. It is safe for concurrent use.
@@ -39,12 +42,17 @@ type Cache struct {
 	store lookup
 	ttl   time.Duration
 	now   func() time.Time
+	// answered, when set, is told of every token the cache answered for
+	// or asked the store about.
+	answered func(fromCache bool)
 
 	mu sync.Mutex
-	// gen counts Forget calls: a lookup stores its answer only if none
-	// happened while it ran.
+	// gen counts Forget, Suspend and Resume calls: a lookup stores its
+	// answer only if none happened while it ran.
 	gen    uint64
 	byHash map[string]cached
+	// suspended: nothing is looked up in byHash or stored there.
+	suspended bool
 }
 
 type cached struct {
@@ -53,9 +61,13 @@ type cached struct {
 }
 
 // NewCache returns a cache in front of s that trusts a verified token for
-// ttl (positive).
-func NewCache(s *Store, ttl time.Duration) *Cache {
-	return newCache(s, ttl, time.Now)
+// ttl (positive). answered, when not nil, is called for each token of the
+// right shape presented: with true when the cache answered, false when the
+// store was asked (refusals included); it must not block.
+func NewCache(s *Store, ttl time.Duration, answered func(fromCache bool)) *Cache {
+	c := newCache(s, ttl, time.Now)
+	c.answered = answered
+	return c
 }
 
 func newCache(s lookup, ttl time.Duration, now func() time.Time) *Cache {
@@ -72,11 +84,13 @@ func (c *Cache) Authenticate(ctx context.Context, token string) (Principal, erro
 	hash := HashToken(token)
 	c.mu.Lock()
 	e, ok := c.byHash[hash]
-	gen := c.gen
+	gen, suspended := c.gen, c.suspended
 	c.mu.Unlock()
-	if ok && c.now().Before(e.until) {
+	if ok && !suspended && c.now().Before(e.until) {
+		c.tell(true)
 		return e.p, nil
 	}
+	c.tell(false)
 	asked := c.now()
 	p, expires, err := c.store.verify(ctx, hash)
 	if err != nil {
@@ -88,8 +102,9 @@ func (c *Cache) Authenticate(ctx context.Context, token string) (Principal, erro
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.gen != gen {
-		// A revocation may have happened after the store answered.
+	if c.gen != gen || c.suspended {
+		// A revocation may have happened after the store answered, or
+		// gone unheard.
 		return p, nil
 	}
 	if len(c.byHash) >= maxCached {
@@ -97,6 +112,12 @@ func (c *Cache) Authenticate(ctx context.Context, token string) (Principal, erro
 	}
 	c.byHash[hash] = cached{p: p, until: until}
 	return p, nil
+}
+
+func (c *Cache) tell(fromCache bool) {
+	if c.answered != nil {
+		c.answered(fromCache)
+	}
 }
 
 // sweep drops the entries whose time is up, and every entry if that
@@ -125,4 +146,28 @@ func (c *Cache) Forget(id string) {
 			delete(c.byHash, h)
 		}
 	}
+}
+
+// Suspend drops every cached token and stops caching until [Cache.Resume]:
+// call it when revocations made elsewhere can no longer reach [Cache.Forget]
+// (the coordinator's NATS connection is down), so that a token revoked
+// meanwhile is not trusted for the rest of its TTL. Lookups in flight do
+// not store their answers.
+func (c *Cache) Suspend() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.suspended = true
+	clear(c.byHash)
+}
+
+// Resume caches verified tokens again after [Cache.Suspend]: call it once
+// revocations reach Forget again. A lookup that started before it does not
+// store its answer (the store may have answered before a revocation that
+// went unheard).
+func (c *Cache) Resume() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.suspended = false
 }

@@ -235,3 +235,68 @@ func TestCacheBounded(t *testing.T) {
 		t.Fatalf("cache holds %d tokens, bound %d", n, maxCached)
 	}
 }
+
+// TestCacheSuspendedAsksEveryTime: Suspend drops what the cache holds, so a
+// token revoked while its owner could not hear revocations is refused on
+// the next request; suspended, every request asks the store; a lookup that
+// started before Resume does not store its answer; after Resume the cache
+// serves again.
+func TestCacheSuspendedAsksEveryTime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tok := newToken(t)
+	f := &fakeTokens{live: map[string]Principal{tok: {TokenID: "tok_a", Scope: ScopeRead}}}
+	c := newCache(f, time.Hour, time.Now)
+	for range 3 {
+		if _, err := c.Authenticate(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.lookups(); n != 1 {
+		t.Fatalf("store asked %d times before Suspend, want 1", n)
+	}
+	c.Suspend()
+	for range 3 {
+		if _, err := c.Authenticate(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.lookups(); n != 4 {
+		t.Fatalf("store asked %d times, want 4: suspended, every request asks", n)
+	}
+	f.revoke(tok) // unheard: no Forget
+	if _, err := c.Authenticate(ctx, tok); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("revoked while suspended: %v, want ErrUnauthenticated", err)
+	}
+
+	// A lookup in flight across Resume does not store its answer.
+	other := newToken(t)
+	f.mu.Lock()
+	f.live[other] = Principal{TokenID: "tok_b", Scope: ScopeRead}
+	f.byHash = nil
+	f.hold = make(chan chan struct{})
+	f.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Authenticate(ctx, other)
+		done <- err
+	}()
+	release := <-f.hold
+	f.mu.Lock()
+	f.hold = nil
+	f.mu.Unlock()
+	c.Resume()
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	before := f.lookups()
+	for range 3 {
+		if _, err := c.Authenticate(ctx, other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.lookups() - before; n != 1 {
+		t.Fatalf("after Resume the store was asked %d times for three requests, want 1 (the lookup that straddled Resume stored nothing; the next one did)", n)
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/bus/bustest"
+	"github.com/rath-run/rath/internal/bus/embedded"
 )
 
 // A revocation announced on one connection reaches a subscriber on
@@ -25,7 +26,7 @@ func TestTokenRevocationsReachOtherCoordinators(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan string, 4)
-	stop, err := two.SubscribeTokenRevocations(func(id string) { got <- id })
+	stop, err := two.SubscribeTokenRevocations(func(id string) { got <- id }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,71 @@ func TestTokenRevocationsReachOtherCoordinators(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no revocation within 5s")
 	}
-	if _, err := two.SubscribeTokenRevocations(nil); err == nil {
+	if _, err := two.SubscribeTokenRevocations(nil, nil); err == nil {
 		t.Error("nil handler accepted")
+	}
+}
+
+// A subscriber is told it cannot hear revocations while its connection is
+// down, and that it can again once the server has its subscription back:
+// an announcement sent right after it is told so reaches it.
+func TestTokenRevocationsHearing(t *testing.T) {
+	t.Parallel()
+	_, srv, nc := bustest.New(t)
+	b, err := bus.New(testCtx(t), nc, bus.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 4)
+	heard := make(chan bool, 16)
+	stop, err := b.SubscribeTokenRevocations(func(id string) { got <- id }, func(h bool) { heard <- h })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	next := func(want bool, what string) {
+		t.Helper()
+		select {
+		case h := <-heard:
+			if h != want {
+				t.Fatalf("%s: hearing(%v), want hearing(%v)", what, h, want)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%s: no hearing(%v) within 15s", what, want)
+		}
+	}
+	next(true, "subscribed")
+
+	opts := srv.Options()
+	srv.Shutdown()
+	next(false, "server down")
+
+	srv2, err := embedded.Start(testCtx(t), opts)
+	if err != nil {
+		t.Fatalf("restart on port %d: %v", opts.Port, err)
+	}
+	t.Cleanup(srv2.Shutdown)
+	next(true, "server back")
+	// Announced on a new connection the moment the subscriber says it
+	// hears again: it must arrive.
+	pc, err := srv2.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pc.Close)
+	pub, err := bus.New(testCtx(t), pc, bus.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.PublishTokenRevoked("tok_00000000000000ff"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-got:
+		if id != "tok_00000000000000ff" {
+			t.Fatalf("revoked %q", id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("an announcement sent after hearing(true) did not arrive within 5s")
 	}
 }

@@ -13,9 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/auth"
+	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/coordinator"
+	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/internal/testdb"
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/api"
@@ -70,15 +76,15 @@ func newAuthStackWith(t *testing.T, backend string, workers int, set func(*coord
 	if set != nil {
 		set(&cfg)
 	}
-	return serveCoordinator(t, d, tokens, cfg, false)
+	return serveCoordinator(t, d, d.Backend.Bus, tokens, cfg, false)
 }
 
-// serveCoordinator starts a coordinator over d's store and bus with cfg,
+// serveCoordinator starts a coordinator over d's store and bus b with cfg,
 // behind an httptest server; with services, its background services
 // (event feed, workflow driver, reconciler, token revocations) run too.
-func serveCoordinator(t *testing.T, d *app.Dev, tokens *auth.Store, cfg coordinator.Config, services bool) *authStack {
+func serveCoordinator(t *testing.T, d *app.Dev, b coordinator.Bus, tokens *auth.Store, cfg coordinator.Config, services bool) *authStack {
 	t.Helper()
-	c, err := coordinator.New(d.Backend.Store, d.Backend.Runs, d.Backend.Bus, cfg)
+	c, err := coordinator.New(d.Backend.Store, d.Backend.Runs, b, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +109,7 @@ func (s *authStack) replica(t *testing.T, set func(*coordinator.Config)) *authSt
 	if set != nil {
 		set(&cfg)
 	}
-	return serveCoordinator(t, s.dev, s.tokens, cfg, true)
+	return serveCoordinator(t, s.dev, s.dev.Backend.Bus, s.tokens, cfg, true)
 }
 
 // call sends a request with token (none when "") and returns the status
@@ -405,6 +411,63 @@ func TestAttackTokenRevokedOnOneReplicaRefusedByAnother(t *testing.T) {
 	one.mustCall(t, http.StatusOK, bootstrap, "POST", "/v1/tokens/"+tok.ID+"/revoke", "", nil)
 	took := two.untilRefused(t, tok.Secret, revoked, "replica two, a token replica one revoked (its cache's TTL: 1h)")
 	t.Logf("replica two refused the token %v after replica one's revocation returned", took)
+}
+
+// TestAttackTokenRevokedWhileAReplicaIsCutOff: a replica whose NATS
+// connection is lost cannot hear other replicas' revocations, so from the
+// moment it notices it trusts no cached token until the connection is
+// back: a token revoked through another replica meanwhile, its
+// announcement lost to the replica that had it cached for an hour, is
+// refused by that replica at once, and still after the connection is back.
+func TestAttackTokenRevokedWhileAReplicaIsCutOff(t *testing.T) {
+	t.Parallel()
+	one := newAuthStackWith(t, "sqlite", -1, func(c *coordinator.Config) { c.TokenCacheTTL = time.Hour })
+	link := testenv.NewProxy(t, strings.TrimPrefix(one.dev.Backend.NC.ConnectedUrl(), "nats://"))
+	nc, err := nats.Connect("nats://"+link.Addr(), app.NATSOptions("replica-two")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	b, err := bus.New(context.Background(), nc, bus.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := telemetry.NewMetrics(prometheus.NewRegistry())
+	cfg := one.cfg
+	cfg.Metrics = metrics
+	two := serveCoordinator(t, one.dev, b, one.tokens, cfg, true)
+	suspended := func() float64 { return testutil.ToFloat64(metrics.TokenCacheSuspended) }
+	fromCache := func() float64 { return testutil.ToFloat64(metrics.TokenLookups.WithLabelValues("cache")) }
+
+	tok := one.mint(t, auth.ScopeRead, "default")
+	// Replica two listens for revocations, then serves the token from its
+	// cache.
+	testenv.Eventually(t, 10*time.Second, "replica two to serve the token from its cache", func() bool {
+		two.mustCall(t, http.StatusOK, tok.Secret, "GET", "/v1/whoami", "", nil)
+		return suspended() == 0 && fromCache() > 0
+	})
+
+	link.Cut()
+	testenv.Eventually(t, 10*time.Second, "replica two to notice its NATS connection lost", func() bool { return suspended() == 1 })
+	revoked := time.Now()
+	one.mustCall(t, http.StatusOK, bootstrap, "POST", "/v1/tokens/"+tok.ID+"/revoke", "", nil)
+	took := two.untilRefused(t, tok.Secret, revoked, "replica two, cut off from NATS, a token revoked through replica one (its cache's TTL: 1h)")
+	t.Logf("replica two refused the token %v after the revocation returned", took)
+
+	link.Heal()
+	testenv.Eventually(t, 10*time.Second, "replica two to listen again", func() bool { return suspended() == 0 })
+	if code, body := two.call(t, tok.Secret, "GET", "/v1/whoami", ""); code != http.StatusUnauthorized {
+		t.Fatalf("after the link healed: whoami = %d %s, want 401", code, body)
+	}
+	// Listening again, it caches again.
+	other := one.mint(t, auth.ScopeRead, "default")
+	before := fromCache()
+	for range 3 {
+		two.mustCall(t, http.StatusOK, other.Secret, "GET", "/v1/whoami", "", nil)
+	}
+	if got := fromCache() - before; got < 2 {
+		t.Fatalf("after the link healed, %v of 3 requests were answered from the cache, want 2", got)
+	}
 }
 
 // TestAttackTokenRevokedOnAnUncachedReplica: a replica that caches no

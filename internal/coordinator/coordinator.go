@@ -69,10 +69,12 @@ type Config struct {
 	// trusted without asking it again (auth.Cache): a revocation through
 	// this coordinator takes effect on the next request; one through
 	// another coordinator as soon as its announcement on the bus arrives
-	// (revocations.go, with Services running), else within the TTL, as
-	// does one made in the store directly; an expiry is exact. Zero: every
-	// request asks the store. The coordinator program's default is 1s
-	// (--token-cache).
+	// (revocations.go), else within the TTL, as does one made in the store
+	// directly; an expiry is exact. On a bus that carries announcements the
+	// cache holds tokens only while this coordinator hears them: from when
+	// Services have subscribed, and never while its NATS connection is
+	// down, when every request asks the store. Zero: every request asks
+	// the store. The coordinator program's default is 1s (--token-cache).
 	TokenCacheTTL time.Duration
 	// Tenants confines each authenticated request to its tenant's rows
 	// (Postgres row-level security through *auth.TenantPools). Nil: the
@@ -274,10 +276,14 @@ func New(graph store.Store, rs *runs.Store, b Bus, cfg Config) (*Coordinator, er
 		imports: make(chan struct{}, cfg.MaxConcurrentImports)}
 	c.graph = tenantGraph{c}
 	if cfg.Tokens != nil {
-		c.tokens = cfg.Tokens
+		c.tokens = storeTokens{cfg.Tokens, cfg.Metrics}
 		if cfg.TokenCacheTTL > 0 {
-			c.tokenCache = auth.NewCache(cfg.Tokens, cfg.TokenCacheTTL)
+			c.tokenCache = auth.NewCache(cfg.Tokens, cfg.TokenCacheTTL, cfg.Metrics.TokenLookup)
 			c.tokens = c.tokenCache
+			if _, ok := b.(revocationBus); ok {
+				// Until the revocation listener hears the other replicas.
+				c.suspendTokenCache()
+			}
 		}
 	}
 	c.waiters = &stepWaiters{}

@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/internal/service"
+	"github.com/rath-run/rath/internal/telemetry"
 )
 
 // tokenRevocations is the service that keeps the coordinator's token cache
@@ -13,9 +15,11 @@ import (
 // revoked ([bus.Bus.SubscribeTokenRevocations]), so that a token revoked
 // through one replica is refused by every replica within a network round
 // trip rather than within the cache's TTL. Announcements are best effort:
-// one sent while this replica's NATS connection is down is missed, and the
-// TTL is then the bound. Without a token cache, or on a bus that cannot
-// subscribe, it does nothing.
+// one sent while this replica's NATS connection is down is lost, so the
+// cache is suspended (emptied, every request asking the store) from the
+// moment the connection is lost until the subscription is live again, and
+// until the service first subscribes (New suspends it). Without a token
+// cache, or on a bus that cannot subscribe, it does nothing.
 type tokenRevocations struct {
 	service.Base
 	c *Coordinator
@@ -24,7 +28,7 @@ type tokenRevocations struct {
 // revocationBus is a bus that carries token revocations (the real bus).
 type revocationBus interface {
 	PublishTokenRevoked(id string) error
-	SubscribeTokenRevocations(fn func(id string)) (stop func(), err error)
+	SubscribeTokenRevocations(fn func(id string), hearing func(bool)) (stop func(), err error)
 }
 
 // revocationRetry is how long the service waits to subscribe again after
@@ -42,19 +46,52 @@ func (r *tokenRevocations) run(ctx context.Context) {
 		return
 	}
 	for {
-		stop, err := rb.SubscribeTokenRevocations(r.c.tokenCache.Forget)
+		stop, err := rb.SubscribeTokenRevocations(r.c.tokenCache.Forget, r.hearing)
 		if err == nil {
 			<-ctx.Done()
 			stop()
 			return
 		}
-		r.c.log.WarnContext(ctx, "token revocations: subscribe (other replicas' revocations take up to the token cache's TTL)", slog.Any("error", err))
+		r.c.log.WarnContext(ctx, "token revocations: subscribe failed; the token cache stays suspended, every request asks the store", slog.Any("error", err))
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(revocationRetry):
 		}
 	}
+}
+
+// hearing suspends the token cache while revocations cannot reach it and
+// resumes it once they can.
+func (r *tokenRevocations) hearing(ok bool) {
+	if ok {
+		r.c.tokenCache.Resume()
+		r.c.cfg.Metrics.TokenCacheSuspend(false)
+		r.c.log.Info("token revocations: listening; the token cache serves")
+		return
+	}
+	r.c.suspendTokenCache()
+	r.c.log.Warn("token revocations: NATS connection lost; the token cache is suspended, every request asks the store until it is back")
+}
+
+// suspendTokenCache suspends the token cache and says so on /metrics.
+func (c *Coordinator) suspendTokenCache() {
+	c.tokenCache.Suspend()
+	c.cfg.Metrics.TokenCacheSuspend(true)
+}
+
+// storeTokens is the store's token verification, counted as answered by
+// the store (the coordinator without a token cache).
+type storeTokens struct {
+	s *auth.Store
+	m *telemetry.Metrics
+}
+
+func (t storeTokens) Authenticate(ctx context.Context, token string) (auth.Principal, error) {
+	if auth.LooksLikeToken(token) {
+		t.m.TokenLookup(false)
+	}
+	return t.s.Authenticate(ctx, token)
 }
 
 // tokenRevoked drops a token this coordinator revoked from its cache, and

@@ -33,6 +33,12 @@ type Metrics struct {
 	SandboxDuration  *prometheus.HistogramVec
 	RunsSubmitted    prometheus.Counter
 	HTTPRequests     *prometheus.CounterVec
+	// TokenLookups counts the stored API tokens the coordinator
+	// authenticated, by what answered: its token cache or the store.
+	TokenLookups *prometheus.CounterVec
+	// TokenCacheSuspended is 1 while the coordinator's token cache is
+	// suspended (it cannot hear other replicas' revocations).
+	TokenCacheSuspended prometheus.Gauge
 
 	models knownModels // labeled models; see KnownModels
 }
@@ -80,11 +86,41 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Runs submitted to the coordinator."}),
 		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rath_http_requests_total",
 			Help: "Coordinator API requests, by method and status code."}, []string{"method", "code"}),
+		TokenLookups: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rath_token_lookups_total",
+			Help: "Stored API tokens presented to the coordinator, by what answered: cache (its token cache) or store (a query; refusals included)."}, []string{"answered_by"}),
+		TokenCacheSuspended: prometheus.NewGauge(prometheus.GaugeOpts{Name: "rath_token_cache_suspended",
+			Help: "1 while the coordinator's token cache is suspended: its NATS connection is down or it is not yet listening for other replicas' revocations, and every request asks the store."}),
 	}
 	reg.MustRegister(m.StepsStarted, m.StepsCommitted, m.StepsFailed, m.StepsRedelivered, m.StepDuration,
 		m.ModelCalls, m.ModelTokens, m.ModelCost, m.ModelDuration, m.ToolCalls, m.ToolDuration,
-		m.SandboxCalls, m.SandboxDuration, m.RunsSubmitted, m.HTTPRequests)
+		m.SandboxCalls, m.SandboxDuration, m.RunsSubmitted, m.HTTPRequests, m.TokenLookups, m.TokenCacheSuspended)
 	return m
+}
+
+// TokenLookup counts a stored token the coordinator authenticated,
+// answered by its cache or by the store.
+func (m *Metrics) TokenLookup(fromCache bool) {
+	if m == nil {
+		return
+	}
+	if fromCache {
+		m.TokenLookups.WithLabelValues("cache").Inc()
+		return
+	}
+	m.TokenLookups.WithLabelValues("store").Inc()
+}
+
+// TokenCacheSuspend records whether the coordinator's token cache is
+// suspended.
+func (m *Metrics) TokenCacheSuspend(suspended bool) {
+	if m == nil {
+		return
+	}
+	if suspended {
+		m.TokenCacheSuspended.Set(1)
+		return
+	}
+	m.TokenCacheSuspended.Set(0)
 }
 
 // Handler serves g in the Prometheus text format (/metrics).
