@@ -103,9 +103,14 @@ func TestTokenAndLogin(t *testing.T) {
 			opsID = tok.ID
 		}
 	}
-	out, _ = run(0, "", "token", "revoke", opsID, "--store", storeURL)
+	out, errOut = run(0, "", "token", "revoke", opsID, "--store", storeURL)
 	if !strings.Contains(out, "revoked "+opsID) {
 		t.Fatalf("revoke printed %q", out)
+	}
+	// Revoked behind the coordinators' backs: the user is told what a
+	// coordinator's token cache means for it.
+	if !strings.Contains(errOut, "no coordinator was told") || !strings.Contains(errOut, "--token-cache") {
+		t.Fatalf("revoke --store said %q on stderr, want the token cache's caveat", errOut)
 	}
 	_, errOut = run(1, "", "runs", "list", "--server", srv.URL)
 	if !strings.Contains(errOut, "401") || strings.Contains(errOut, admin) {

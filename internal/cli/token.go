@@ -210,8 +210,13 @@ they go through the coordinator with an admin token.`,
 
 	revoke := &cobra.Command{
 		Use:   "revoke ID",
-		Short: "revoke a token (it stops working at once)",
-		Args:  cobra.ExactArgs(1),
+		Short: "revoke a token",
+		Long: `Revoke a token. Through a coordinator (--server), every coordinator refuses it
+from its next request: the one that revoked it at once, the others when its
+announcement reaches them over NATS. With --store no coordinator is told, and
+one that verified the token shortly before keeps trusting it for up to its
+--token-cache (default 1s; docs/security.md).`,
+		Args: cobra.ExactArgs(1),
 		RunE: with(func(ctx context.Context, b tokenBackend, args []string) error {
 			t, err := b.revoke(ctx, args[0])
 			if err != nil {
@@ -220,7 +225,13 @@ they go through the coordinator with an admin token.`,
 			if f.output == "json" {
 				return json.NewEncoder(env.Out).Encode(t)
 			}
-			_, err = fmt.Fprintf(env.Out, "revoked %s (tenant %s, scope %s)\n", t.ID, t.Tenant, t.Scope)
+			if _, err = fmt.Fprintf(env.Out, "revoked %s (tenant %s, scope %s)\n", t.ID, t.Tenant, t.Scope); err != nil {
+				return err
+			}
+			if _, direct := b.(storeTokens); direct {
+				// Said on stderr: stdout stays the one line scripts read.
+				_, err = fmt.Fprintln(env.Err, "note: revoked in the store, so no coordinator was told: one that verified the token shortly before trusts it for up to its --token-cache (default 1s); revoke through --server to have every coordinator refuse it at once")
+			}
 			return err
 		}),
 	}
