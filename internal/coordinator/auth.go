@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/rath-run/rath/internal/auth"
+	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/pkg/store"
 )
@@ -239,4 +240,18 @@ func (c *Coordinator) Routes() []string {
 		return api.Patterns()
 	}
 	return nil
+}
+
+// storeTokens is the store's token verification, counted as answered by
+// the store (the coordinator without a token cache).
+type storeTokens struct {
+	s *auth.Store
+	m *telemetry.Metrics
+}
+
+func (t storeTokens) Authenticate(ctx context.Context, token string) (auth.Principal, error) {
+	if auth.LooksLikeToken(token) {
+		t.m.TokenLookup(false)
+	}
+	return t.s.Authenticate(ctx, token)
 }

@@ -5,9 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/rath-run/rath/internal/auth"
 	"github.com/rath-run/rath/internal/service"
-	"github.com/rath-run/rath/internal/telemetry"
 )
 
 // tokenRevocations is the service that keeps the coordinator's token cache
@@ -78,20 +76,6 @@ func (r *tokenRevocations) hearing(ok bool) {
 func (c *Coordinator) suspendTokenCache() {
 	c.tokenCache.Suspend()
 	c.cfg.Metrics.TokenCacheSuspend(true)
-}
-
-// storeTokens is the store's token verification, counted as answered by
-// the store (the coordinator without a token cache).
-type storeTokens struct {
-	s *auth.Store
-	m *telemetry.Metrics
-}
-
-func (t storeTokens) Authenticate(ctx context.Context, token string) (auth.Principal, error) {
-	if auth.LooksLikeToken(token) {
-		t.m.TokenLookup(false)
-	}
-	return t.s.Authenticate(ctx, token)
 }
 
 // tokenRevoked drops a token this coordinator revoked from its cache, and
