@@ -9,8 +9,8 @@ import (
 	"sync"
 
 	"github.com/rath-run/rath/internal/auth"
-	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/internal/runs"
+	"github.com/rath-run/rath/internal/telemetry"
 	"github.com/rath-run/rath/pkg/store"
 )
 
