@@ -88,7 +88,7 @@ func TestBenchClusterScript(t *testing.T) {
 		t.Errorf("the table was not printed:\n%s", stdout.String())
 	}
 	stmts, err := os.ReadFile(filepath.Join(run, "statements.txt"))
-	if err != nil || !bytes.Contains(stmts, []byte("INSERT INTO versions")) {
+	if err != nil || !bytes.Contains(stmts, []byte("INSERT INTO steps")) {
 		t.Errorf("statements.txt (%v) holds no statement of a step:\n%s", err, stmts)
 	}
 	var connz struct {

@@ -140,11 +140,13 @@ for run in $(seq "$runs"); do
 	curl -fsS "http://127.0.0.1:$mport/varz" >"$dir/varz.json" || true
 	stop_all
 	# Where the Postgres time went, statement by statement (the warm-up
-	# and the limits' probes included).
+	# included; the migration's DDL and the limits' probes, which are not
+	# a step's, left out).
 	"$pgbin/psql" -q "$store" -P pager=off -c "SELECT calls, rows, round(total_exec_time) AS exec_ms,
 		round(total_plan_time) AS plan_ms, round(mean_exec_time * 1000) AS mean_us,
 		regexp_replace(left(query, 160), '\s+', ' ', 'g') AS query
 		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND query !~* '^\s*(CREATE|ALTER|DROP|DO|COMMENT|GRANT|REVOKE|ANALYZE)\M' AND query NOT LIKE '%rath_bench_%'
 		ORDER BY total_exec_time DESC LIMIT 40" >"$dir/statements.txt"
 	"$pgbin/psql" -q "$admin" -c "DROP DATABASE $db WITH (FORCE)"
 done

@@ -381,7 +381,13 @@ func (b *runner) steps(ctx context.Context) error {
 	phaseMu.Lock()
 	steady := steadyRate(seen, start.Add(phase/2), start.Add(phase))
 	phaseMu.Unlock()
-	b.r.add(Figure{Scenario: "steps", Name: fmt.Sprintf("steps/s, %d in flight, the phase's second half", b.cfg.Concurrency), Value: steady, Unit: "steps/s", HigherIsBetter: true})
+	if steady > 0 {
+		b.r.add(Figure{Scenario: "steps", Name: fmt.Sprintf("steps/s, %d in flight, the phase's second half", b.cfg.Concurrency), Value: steady, Unit: "steps/s", HigherIsBetter: true})
+	} else {
+		// No commit in the window is no rate: the phase was shorter than
+		// a step.
+		b.r.note("steps: no step committed in the loaded phase's second half (%v): its steady rate is not measured; run a longer --duration", phase/2)
+	}
 	b.r.add(Figure{Scenario: "steps", Name: "loaded submit→commit p50", Value: quantile(loaded, 0.5), Unit: "ms"})
 	b.r.add(Figure{Scenario: "steps", Name: "loaded submit→commit p99", Value: quantile(loaded, 0.99), Unit: "ms"})
 	b.reportPhases(split)
