@@ -5,6 +5,8 @@
 //	RATH_STORE       store URL (postgres://… or sqlite:PATH)      --store
 //	NATS_URL         NATS server URL (default nats://127.0.0.1:4222) --nats
 //	RATH_NATS_REPLICAS replicas of the JetStream streams (default 1) --nats-replicas
+//	RATH_EVENTS_MAX_BYTES bound of the events stream, oldest dropped first
+//	                 (default 1GiB; same on every process)           --events-max-bytes
 //	RATH_ADDR        listen address (default :7420)                --addr
 //	RATH_TOKEN       bootstrap admin token (default tenant); turns auth on
 //	RATH_AUTH        auth mode: required, off or auto (default)  --auth
@@ -148,7 +150,7 @@ func run(ctx context.Context, args []string) error {
 		StoreURL: conn.StoreURL,
 		Connect:  connect,
 		Migrate:  true,
-		Bus:      bus.Config{Replicas: conn.Replicas},
+		Bus:      bus.Config{Replicas: conn.Replicas, EventsMaxBytes: conn.EventsMaxBytes},
 		Logger:   log,
 	})
 	if err != nil {

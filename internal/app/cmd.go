@@ -16,8 +16,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/go-units"
 	"github.com/nats-io/nats.go"
 
+	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/gctune"
 )
 
@@ -133,8 +135,15 @@ type StoreNATS struct {
 	// use the same value, or the last to start re-declares them with its
 	// own.
 	Replicas int
+	// EventsMaxBytes is --events-max-bytes, default $RATH_EVENTS_MAX_BYTES
+	// or 1GiB, in bytes: the bound of the events stream, whose oldest
+	// events go first past it ([bus.Config.EventsMaxBytes]). Like
+	// Replicas, every process declaring the streams must use the same
+	// value.
+	EventsMaxBytes int64
 
-	replicasErr error
+	replicasErr    error
+	eventsMaxBytes string
 }
 
 // StoreNATSFlags defines --store and --nats on fs, their defaults taken from
@@ -151,10 +160,13 @@ func StoreNATSFlags(fs *flag.FlagSet) *StoreNATS {
 		f.Replicas = n
 	}
 	fs.IntVar(&f.Replicas, "nats-replicas", cmp.Or(f.Replicas, 1), "replicas of the JetStream streams (1..5; 3 on a 3-node NATS cluster)")
+	fs.StringVar(&f.eventsMaxBytes, "events-max-bytes", cmp.Or(os.Getenv("RATH_EVENTS_MAX_BYTES"), "1GiB"),
+		"bound of the events stream, the oldest events dropped first (e.g. 512MiB, 4GiB; at least 8MiB)")
 	return f
 }
 
-// Check reports a missing store URL or a bad replica count.
+// Check reports a missing store URL, a bad replica count or a bad events
+// bound, and sets EventsMaxBytes.
 func (f *StoreNATS) Check() error {
 	switch {
 	case f.StoreURL == "":
@@ -164,6 +176,11 @@ func (f *StoreNATS) Check() error {
 	case f.Replicas < 1 || f.Replicas > 5:
 		return fmt.Errorf("--nats-replicas (or RATH_NATS_REPLICAS) = %d: want 1..5", f.Replicas)
 	}
+	n, err := units.RAMInBytes(f.eventsMaxBytes)
+	if err != nil || n < bus.MinEventsMaxBytes {
+		return fmt.Errorf("--events-max-bytes (or RATH_EVENTS_MAX_BYTES) = %q: want a size of at least 8MiB, such as 1GiB", f.eventsMaxBytes)
+	}
+	f.EventsMaxBytes = n
 	return nil
 }
 

@@ -64,6 +64,36 @@ func TestStoreNATSReplicas(t *testing.T) {
 	}
 }
 
+func TestStoreNATSEventsMaxBytes(t *testing.T) {
+	for _, tc := range []struct {
+		env     string
+		args    []string
+		want    int64
+		wantErr string
+	}{
+		{"", nil, 1 << 30, ""},
+		{"4GiB", nil, 4 << 30, ""},
+		{"4GiB", []string{"--events-max-bytes", "512MiB"}, 512 << 20, ""},
+		{"lots", nil, 0, `RATH_EVENTS_MAX_BYTES) = "lots"`},
+		{"", []string{"--events-max-bytes", "1MiB"}, 0, "at least 8MiB"},
+		{"", []string{"--events-max-bytes", "-1"}, 0, "at least 8MiB"},
+	} {
+		t.Setenv("RATH_EVENTS_MAX_BYTES", tc.env)
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		f := app.StoreNATSFlags(fs)
+		if err := fs.Parse(append([]string{"--store", "sqlite:x.db"}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		err := f.Check()
+		switch {
+		case tc.wantErr == "" && (err != nil || f.EventsMaxBytes != tc.want):
+			t.Errorf("env %q args %v: %d bytes, error %v; want %d", tc.env, tc.args, f.EventsMaxBytes, err, tc.want)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("env %q args %v: error %v, want one containing %q", tc.env, tc.args, err, tc.wantErr)
+		}
+	}
+}
+
 type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }

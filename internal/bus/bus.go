@@ -41,7 +41,8 @@ type Bus struct {
 
 // New declares the streams RATH_JOBS (subjects rath.jobs.>, work-queue
 // retention, duplicate window cfg.DedupeWindow) and RATH_EVENTS
-// (rath.events.>, limits retention, max age cfg.EventsMaxAge) and the object
+// (rath.events.>, limits retention, max age cfg.EventsMaxAge, at most
+// cfg.EventsMaxBytes, the oldest dropped first) and the object
 // store bucket rath-workspaces. Declaring is idempotent
 // (CreateOrUpdateStream), so every coordinator and worker calls New at
 // start; a changed Config updates the existing streams.
@@ -91,6 +92,10 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Bus, error) {
 		Storage:     cfg.Storage,
 		Replicas:    cfg.Replicas,
 		MaxAge:      cfg.EventsMaxAge,
+		// Bounded, the oldest dropped first: events never fill the storage
+		// the jobs need (Config.EventsMaxBytes).
+		MaxBytes: cfg.EventsMaxBytes,
+		Discard:  jetstream.DiscardOld,
 		// The server refuses a duplicate window longer than MaxAge.
 		Duplicates: min(cfg.DedupeWindow, cfg.EventsMaxAge),
 		MaxMsgSize: MaxEventSize + 64<<10,

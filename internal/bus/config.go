@@ -40,6 +40,14 @@ type Config struct {
 	DedupeWindow time.Duration
 	// EventsMaxAge is how long events are kept in RATH_EVENTS. Default 24h.
 	EventsMaxAge time.Duration
+	// EventsMaxBytes bounds what RATH_EVENTS keeps: past it the oldest
+	// events are dropped first. Events are a live feed (Postgres keeps the
+	// record) whose volume tenants' agents decide (a step's tokens), and
+	// they share JetStream's storage with the job stream: unbounded, they
+	// could fill it until no job could be published. The stream reserves
+	// this much of the server's (account's) storage. Default 1 GiB; at
+	// least MinEventsMaxBytes.
+	EventsMaxBytes int64
 	// MaxAckPending caps the unacknowledged jobs of one queue consumer (all
 	// workers of the queue together). Default 1024. It also caps n in
 	// [Consumer.Fetch].
@@ -65,6 +73,12 @@ const (
 	DefaultDedupeWindow  = 2 * time.Minute
 	DefaultEventsMaxAge  = 24 * time.Hour
 	DefaultMaxAckPending = 1024
+	// DefaultEventsMaxBytes holds about 500,000 steps' events at ~2 KiB a
+	// step (a scripted step's five events on disk, docs/BENCHMARKS.md).
+	DefaultEventsMaxBytes = 1 << 30
+	// MinEventsMaxBytes is the smallest EventsMaxBytes: several of the
+	// largest events.
+	MinEventsMaxBytes = 8 << 20
 )
 
 // WithDefaults returns a copy of c with every zero field set to its default.
@@ -76,6 +90,7 @@ func (c Config) WithDefaults() Config {
 	c.Backoff = slices.Clone(c.Backoff)
 	c.DedupeWindow = cmp.Or(c.DedupeWindow, DefaultDedupeWindow)
 	c.EventsMaxAge = cmp.Or(c.EventsMaxAge, DefaultEventsMaxAge)
+	c.EventsMaxBytes = cmp.Or(c.EventsMaxBytes, DefaultEventsMaxBytes)
 	c.MaxAckPending = cmp.Or(c.MaxAckPending, DefaultMaxAckPending)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -103,6 +118,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: DedupeWindow = %s, want >= 1ms", ErrInvalidConfig, c.DedupeWindow)
 	case c.EventsMaxAge < time.Second:
 		return fmt.Errorf("%w: EventsMaxAge = %s, want >= 1s", ErrInvalidConfig, c.EventsMaxAge)
+	case c.EventsMaxBytes < MinEventsMaxBytes:
+		return fmt.Errorf("%w: EventsMaxBytes = %d, want >= %d (8 MiB)", ErrInvalidConfig, c.EventsMaxBytes, MinEventsMaxBytes)
 	case c.MaxAckPending < 1:
 		return fmt.Errorf("%w: MaxAckPending = %d, want >= 1", ErrInvalidConfig, c.MaxAckPending)
 	}

@@ -18,7 +18,7 @@ func TestConfigWithDefaults(t *testing.T) {
 	c := bus.Config{}.WithDefaults()
 	if c.Replicas != 1 || c.Storage != jetstream.FileStorage || c.AckWait != 30*time.Second ||
 		c.MaxDeliver != 5 || c.Backoff != nil || c.DedupeWindow != 2*time.Minute ||
-		c.EventsMaxAge != 24*time.Hour || c.MaxAckPending != 1024 || c.Logger == nil || c.NowFunc == nil {
+		c.EventsMaxAge != 24*time.Hour || c.EventsMaxBytes != 1<<30 || c.MaxAckPending != 1024 || c.Logger == nil || c.NowFunc == nil {
 		t.Fatalf("defaults: %+v", c)
 	}
 	// Set fields are kept, and Backoff is copied.
@@ -51,6 +51,8 @@ func TestConfigValidation(t *testing.T) {
 		{"zero backoff value", bus.Config{Backoff: []time.Duration{time.Second, 0}}, "Backoff[1]"},
 		{"negative dedupe", bus.Config{DedupeWindow: -1}, "DedupeWindow"},
 		{"short events age", bus.Config{EventsMaxAge: time.Millisecond}, "EventsMaxAge"},
+		{"small events bound", bus.Config{EventsMaxBytes: 1 << 20}, "EventsMaxBytes"},
+		{"negative events bound", bus.Config{EventsMaxBytes: -1}, "EventsMaxBytes"},
 		{"negative max ack pending", bus.Config{MaxAckPending: -5}, "MaxAckPending"},
 	}
 	for _, tt := range tests {

@@ -215,3 +215,61 @@ func TestSubscribeEvents(t *testing.T) {
 	default:
 	}
 }
+
+// TestAttackEventsCannotStarveJobs: a tenant's agent decides how many
+// events its steps publish (every token batch is one). Events and jobs
+// share JetStream's storage; unbounded, the events of a few chatty runs
+// filled it, and then no job of any tenant could be published. Bounded
+// (Config.EventsMaxBytes), the oldest events go first and jobs still go.
+func TestAttackEventsCannotStarveJobs(t *testing.T) {
+	t.Parallel()
+	const limit = bus.MinEventsMaxBytes
+	b, _, _ := bustest.NewWith(t, bustest.Options{
+		MaxFileStore: 3 * limit, // the server's whole JetStream storage
+		Config:       bus.Config{EventsMaxBytes: limit},
+	})
+	ctx := testCtx(t)
+	text := strings.Repeat("x", 60<<10)
+	data, err := json.Marshal(map[string]string{"text": text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Twice the server's storage in token events, from one run.
+	n := 2 * 3 * limit / len(text)
+	for i := range n {
+		e := bus.Event{RunID: "chatty", StepID: "s1", Type: bus.EventStepToken, Data: data}
+		if err := b.PublishEvent(ctx, e); err != nil {
+			t.Fatalf("event %d of %d: %v", i, n, err)
+		}
+		if i%64 == 63 {
+			if err := b.FlushEvents(ctx); err != nil {
+				t.Fatalf("flush after event %d: %v", i, err)
+			}
+		}
+	}
+	if err := b.FlushEvents(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	// Jobs of every tenant still go.
+	for i := range 20 {
+		mustPublish(ctx, t, b, testJob("starve", fmt.Sprintf("job-%d", i)))
+	}
+	info := streamInfo(ctx, t, b, bus.EventsStream)
+	if info.State.Bytes > uint64(limit) {
+		t.Fatalf("RATH_EVENTS holds %d bytes, bound %d", info.State.Bytes, limit)
+	}
+	if info.State.FirstSeq <= 1 {
+		t.Fatalf("RATH_EVENTS first sequence %d: nothing old was dropped", info.State.FirstSeq)
+	}
+	// The newest events are kept: a watcher of a live run sees them.
+	last := bus.Event{RunID: "chatty", StepID: "s1", Type: bus.EventStepCommitted, Data: json.RawMessage(`{}`)}
+	if err := b.PublishEvent(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.FlushEvents(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := streamInfo(ctx, t, b, bus.EventsStream).State.LastSeq; got != info.State.LastSeq+1 {
+		t.Fatalf("after the bound: last sequence %d, want %d", got, info.State.LastSeq+1)
+	}
+}

@@ -69,6 +69,11 @@ func fetchNone(ctx context.Context, t *testing.T, c *bus.Consumer, window time.D
 
 func streamMsgs(ctx context.Context, t *testing.T, b *bus.Bus, name string) uint64 {
 	t.Helper()
+	return streamInfo(ctx, t, b, name).State.Msgs
+}
+
+func streamInfo(ctx context.Context, t *testing.T, b *bus.Bus, name string) *jetstream.StreamInfo {
+	t.Helper()
 	s, err := b.JetStream().Stream(ctx, name)
 	if err != nil {
 		t.Fatalf("stream %s: %v", name, err)
@@ -77,7 +82,7 @@ func streamMsgs(ctx context.Context, t *testing.T, b *bus.Bus, name string) uint
 	if err != nil {
 		t.Fatalf("stream info %s: %v", name, err)
 	}
-	return info.State.Msgs
+	return info
 }
 
 func consumerInfo(ctx context.Context, t *testing.T, b *bus.Bus, queue string) *jetstream.ConsumerInfo {

@@ -99,7 +99,7 @@ func run(ctx context.Context, args []string, opts Options) error {
 		Connect:  connect,
 		// A worker with NATS credentials may not administer streams: it
 		// binds the ones the coordinator declared (docs/security.md).
-		Bus:    bus.Config{AckWait: *ackWait, Bind: natsauth.Configured(os.Getenv), Replicas: conn.Replicas},
+		Bus:    bus.Config{AckWait: *ackWait, Bind: natsauth.Configured(os.Getenv), Replicas: conn.Replicas, EventsMaxBytes: conn.EventsMaxBytes},
 		Logger: log,
 	})
 	if err != nil {

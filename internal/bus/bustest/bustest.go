@@ -23,6 +23,9 @@ type Options struct {
 	InProcess bool
 	// StoreDir is the JetStream store; default t.TempDir().
 	StoreDir string
+	// MaxFileStore bounds the server's JetStream file storage
+	// (embedded.Options.MaxFileStore); default NATS' own.
+	MaxFileStore int64
 }
 
 // New starts an embedded server with JetStream on a t.TempDir store,
@@ -41,7 +44,7 @@ func NewWith(t testing.TB, o Options) (*bus.Bus, *embedded.Server, *nats.Conn) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := embedded.Start(ctx, embedded.Options{StoreDir: o.StoreDir, Port: -1, InProcess: o.InProcess})
+	srv, err := embedded.Start(ctx, embedded.Options{StoreDir: o.StoreDir, Port: -1, InProcess: o.InProcess, MaxFileStore: o.MaxFileStore})
 	if err != nil {
 		t.Fatalf("bustest: start server: %v", err)
 	}

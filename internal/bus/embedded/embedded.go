@@ -49,6 +49,10 @@ type Options struct {
 	// its subject permissions (package natsauth builds them). Default: no
 	// authentication.
 	Users []*server.User
+	// MaxFileStore bounds what JetStream stores on disk, all streams
+	// together (NATS' max_file_store). Default 0: NATS' own, most of the
+	// disk.
+	MaxFileStore int64
 }
 
 // ErrInvalidOptions is returned by Start when an Options field is unusable;
@@ -74,6 +78,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.Port < -1 || o.Port > 65535 {
 		return nil, fmt.Errorf("%w: Port = %d, want -1..65535", ErrInvalidOptions, o.Port)
 	}
+	if o.MaxFileStore < 0 {
+		return nil, fmt.Errorf("%w: MaxFileStore = %d, want >= 0", ErrInvalidOptions, o.MaxFileStore)
+	}
 	o.Host = cmp.Or(o.Host, "127.0.0.1")
 	o.ServerName = cmp.Or(o.ServerName, "rath-dev")
 	o.ReadyTimeout = cmp.Or(o.ReadyTimeout, 10*time.Second)
@@ -85,8 +92,10 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		DontListen: o.NoListen,
 		JetStream:  true,
 		StoreDir:   o.StoreDir,
-		NoLog:      true,
-		NoSigs:     true,
+		// 0 is NATS' own default.
+		JetStreamMaxStore: o.MaxFileStore,
+		NoLog:             true,
+		NoSigs:            true,
 		// A bigger max_payload than NATS' 1 MiB default so that a full
 		// 1 MiB job envelope plus its headers fits.
 		MaxPayload: 2 << 20,
