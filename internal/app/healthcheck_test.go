@@ -35,6 +35,19 @@ func TestHealthcheck(t *testing.T) {
 	}
 }
 
+// parseStoreNATS parses --store and args with env set to value, and
+// returns the flags and Check's error.
+func parseStoreNATS(t *testing.T, env, value string, args []string) (*app.StoreNATS, error) {
+	t.Helper()
+	t.Setenv(env, value)
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	f := app.StoreNATSFlags(fs)
+	if err := fs.Parse(append([]string{"--store", "sqlite:x.db"}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	return f, f.Check()
+}
+
 func TestStoreNATSReplicas(t *testing.T) {
 	for _, tc := range []struct {
 		env     string
@@ -48,13 +61,7 @@ func TestStoreNATSReplicas(t *testing.T) {
 		{"x", nil, 0, `RATH_NATS_REPLICAS="x"`},
 		{"", []string{"--nats-replicas", "6"}, 6, "want 1..5"},
 	} {
-		t.Setenv("RATH_NATS_REPLICAS", tc.env)
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		f := app.StoreNATSFlags(fs)
-		if err := fs.Parse(append([]string{"--store", "sqlite:x.db"}, tc.args...)); err != nil {
-			t.Fatal(err)
-		}
-		err := f.Check()
+		f, err := parseStoreNATS(t, "RATH_NATS_REPLICAS", tc.env, tc.args)
 		switch {
 		case tc.wantErr == "" && (err != nil || f.Replicas != tc.want):
 			t.Errorf("env %q args %v: replicas %d, error %v; want %d", tc.env, tc.args, f.Replicas, err, tc.want)
@@ -78,13 +85,7 @@ func TestStoreNATSEventsMaxBytes(t *testing.T) {
 		{"", []string{"--events-max-bytes", "1MiB"}, 0, "at least 8MiB"},
 		{"", []string{"--events-max-bytes", "-1"}, 0, "at least 8MiB"},
 	} {
-		t.Setenv("RATH_EVENTS_MAX_BYTES", tc.env)
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		f := app.StoreNATSFlags(fs)
-		if err := fs.Parse(append([]string{"--store", "sqlite:x.db"}, tc.args...)); err != nil {
-			t.Fatal(err)
-		}
-		err := f.Check()
+		f, err := parseStoreNATS(t, "RATH_EVENTS_MAX_BYTES", tc.env, tc.args)
 		switch {
 		case tc.wantErr == "" && (err != nil || f.EventsMaxBytes != tc.want):
 			t.Errorf("env %q args %v: %d bytes, error %v; want %d", tc.env, tc.args, f.EventsMaxBytes, err, tc.want)
