@@ -8,6 +8,9 @@
 //
 // Waits: Eventually polls a condition on a ticker with a deadline, failing
 // the test when the deadline passes; tests never sleep to wait.
+//
+// Links: Proxy is a TCP proxy whose link a test cuts and heals, for a
+// server (NATS, Postgres) going away and coming back.
 package testenv
 
 import (

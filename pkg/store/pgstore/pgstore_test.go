@@ -3,13 +3,12 @@ package pgstore_test
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store/pgstore"
 	"github.com/rath-run/rath/pkg/store/storetest"
@@ -168,81 +167,14 @@ func TestMigrateFromProcesses(t *testing.T) {
 	}
 }
 
-// proxy forwards TCP to target until stopped; restart brings it back on the
-// same address, like a database server restarting.
-type proxy struct {
-	target string
-	addr   string
-	mu     sync.Mutex // guards following
-	ln     net.Listener
-	conns  []net.Conn
-}
-
-func startProxy(t *testing.T, target string) *proxy {
-	p := &proxy{target: target}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.addr = ln.Addr().String()
-	p.serve(ln)
-	t.Cleanup(p.stop)
-	return p
-}
-
-func (p *proxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(u, c); u.Close() }()
-			go func() { _, _ = io.Copy(c, u); c.Close() }()
-		}
-	}()
-}
-
-func (p *proxy) stop() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *proxy) restart(t *testing.T) {
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		t.Fatalf("restart proxy: %v", err)
-	}
-	p.serve(ln)
-}
-
 func TestDatabaseDownAndBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dbURL := newDB(t, true)
 	host := strings.SplitN(strings.TrimPrefix(dbURL, "postgres://"), "/", 2)[0]
 	host = host[strings.Index(host, "@")+1:]
-	px := startProxy(t, host)
-	st, err := pgstore.Open(ctx, strings.Replace(dbURL, host, px.addr, 1), pgstore.Options{CachedVersions: -1, CachedTranscripts: -1})
+	px := testenv.NewProxy(t, host)
+	st, err := pgstore.Open(ctx, strings.Replace(dbURL, host, px.Addr(), 1), pgstore.Options{CachedVersions: -1, CachedTranscripts: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +183,7 @@ func TestDatabaseDownAndBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	px.stop()
+	px.Cut()
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	during := session.Extension{Op: session.OpStep, Key: "step-during-outage", Chunks: []session.Chunk{session.Assistant("during the outage")}}
@@ -263,7 +195,7 @@ func TestDatabaseDownAndBack(t *testing.T) {
 	if !errors.Is(err, session.ErrUnavailable) {
 		t.Fatalf("get while down = %v, want ErrUnavailable", err)
 	}
-	px.restart(t)
+	px.Heal()
 	// The pool reconnects; poll until it does, with a deadline.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
