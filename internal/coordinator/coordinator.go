@@ -282,7 +282,7 @@ func New(graph store.Store, rs *runs.Store, b Bus, cfg Config) (*Coordinator, er
 			c.tokens = c.tokenCache
 			if _, ok := b.(revocationBus); ok {
 				// Until the revocation listener hears the other replicas.
-				c.suspendTokenCache()
+				c.tokenCacheHears(false)
 			}
 		}
 	}

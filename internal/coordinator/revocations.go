@@ -62,20 +62,23 @@ func (r *tokenRevocations) run(ctx context.Context) {
 // hearing suspends the token cache while revocations cannot reach it and
 // resumes it once they can.
 func (r *tokenRevocations) hearing(ok bool) {
+	r.c.tokenCacheHears(ok)
 	if ok {
-		r.c.tokenCache.Resume()
-		r.c.cfg.Metrics.TokenCacheSuspend(false)
 		r.c.log.Info("token revocations: listening; the token cache serves")
 		return
 	}
-	r.c.suspendTokenCache()
 	r.c.log.Warn("token revocations: NATS connection lost; the token cache is suspended, every request asks the store until it is back")
 }
 
-// suspendTokenCache suspends the token cache and says so on /metrics.
-func (c *Coordinator) suspendTokenCache() {
-	c.tokenCache.Suspend()
-	c.cfg.Metrics.TokenCacheSuspend(true)
+// tokenCacheHears resumes the token cache when revocations reach it (ok)
+// and suspends it when they cannot, and says which on /metrics.
+func (c *Coordinator) tokenCacheHears(ok bool) {
+	if ok {
+		c.tokenCache.Resume()
+	} else {
+		c.tokenCache.Suspend()
+	}
+	c.cfg.Metrics.TokenCacheSuspend(!ok)
 }
 
 // tokenRevoked drops a token this coordinator revoked from its cache, and

@@ -41,6 +41,9 @@ type Metrics struct {
 	TokenCacheSuspended prometheus.Gauge
 
 	models knownModels // labeled models; see KnownModels
+	// tokenFromCache and tokenFromStore are TokenLookups' two series,
+	// resolved once: TokenLookup runs on every authenticated request.
+	tokenFromCache, tokenFromStore prometheus.Counter
 }
 
 // NewRegistry returns a registry with the Go runtime and process
@@ -94,6 +97,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.StepsStarted, m.StepsCommitted, m.StepsFailed, m.StepsRedelivered, m.StepDuration,
 		m.ModelCalls, m.ModelTokens, m.ModelCost, m.ModelDuration, m.ToolCalls, m.ToolDuration,
 		m.SandboxCalls, m.SandboxDuration, m.RunsSubmitted, m.HTTPRequests, m.TokenLookups, m.TokenCacheSuspended)
+	m.tokenFromCache = m.TokenLookups.WithLabelValues("cache")
+	m.tokenFromStore = m.TokenLookups.WithLabelValues("store")
 	return m
 }
 
@@ -104,10 +109,10 @@ func (m *Metrics) TokenLookup(fromCache bool) {
 		return
 	}
 	if fromCache {
-		m.TokenLookups.WithLabelValues("cache").Inc()
+		m.tokenFromCache.Inc()
 		return
 	}
-	m.TokenLookups.WithLabelValues("store").Inc()
+	m.tokenFromStore.Inc()
 }
 
 // TokenCacheSuspend records whether the coordinator's token cache is
