@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/internal/bus/bustest"
 	"github.com/rath-run/rath/internal/bus/embedded"
@@ -16,15 +18,7 @@ import (
 func TestTokenRevocationsReachOtherCoordinators(t *testing.T) {
 	t.Parallel()
 	one, srv, _ := bustest.New(t)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	two, err := bus.New(testCtx(t), nc, bus.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	two, nc := busOn(t, srv)
 	got := make(chan string, 4)
 	stop, err := two.SubscribeTokenRevocations(func(id string) { got <- id }, nil)
 	if err != nil {
@@ -100,15 +94,7 @@ func TestTokenRevocationsHearing(t *testing.T) {
 	next(true, "server back")
 	// Announced on a new connection the moment the subscriber says it
 	// hears again: it must arrive.
-	pc, err := srv2.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pc.Close)
-	pub, err := bus.New(testCtx(t), pc, bus.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub, _ := busOn(t, srv2)
 	if err := pub.PublishTokenRevoked("tok_00000000000000ff"); err != nil {
 		t.Fatal(err)
 	}
@@ -120,4 +106,20 @@ func TestTokenRevocationsHearing(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("an announcement sent after hearing(true) did not arrive within 5s")
 	}
+}
+
+// busOn returns a bus with the default config on a new connection to srv,
+// as another process's would be, and the connection.
+func busOn(t *testing.T, srv *embedded.Server) (*bus.Bus, *nats.Conn) {
+	t.Helper()
+	nc, err := srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	b, err := bus.New(testCtx(t), nc, bus.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, nc
 }
