@@ -139,6 +139,9 @@ COORD_PID=
 start_coordinator() {
 	local log="$EXAMPLE_TMP/cluster/coordinator.log" seen=0 addr
 	if [ -f "$log" ]; then seen=$(wc -l <"$log"); fi
+	# Made here: the background job opens it for itself, maybe after the
+	# loop below first reads it.
+	: >>"$log"
 	"$(bin coordinator)" --store "$STORE_URL" --nats "$NATS_URL" --addr "127.0.0.1:$COORD_PORT" \
 		--reconcile-interval 1s ${COORD_FLAGS[@]+"${COORD_FLAGS[@]}"} "$@" >>"$log" 2>&1 &
 	COORD_PID=$!
