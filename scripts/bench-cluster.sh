@@ -62,9 +62,18 @@ eval "$(scripts/testpg.sh start)"
 pgbin=$RATH_TEST_PG_BIN
 admin=$RATH_TEST_DATABASE_URL
 
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()' 2>/dev/null ||
-		echo $((20000 + RANDOM % 20000))
+# free_ports N: N distinct free ports on 127.0.0.1, one a line. Every
+# socket stays bound until all are, so no two can be the same port (two
+# calls one after the other can be: the kernel may hand a closed port out
+# again at once).
+free_ports() {
+	python3 -c 'import socket,sys
+ss=[socket.socket() for _ in range(int(sys.argv[1]))]
+for s in ss: s.bind(("127.0.0.1",0))
+print("\n".join(str(s.getsockname()[1]) for s in ss))' "$1" 2>/dev/null && return
+	# No python3: N consecutive ports from a random base.
+	local base=$((20000 + RANDOM % 20000)) i
+	for ((i = 0; i < $1; i++)); do echo $((base + i)); done
 }
 
 # dburl NAME [QUERY]: the admin URL on database NAME, with extra query
@@ -107,13 +116,16 @@ for run in $(seq "$runs"); do
 	# The token alone goes to stdout (its id and scope to stderr).
 	token=$("$bin/rathctl" token create --store "$store" --scope admin --name bench 2>"$dir/token.log")
 
-	nport=$(free_port) mport=$(free_port)
+	# The cluster's ports: NATS, its monitor, the coordinator's API and
+	# health, then one health port a worker.
+	mapfile -t ports < <(free_ports $((4 + workers)))
+	nport=${ports[0]} mport=${ports[1]}
 	"${goenv[@]}" "$bin/nats-server" -js -a 127.0.0.1 -p "$nport" -sd "$dir/nats" -m "$mport" >"$dir/nats.log" 2>&1 &
 	npid=$!
 	pids+=("$npid")
 	nats=nats://127.0.0.1:$nport
 
-	cport=$(free_port) chealth=$(free_port)
+	cport=${ports[2]} chealth=${ports[3]}
 	"${goenv[@]}" "$bin/coordinator" --addr "127.0.0.1:$cport" --health-addr "127.0.0.1:$chealth" \
 		--auth required --store "$(dburl "$db" "${STORE_PARAMS:-}")" --nats "$nats" >"$dir/coordinator.log" 2>&1 &
 	cpid=$!
@@ -122,7 +134,7 @@ for run in $(seq "$runs"); do
 
 	procs=(--process "coordinator=pid:$cpid" --process "nats=pid:$npid")
 	for w in $(seq "$workers"); do
-		"${goenv[@]}" "$bin/worker" --name "bench-w$w" --slots "$slots" --health "127.0.0.1:$(free_port)" \
+		"${goenv[@]}" "$bin/worker" --name "bench-w$w" --slots "$slots" --health "127.0.0.1:${ports[3 + w]}" \
 			--store "$(dburl "$db" "role=rath_worker${STORE_PARAMS:+&$STORE_PARAMS}")" --nats "$nats" >"$dir/worker$w.log" 2>&1 &
 		pids+=("$!")
 		procs+=(--process "worker$w=pid:$!")
