@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -122,6 +123,7 @@ func TestOverlaysRender(t *testing.T) {
 			checkSecrets(t, objs, pods, o)
 			checkWorker(t, objs, o)
 			checkGoMaxProcs(t, pods)
+			checkGoMemLimit(t, pods)
 		})
 	}
 }
@@ -150,6 +152,36 @@ func checkGoMaxProcs(t *testing.T, pods map[string]*corev1.PodTemplateSpec) {
 		}
 		if cpu, ok := c.Resources.Requests[corev1.ResourceCPU]; !ok || cpu.IsZero() {
 			t.Errorf("%s: no CPU request, so GOMAXPROCS would fall to the node's default", name)
+		}
+	}
+}
+
+// checkGoMemLimit: the worker and NATS pods set GOMEMLIMIT below their
+// memory limit, so the Go collector works harder before the kernel kills
+// the container (NATS' image sets none of its own; docs/deploy.md).
+func checkGoMemLimit(t *testing.T, pods map[string]*corev1.PodTemplateSpec) {
+	t.Helper()
+	for _, name := range []string{"rath-worker", "rath-nats"} {
+		pod := pods[name]
+		if pod == nil {
+			t.Errorf("no pod template %s", name)
+			continue
+		}
+		c := pod.Spec.Containers[0]
+		e := env(c, "GOMEMLIMIT")
+		if e == nil || e.Value == "" {
+			t.Errorf("%s: no GOMEMLIMIT", name)
+			continue
+		}
+		// Go writes MiB where Kubernetes writes Mi.
+		soft, err := resource.ParseQuantity(strings.TrimSuffix(e.Value, "B"))
+		if err != nil {
+			t.Errorf("%s: GOMEMLIMIT %q: %v", name, e.Value, err)
+			continue
+		}
+		limit, ok := c.Resources.Limits[corev1.ResourceMemory]
+		if !ok || soft.Cmp(limit) >= 0 {
+			t.Errorf("%s: GOMEMLIMIT %s, memory limit %s: want the soft limit below the hard one", name, e.Value, limit.String())
 		}
 	}
 }

@@ -6,7 +6,7 @@
 //	NATS_URL         NATS server URL (default nats://127.0.0.1:4222) --nats
 //	RATH_NATS_REPLICAS replicas of the JetStream streams (default 1) --nats-replicas
 //	RATH_EVENTS_MAX_BYTES bound of the events stream, oldest dropped first
-//	                 (default 1GiB; same on every process)           --events-max-bytes
+//	                 (default 256MiB; same on every process)         --events-max-bytes
 //	RATH_ADDR        listen address (default :7420)                --addr
 //	RATH_TOKEN       bootstrap admin token (default tenant); turns auth on
 //	RATH_AUTH        auth mode: required, off or auto (default)  --auth

@@ -5,7 +5,7 @@
 //	NATS_URL        NATS server URL (default nats://127.0.0.1:4222) --nats
 //	RATH_NATS_REPLICAS replicas of the JetStream streams (default 1) --nats-replicas
 //	RATH_EVENTS_MAX_BYTES bound of the events stream, oldest dropped first
-//	                 (default 1GiB; same on every process)           --events-max-bytes
+//	                 (default 256MiB; same on every process)         --events-max-bytes
 //	RATH_QUEUE      job queue (default "default")                   --queue
 //	RATH_SLOTS      concurrent steps (default 4)                    --slots
 //	RATH_HEALTH     health listen address (default :7421)           --health

@@ -136,7 +136,7 @@ type StoreNATS struct {
 	// own.
 	Replicas int
 	// EventsMaxBytes is --events-max-bytes, default $RATH_EVENTS_MAX_BYTES
-	// or 1GiB, in bytes: the bound of the events stream, whose oldest
+	// or 256MiB, in bytes: the bound of the events stream, whose oldest
 	// events go first past it ([bus.Config.EventsMaxBytes]). Like
 	// Replicas, every process declaring the streams must use the same
 	// value.
@@ -160,7 +160,7 @@ func StoreNATSFlags(fs *flag.FlagSet) *StoreNATS {
 		f.Replicas = n
 	}
 	fs.IntVar(&f.Replicas, "nats-replicas", cmp.Or(f.Replicas, 1), "replicas of the JetStream streams (1..5; 3 on a 3-node NATS cluster)")
-	fs.StringVar(&f.eventsMaxBytes, "events-max-bytes", cmp.Or(os.Getenv("RATH_EVENTS_MAX_BYTES"), "1GiB"),
+	fs.StringVar(&f.eventsMaxBytes, "events-max-bytes", cmp.Or(os.Getenv("RATH_EVENTS_MAX_BYTES"), "256MiB"),
 		"bound of the events stream, the oldest events dropped first (e.g. 512MiB, 4GiB; at least 8MiB)")
 	return f
 }
@@ -178,7 +178,7 @@ func (f *StoreNATS) Check() error {
 	}
 	n, err := units.RAMInBytes(f.eventsMaxBytes)
 	if err != nil || n < bus.MinEventsMaxBytes {
-		return fmt.Errorf("--events-max-bytes (or RATH_EVENTS_MAX_BYTES) = %q: want a size of at least 8MiB, such as 1GiB", f.eventsMaxBytes)
+		return fmt.Errorf("--events-max-bytes (or RATH_EVENTS_MAX_BYTES) = %q: want a size of at least 8MiB, such as 256MiB", f.eventsMaxBytes)
 	}
 	f.EventsMaxBytes = n
 	return nil

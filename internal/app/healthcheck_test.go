@@ -78,7 +78,7 @@ func TestStoreNATSEventsMaxBytes(t *testing.T) {
 		want    int64
 		wantErr string
 	}{
-		{"", nil, 1 << 30, ""},
+		{"", nil, 256 << 20, ""},
 		{"4GiB", nil, 4 << 30, ""},
 		{"4GiB", []string{"--events-max-bytes", "512MiB"}, 512 << 20, ""},
 		{"lots", nil, 0, `RATH_EVENTS_MAX_BYTES) = "lots"`},

@@ -45,8 +45,11 @@ type Config struct {
 	// record) whose volume tenants' agents decide (a step's tokens), and
 	// they share JetStream's storage with the job stream: unbounded, they
 	// could fill it until no job could be published. The stream reserves
-	// this much of the server's (account's) storage. Default 1 GiB; at
-	// least MinEventsMaxBytes.
+	// this much of the server's (account's) storage, and the server holds
+	// an index of the stream's subjects in memory: with one run's events on
+	// subjects of their own, NATS' resident memory at the bound was ~1.5x
+	// the bound (docs/BENCHMARKS.md). Default 256 MiB; at least
+	// MinEventsMaxBytes.
 	EventsMaxBytes int64
 	// MaxAckPending caps the unacknowledged jobs of one queue consumer (all
 	// workers of the queue together). Default 1024. It also caps n in
@@ -73,9 +76,11 @@ const (
 	DefaultDedupeWindow  = 2 * time.Minute
 	DefaultEventsMaxAge  = 24 * time.Hour
 	DefaultMaxAckPending = 1024
-	// DefaultEventsMaxBytes holds about 500,000 steps' events at ~2 KiB a
-	// step (a scripted step's five events on disk, docs/BENCHMARKS.md).
-	DefaultEventsMaxBytes = 1 << 30
+	// DefaultEventsMaxBytes holds about 130,000 steps' events at ~2 KiB a
+	// step (a scripted step's events on disk), and keeps NATS' resident
+	// memory for them (~380-410 MB at this bound, docs/BENCHMARKS.md,
+	// twenty-fourth round) inside the NATS pods' 512 MiB request.
+	DefaultEventsMaxBytes = 256 << 20
 	// MinEventsMaxBytes is the smallest EventsMaxBytes: several of the
 	// largest events.
 	MinEventsMaxBytes = 8 << 20

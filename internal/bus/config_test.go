@@ -18,7 +18,7 @@ func TestConfigWithDefaults(t *testing.T) {
 	c := bus.Config{}.WithDefaults()
 	if c.Replicas != 1 || c.Storage != jetstream.FileStorage || c.AckWait != 30*time.Second ||
 		c.MaxDeliver != 5 || c.Backoff != nil || c.DedupeWindow != 2*time.Minute ||
-		c.EventsMaxAge != 24*time.Hour || c.EventsMaxBytes != 1<<30 || c.MaxAckPending != 1024 || c.Logger == nil || c.NowFunc == nil {
+		c.EventsMaxAge != 24*time.Hour || c.EventsMaxBytes != 256<<20 || c.MaxAckPending != 1024 || c.Logger == nil || c.NowFunc == nil {
 		t.Fatalf("defaults: %+v", c)
 	}
 	// Set fields are kept, and Backoff is copied.
