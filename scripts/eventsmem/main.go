@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"strings"
@@ -48,52 +49,65 @@ func main() {
 	runs := flag.Int("runs", 400000, "runs to publish the events of")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	nc, err := nats.Connect(*url)
+	err := run(ctx, os.Stdout, *url, *pid, *maxBytes, *runs)
+	cancel()
 	if err != nil {
 		log.Fatal(err)
 	}
-	b, err := bus.New(ctx, nc, bus.Config{EventsMaxBytes: *maxBytes})
+}
+
+func run(ctx context.Context, w io.Writer, url string, pid int, maxBytes int64, runs int) error {
+	nc, err := nats.Connect(url)
 	if err != nil {
-		log.Fatal(err)
+		return err
+	}
+	defer nc.Close()
+	b, err := bus.New(ctx, nc, bus.Config{EventsMaxBytes: maxBytes})
+	if err != nil {
+		return err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	data, _ := json.Marshal(map[string]any{"agent": "bench", "model": "scripted", "text": strings.Repeat("x", 120)})
+	data, err := json.Marshal(map[string]any{"agent": "bench", "model": "scripted", "text": strings.Repeat("x", 120)})
+	if err != nil {
+		return err
+	}
+	types := []string{bus.EventStepStarted, bus.EventStepToken, bus.EventStepCommitted, bus.EventRunCompleted}
 	start := time.Now()
-	for i := range *runs {
+	for i := range runs {
 		run := fmt.Sprintf("run-%026d", i)
-		for j, typ := range []string{bus.EventStepStarted, bus.EventStepToken, bus.EventStepCommitted, bus.EventRunCompleted} {
+		for j, typ := range types {
 			e := bus.Event{RunID: run, StepID: run + "-s0", Type: typ, Data: data}
-			if j < 3 {
-				err = b.PublishProgress(ctx, e)
-			} else {
-				err = b.PublishEvent(ctx, e)
+			publish := b.PublishProgress
+			if j == len(types)-1 {
+				publish = b.PublishEvent
 			}
-			if err != nil {
-				log.Fatal(err)
+			if err := publish(ctx, e); err != nil {
+				return err
 			}
 		}
-		if i%5000 == 4999 {
-			if err := b.FlushEvents(ctx); err != nil {
-				log.Fatal(err)
+		if i%5000 != 4999 {
+			continue
+		}
+		if err := b.FlushEvents(ctx); err != nil {
+			return err
+		}
+		if i%50000 == 49999 {
+			st, err := js.Stream(ctx, bus.EventsStream)
+			if err != nil {
+				return err
 			}
-			if i%50000 == 49999 {
-				st, err := js.Stream(ctx, bus.EventsStream)
-				if err != nil {
-					log.Fatal(err)
-				}
-				info, err := st.Info(ctx)
-				if err != nil {
-					log.Fatal(err)
-				}
-				fmt.Printf("%6.1fs runs=%d rss=%s msgs=%d bytes=%d subjects=%d\n", time.Since(start).Seconds(), i+1, rss(*pid),
-					info.State.Msgs, info.State.Bytes, info.State.NumSubjects)
+			info, err := st.Info(ctx)
+			if err != nil {
+				return err
 			}
+			fmt.Fprintf(w, "%6.1fs runs=%d rss=%s msgs=%d bytes=%d subjects=%d\n", time.Since(start).Seconds(), i+1, rss(pid),
+				info.State.Msgs, info.State.Bytes, info.State.NumSubjects)
 		}
 	}
 	time.Sleep(15 * time.Second)
-	fmt.Printf("after 15 s idle: rss=%s\n", rss(*pid))
+	fmt.Fprintf(w, "after 15 s idle: rss=%s\n", rss(pid))
+	return nil
 }
