@@ -135,12 +135,10 @@ func TestOverlaysRender(t *testing.T) {
 func checkGoMaxProcs(t *testing.T, pods map[string]*corev1.PodTemplateSpec) {
 	t.Helper()
 	for _, name := range []string{"rath-coordinator", "rath-worker", "rath-nats"} {
-		pod := pods[name]
-		if pod == nil {
-			t.Errorf("no pod template %s", name)
+		c, ok := mainContainer(t, pods, name)
+		if !ok {
 			continue
 		}
-		c := pod.Spec.Containers[0]
 		e := env(c, "GOMAXPROCS")
 		if e == nil || e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil {
 			t.Errorf("%s: GOMAXPROCS = %v, want it from the container's CPU request", name, e)
@@ -162,12 +160,10 @@ func checkGoMaxProcs(t *testing.T, pods map[string]*corev1.PodTemplateSpec) {
 func checkGoMemLimit(t *testing.T, pods map[string]*corev1.PodTemplateSpec) {
 	t.Helper()
 	for _, name := range []string{"rath-worker", "rath-nats"} {
-		pod := pods[name]
-		if pod == nil {
-			t.Errorf("no pod template %s", name)
+		c, ok := mainContainer(t, pods, name)
+		if !ok {
 			continue
 		}
-		c := pod.Spec.Containers[0]
 		e := env(c, "GOMEMLIMIT")
 		if e == nil || e.Value == "" {
 			t.Errorf("%s: no GOMEMLIMIT", name)
@@ -184,6 +180,18 @@ func checkGoMemLimit(t *testing.T, pods map[string]*corev1.PodTemplateSpec) {
 			t.Errorf("%s: GOMEMLIMIT %s, memory limit %s: want the soft limit below the hard one", name, e.Value, limit.String())
 		}
 	}
+}
+
+// mainContainer returns the first container of pod template name, or
+// reports that there is none.
+func mainContainer(t *testing.T, pods map[string]*corev1.PodTemplateSpec, name string) (corev1.Container, bool) {
+	t.Helper()
+	pod := pods[name]
+	if pod == nil || len(pod.Spec.Containers) == 0 {
+		t.Errorf("no pod template %s with a container", name)
+		return corev1.Container{}, false
+	}
+	return pod.Spec.Containers[0], true
 }
 
 func namespaceOf(v any) string {
