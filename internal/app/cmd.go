@@ -146,6 +146,13 @@ type StoreNATS struct {
 	eventsMaxBytes string
 }
 
+// The events bound's default and minimum as --events-max-bytes writes
+// them (256MiB, 8MiB), from package bus's.
+var (
+	defaultEventsMaxBytes = units.BytesSize(bus.DefaultEventsMaxBytes)
+	minEventsMaxBytes     = units.BytesSize(bus.MinEventsMaxBytes)
+)
+
 // StoreNATSFlags defines --store and --nats on fs, their defaults taken from
 // RATH_STORE and NATS_URL.
 func StoreNATSFlags(fs *flag.FlagSet) *StoreNATS {
@@ -160,8 +167,8 @@ func StoreNATSFlags(fs *flag.FlagSet) *StoreNATS {
 		f.Replicas = n
 	}
 	fs.IntVar(&f.Replicas, "nats-replicas", cmp.Or(f.Replicas, 1), "replicas of the JetStream streams (1..5; 3 on a 3-node NATS cluster)")
-	fs.StringVar(&f.eventsMaxBytes, "events-max-bytes", cmp.Or(os.Getenv("RATH_EVENTS_MAX_BYTES"), "256MiB"),
-		"bound of the events stream, the oldest events dropped first (e.g. 512MiB, 4GiB; at least 8MiB)")
+	fs.StringVar(&f.eventsMaxBytes, "events-max-bytes", cmp.Or(os.Getenv("RATH_EVENTS_MAX_BYTES"), defaultEventsMaxBytes),
+		"bound of the events stream, the oldest events dropped first (e.g. 512MiB, 4GiB; at least "+minEventsMaxBytes+")")
 	return f
 }
 
@@ -178,7 +185,8 @@ func (f *StoreNATS) Check() error {
 	}
 	n, err := units.RAMInBytes(f.eventsMaxBytes)
 	if err != nil || n < bus.MinEventsMaxBytes {
-		return fmt.Errorf("--events-max-bytes (or RATH_EVENTS_MAX_BYTES) = %q: want a size of at least 8MiB, such as 256MiB", f.eventsMaxBytes)
+		return fmt.Errorf("--events-max-bytes (or RATH_EVENTS_MAX_BYTES) = %q: want a size of at least %s, such as %s",
+			f.eventsMaxBytes, minEventsMaxBytes, defaultEventsMaxBytes)
 	}
 	f.EventsMaxBytes = n
 	return nil
