@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -11,6 +12,15 @@ import (
 
 	"github.com/rath-run/rath/pkg/session"
 	"github.com/rath-run/rath/pkg/store/pgstore"
+)
+
+// The value lists of migration 00028's domains, as they stood in the
+// tables' CHECK constraints before it.
+var (
+	versionOps   = []string{"create", "append", "step", "fork", "detach", "merge", "compress", "replay", "import", "redact", "place"}
+	runStatuses  = []string{"pending", "running", "waiting", "succeeded", "failed", "canceled", "timed_out"}
+	runKinds     = []string{"agent", "workflow"}
+	stepStatuses = []string{"pending", "running", "waiting", "committed", "failed", "canceled"}
 )
 
 // TestValueListsRefuseOthers holds the value lists of versions.op,
@@ -60,11 +70,10 @@ func TestValueListsRefuseOthers(t *testing.T) {
 		good  []string
 		write func(tx pgx.Tx, v string) error
 	}{
-		{"versions.op on insert", []string{"create", "append", "step", "fork", "detach", "merge", "compress", "replay", "import", "redact", "place"},
-			newVersion},
-		{"runs.status on insert", []string{"pending", "running", "waiting", "succeeded", "failed", "canceled", "timed_out"},
+		{"versions.op on insert", versionOps, newVersion},
+		{"runs.status on insert", runStatuses,
 			func(tx pgx.Tx, v string) error { _, err := newRun(tx, v, "agent"); return err }},
-		{"runs.status on update", []string{"pending", "running", "waiting", "succeeded", "failed", "canceled", "timed_out"},
+		{"runs.status on update", runStatuses,
 			func(tx pgx.Tx, v string) error {
 				id, err := newRun(tx, "pending", "agent")
 				if err != nil {
@@ -73,9 +82,9 @@ func TestValueListsRefuseOthers(t *testing.T) {
 				_, err = tx.Exec(ctx, `UPDATE runs SET status = $2 WHERE id = $1`, id, v)
 				return err
 			}},
-		{"runs.kind on insert", []string{"agent", "workflow"},
+		{"runs.kind on insert", runKinds,
 			func(tx pgx.Tx, v string) error { _, err := newRun(tx, "pending", v); return err }},
-		{"steps.status on insert", []string{"pending", "running", "waiting", "committed", "failed", "canceled"},
+		{"steps.status on insert", stepStatuses,
 			func(tx pgx.Tx, v string) error {
 				run, err := newRun(tx, "pending", "agent")
 				if err != nil {
@@ -84,7 +93,7 @@ func TestValueListsRefuseOthers(t *testing.T) {
 				_, err = newStep(tx, run, v)
 				return err
 			}},
-		{"steps.status on update", []string{"pending", "running", "waiting", "committed", "failed", "canceled"},
+		{"steps.status on update", stepStatuses,
 			func(tx pgx.Tx, v string) error {
 				run, err := newRun(tx, "pending", "agent")
 				if err != nil {
@@ -122,7 +131,7 @@ func TestValueListsRefuseOthers(t *testing.T) {
 func BenchmarkValueListCheck(b *testing.B) {
 	ctx := context.Background()
 	st := openStore(b, pgstore.Options{})
-	const list = `('pending', 'running', 'waiting', 'succeeded', 'failed', 'canceled', 'timed_out')`
+	list := `('` + strings.Join(runStatuses, `', '`) + `')`
 	for _, f := range []struct{ name, check string }{
 		{"list", `CHECK (status IN ` + list + `)`},
 		{"domain", `CHECK ((status::rath_run_status) IS NOT NULL)`},
