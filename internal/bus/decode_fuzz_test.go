@@ -85,3 +85,44 @@ func FuzzLiveEvent(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeEvents feeds arbitrary subjects and bodies to the decoder of
+// the events stream's messages (watches, replays, live subscriptions and
+// the bench read every message through it): it never panics; what it
+// accepts is at least one event, and a batch it accepts is all the
+// subject's run's and ends with the subject's type.
+func FuzzDecodeEvents(f *testing.F) {
+	f.Add("rath.events.run_a.step.committed", []byte(`{"run_id":"run_a","type":"step.committed"}`))
+	f.Add("rath.events.run_a.run.completed", []byte(`[{"run_id":"run_a","type":"step.started"},{"run_id":"run_a","type":"run.completed"}]`))
+	f.Add("rath.events.run_a.run.completed", []byte(`[{"run_id":"run_b","type":"run.completed"}]`))
+	f.Add("rath.events.run_a.step.committed", []byte(` []`))
+	f.Add("rath.events.run_a", []byte(`[{}]`))
+	f.Add("rath.jobs.default", []byte(`[`))
+	f.Fuzz(func(t *testing.T, subject string, data []byte) {
+		es, err := DecodeEvents(subject, data)
+		if err != nil {
+			if es != nil {
+				t.Fatalf("refused (%v) but returned %d events", err, len(es))
+			}
+			return
+		}
+		if len(es) == 0 {
+			t.Fatal("accepted a message of no events")
+		}
+		if !isBatch(data) {
+			return
+		}
+		le, err := liveEvent(subject, nil)
+		if err != nil {
+			t.Fatalf("accepted a batch on %q, not an event subject: %v", subject, err)
+		}
+		for i, e := range es {
+			if e.RunID != le.RunID {
+				t.Fatalf("event %d of run %q accepted on %q", i, e.RunID, subject)
+			}
+		}
+		if last := es[len(es)-1].Type; last != le.Type {
+			t.Fatalf("a batch ending with %q accepted on %q", last, subject)
+		}
+	})
+}

@@ -78,14 +78,7 @@ func validEventType(typ string) error {
 // ErrTooLarge, or an error when the client's buffer of unacknowledged
 // publishes stays full. [Bus.FlushEvents] waits for outstanding events.
 func (b *Bus) PublishEvent(ctx context.Context, e Event) error {
-	subj, data, err := b.encodeEvent(ctx, e)
-	if err != nil {
-		return err
-	}
-	if _, err := b.js.PublishAsync(subj, data); err != nil {
-		return fmt.Errorf("publish event %s/%s: %w", e.RunID, e.Type, translate(ctx, err))
-	}
-	return nil
+	return b.publishEvents(ctx, []Event{e}, true)
 }
 
 // PublishProgress publishes e like [Bus.PublishEvent] (same validation,
@@ -100,14 +93,133 @@ func (b *Bus) PublishEvent(ctx context.Context, e Event) error {
 // with no acknowledgement, a failure to store it is not reported at all).
 // Watchers see the same events in the same order either way.
 func (b *Bus) PublishProgress(ctx context.Context, e Event) error {
-	subj, data, err := b.encodeEvent(ctx, e)
-	if err != nil {
+	return b.publishEvents(ctx, []Event{e}, false)
+}
+
+// PublishEvents publishes es, events of one run, in order, as one message
+// of the events stream (a batch): stored once, with one stream sequence,
+// on the subject of its last event, so a step whose events all come
+// within moments (started, the model's reply, committed, the run's end)
+// costs the server one message instead of one an event. Readers see each
+// event as if published alone, in the same order: [Bus.WatchRun],
+// [Bus.WatchRunAfter], [Bus.ReplayRun] and [Bus.SubscribeEvents] unpack a
+// batch (the last of which carries [StoredEvent.Last]), and
+// [DecodeEvents] does for other readers. Events that together pass
+// MaxEventSize go in as many messages as it takes, in order, each on its
+// last event's subject. Like PublishEvent it asks for the server's
+// acknowledgement (of the last message) without waiting for it. An event
+// that is invalid or too large by itself is left out and its error
+// returned (the others are published); events of different runs are
+// refused, none published.
+func (b *Bus) PublishEvents(ctx context.Context, es []Event) error {
+	return b.publishEvents(ctx, es, true)
+}
+
+// PublishProgressEvents is [Bus.PublishEvents] asking for no
+// acknowledgement, like [Bus.PublishProgress].
+func (b *Bus) PublishProgressEvents(ctx context.Context, es []Event) error {
+	return b.publishEvents(ctx, es, false)
+}
+
+// publishEvents encodes es into messages of at most MaxEventSize (one
+// event's message is its encoding; several events' a JSON array of
+// theirs) and publishes them, asking for the acknowledgement of the last
+// when ack.
+func (b *Bus) publishEvents(ctx context.Context, es []Event, ack bool) error {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := b.nc.Publish(subj, data); err != nil {
-		return fmt.Errorf("publish event %s/%s: %w", e.RunID, e.Type, translate(ctx, err))
+	var errs []error
+	type message struct {
+		subj string
+		evs  [][]byte
+		size int // encoded as a batch: brackets and commas included
 	}
-	return nil
+	var msgs []message
+	for i, e := range es {
+		if e.RunID != es[0].RunID {
+			return fmt.Errorf("%w: events %d and 0 are of different runs (%q, %q): a batch is one run's", ErrInvalidEvent, i, e.RunID, es[0].RunID)
+		}
+		subj, data, err := b.encodeEvent(ctx, e)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if n := len(msgs); n > 0 && msgs[n-1].size+1+len(data) <= MaxEventSize {
+			m := &msgs[n-1]
+			m.subj, m.evs, m.size = subj, append(m.evs, data), m.size+1+len(data)
+			continue
+		}
+		msgs = append(msgs, message{subj: subj, evs: [][]byte{data}, size: 2 + len(data)})
+	}
+	for i, m := range msgs {
+		data := m.evs[0]
+		if len(m.evs) > 1 {
+			data = make([]byte, 0, m.size)
+			data = append(data, '[')
+			for j, ev := range m.evs {
+				if j > 0 {
+					data = append(data, ',')
+				}
+				data = append(data, ev...)
+			}
+			data = append(data, ']')
+		}
+		var err error
+		if ack && i == len(msgs)-1 {
+			_, err = b.js.PublishAsync(m.subj, data)
+		} else {
+			err = b.nc.Publish(m.subj, data)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("publish events on %s: %w", m.subj, translate(ctx, err)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// DecodeEvents decodes a message of the events stream that arrived on
+// subject: one event (a JSON object), or a batch of one run's events
+// ([Bus.PublishEvents]: a JSON array of them, on the subject of its
+// last). A batch must name the subject's run in every event and end with
+// an event of the subject's type. Readers of the stream other than this
+// package's (a core NATS subscription of the events' subjects) use it to
+// see every event a message carries.
+func DecodeEvents(subject string, data []byte) ([]Event, error) {
+	if !isBatch(data) {
+		var e Event
+		if err := json.Unmarshal(data, &e); err != nil {
+			return nil, fmt.Errorf("event on %s: %w", subject, err)
+		}
+		return []Event{e}, nil
+	}
+	le, err := liveEvent(subject, nil)
+	if err != nil {
+		return nil, err
+	}
+	var es []Event
+	if err := json.Unmarshal(data, &es); err != nil {
+		return nil, fmt.Errorf("events on %s: %w", subject, err)
+	}
+	if len(es) == 0 {
+		return nil, fmt.Errorf("events on %s: an empty batch", subject)
+	}
+	for i, e := range es {
+		if e.RunID != le.RunID {
+			return nil, fmt.Errorf("events on %s: event %d is of run %q, not the subject's", subject, i, e.RunID)
+		}
+	}
+	if last := es[len(es)-1].Type; last != le.Type {
+		return nil, fmt.Errorf("events on %s: the batch ends with %q, not the subject's type", subject, last)
+	}
+	return es, nil
+}
+
+// isBatch reports whether an events stream message holds a batch (a JSON
+// array) rather than one event.
+func isBatch(data []byte) bool {
+	data = bytes.TrimLeft(data, " \t\r\n")
+	return len(data) > 0 && data[0] == '['
 }
 
 // encodeEvent validates e, stamps a zero Time with now, and returns its
@@ -217,8 +329,8 @@ func (b *Bus) watch(ctx context.Context, after uint64, filters ...string) (<-cha
 				mu.Unlock()
 				return
 			}
-			var e Event
-			if err := json.Unmarshal(m.Data(), &e); err != nil {
+			es, err := DecodeEvents(m.Subject(), m.Data())
+			if err != nil {
 				b.cfg.Logger.DebugContext(ctx, "bus: undecodable event skipped", "subject", m.Subject(), "error", err.Error())
 				continue
 			}
@@ -226,10 +338,12 @@ func (b *Bus) watch(ctx context.Context, after uint64, filters ...string) (<-cha
 			if md, err := m.Metadata(); err == nil {
 				seq = md.Sequence.Stream
 			}
-			select {
-			case ch <- StoredEvent{Seq: seq, Event: e}:
-			case <-ctx.Done():
-				return
+			for i, e := range es {
+				select {
+				case ch <- StoredEvent{Seq: seq, Last: i == len(es)-1, Event: e}:
+				case <-ctx.Done():
+					return
+				}
 			}
 		}
 	}()

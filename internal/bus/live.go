@@ -17,10 +17,16 @@ type LiveEvent struct {
 	RunID string
 	Type  string
 	data  []byte
+	// ev is the event already decoded: one of a batch, which is decoded
+	// whole to find its events' types.
+	ev *Event
 }
 
 // Decode decodes the event. The run and type are the subject's.
 func (e LiveEvent) Decode() (Event, error) {
+	if e.ev != nil {
+		return *e.ev, nil
+	}
 	var ev Event
 	if err := json.Unmarshal(e.data, &ev); err != nil {
 		return Event{}, fmt.Errorf("event %s/%s: %w", e.RunID, e.Type, err)
@@ -41,6 +47,13 @@ func (e LiveEvent) Decode() (Event, error) {
 // type come in the order they were published (from one publisher), those
 // of different types in no set order. It must not block. stop
 // unsubscribes. ctx bounds only the subscribing.
+//
+// A batch ([Bus.PublishEvents]) travels on the subject of its last event:
+// a subscription receives it when that event's type is among types, and fn
+// is then called for each event of the batch whose type is among types,
+// in order. A step whose commit ends its run sends its events and the
+// run's end as one batch: a subscriber to step.committed that wants those
+// commits too subscribes to run.> as well.
 func (b *Bus) SubscribeEvents(ctx context.Context, fn func(LiveEvent), types ...string) (stop func(), err error) {
 	if fn == nil {
 		return nil, fmt.Errorf("%w: nil event handler", ErrInvalidConfig)
@@ -61,9 +74,33 @@ func (b *Bus) SubscribeEvents(ctx context.Context, fn func(LiveEvent), types ...
 			b.cfg.Logger.Debug("bus: event skipped", "subject", m.Subject, "error", err.Error())
 			return
 		}
-		fn(e)
+		if !isBatch(m.Data) {
+			fn(e)
+			return
+		}
+		es, err := DecodeEvents(m.Subject, m.Data)
+		if err != nil {
+			b.cfg.Logger.Debug("bus: events skipped", "subject", m.Subject, "error", err.Error())
+			return
+		}
+		for i := range es {
+			if matchesType(types, es[i].Type) {
+				fn(LiveEvent{RunID: e.RunID, Type: es[i].Type, ev: &es[i]})
+			}
+		}
 	}
 	return b.subscribe(ctx, "events", subjects, handle)
+}
+
+// matchesType reports whether typ is one of types, or under one ending in
+// ".>".
+func matchesType(types []string, typ string) bool {
+	for _, t := range types {
+		if prefix, ok := strings.CutSuffix(t, ">"); ok && strings.HasPrefix(typ, prefix) || t == typ {
+			return true
+		}
+	}
+	return false
 }
 
 // liveEvent reads an event's run and type from its subject,

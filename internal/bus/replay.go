@@ -2,7 +2,6 @@ package bus
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -12,10 +11,16 @@ import (
 
 // StoredEvent is an event with its place in the events stream.
 type StoredEvent struct {
-	// Seq is the event's sequence in RATH_EVENTS: increasing across all
-	// runs, so a run's events have increasing (not consecutive) Seqs. The
-	// API sends it as the SSE id, and a client resumes after it.
+	// Seq is the sequence in RATH_EVENTS of the message that holds the
+	// event: increasing across all runs, so a run's events have
+	// increasing (not consecutive) Seqs, but the events of a batch
+	// ([Bus.PublishEvents]) share their message's.
 	Seq uint64
+	// Last reports whether the event is its message's last (always, for
+	// an event published alone). A reader resumes after a message, not
+	// inside one: the API sends Seq as the SSE id of a message's last
+	// event only, and a client resumes after it.
+	Last bool
 	Event
 }
 
@@ -72,15 +77,18 @@ func (b *Bus) ReplayRun(ctx context.Context, runID string, after uint64, fn func
 		if err != nil {
 			return after, fmt.Errorf("replay run %s after %d: %w", runID, after, translate(ctx, err))
 		}
-		after = m.Sequence
-		var e Event
-		if err := json.Unmarshal(m.Data, &e); err != nil {
+		es, err := DecodeEvents(m.Subject, m.Data)
+		if err != nil {
 			b.cfg.Logger.DebugContext(ctx, "bus: undecodable event skipped", "subject", m.Subject, "error", err.Error())
+			after = m.Sequence
 			continue
 		}
-		if err := fn(StoredEvent{Seq: m.Sequence, Event: e}); err != nil {
-			return after, err
+		for i, e := range es {
+			if err := fn(StoredEvent{Seq: m.Sequence, Last: i == len(es)-1, Event: e}); err != nil {
+				return after, err
+			}
 		}
+		after = m.Sequence
 	}
 }
 
