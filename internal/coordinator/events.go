@@ -230,21 +230,24 @@ func lastEventID(r *http.Request) (uint64, error) {
 	return n, nil
 }
 
-// eventStream writes server-sent events: each stored event with its stream
-// sequence as id, after the last one sent; an event made here (no
-// sequence) without an id.
+// eventStream writes server-sent events: each stored event after the last
+// message sent, the last event of a message (bus.StoredEvent.Last) with
+// the message's stream sequence as id, the events before it in a batch
+// without one (a client resumes after a message, never inside one); an
+// event made here (no sequence) without an id.
 type eventStream struct {
 	w       http.ResponseWriter
 	flusher http.Flusher
 	rc      *http.ResponseController
 
-	after     uint64 // the sequence of the last stored event sent
+	after     uint64 // the sequence of the last stored message sent whole
 	fromStart bool   // the stream replays from the run's start
 	sent      int    // events sent
 }
 
 // send writes e and reports whether the client is still there. A stored
-// event at or before the last one sent is skipped (true). The first event
+// event of a message at or before the last one sent whole is skipped
+// (true). The events of a batch go out with one flush, after its last. The first event
 // of a stream from the run's start that is not run.submitted is preceded
 // by an EventMissing notice.
 func (s *eventStream) send(e bus.StoredEvent) bool {
@@ -260,26 +263,31 @@ func (s *eventStream) send(e bus.StoredEvent) bool {
 	if !s.write(e) {
 		return false
 	}
-	if e.Seq != 0 {
+	if e.Seq != 0 && e.Last {
 		s.after = e.Seq
 	}
 	return true
 }
 
+// write writes e, with its message's sequence as id when it is the
+// message's last event, and flushes unless more of its batch follows.
 func (s *eventStream) write(e bus.StoredEvent) bool {
 	b, err := json.Marshal(api.Event{RunID: e.RunID, StepID: e.StepID, Type: e.Type, Time: e.Time, Data: e.Data})
 	if err != nil {
 		return false
 	}
+	stored := e.Seq != 0
 	id := ""
-	if e.Seq != 0 {
+	if stored && e.Last {
 		id = "id: " + strconv.FormatUint(e.Seq, 10) + "\n"
 	}
 	_ = s.rc.SetWriteDeadline(time.Now().Add(streamWriteWindow))
 	if _, err := fmt.Fprintf(s.w, "%sevent: %s\ndata: %s\n\n", id, e.Type, b); err != nil {
 		return false
 	}
-	s.flusher.Flush()
+	if !stored || e.Last {
+		s.flusher.Flush()
+	}
 	s.sent++
 	return true
 }

@@ -208,6 +208,107 @@ func TestRunEventsResume(t *testing.T) {
 	}
 }
 
+// TestRunEventsBatch: the events of a batch (one message of the events
+// stream, as a step that ends within its worker's linger sends them) go
+// out as events of their own, in order, and only the last carries an id
+// (the message's sequence): a client resumes after a whole message, never
+// inside one, so a resume after a batch's id repeats none of it and one
+// after the event before it gets all of it. Live and replayed alike.
+func TestRunEventsBatch(t *testing.T) {
+	t.Parallel()
+	s := newAuthStack(t, "postgres", -1) // no worker: the run stays pending
+	tok := s.mint(t, auth.ScopeSubmit, "acme")
+	var run struct {
+		ID string `json:"id"`
+	}
+	s.mustCall(t, http.StatusCreated, tok.Secret, "POST", "/v1/runs", `{"agent":`+spec+`,"message":"hello"}`, &run)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	probe := func(n string) bus.Event {
+		data, _ := json.Marshal(map[string]string{"note": n})
+		return bus.Event{RunID: run.ID, Type: "step.note_probe", Data: data}
+	}
+	publish := func(es ...bus.Event) {
+		t.Helper()
+		if err := s.dev.Backend.Bus.PublishEvents(ctx, es); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.dev.Backend.Bus.FlushEvents(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(es []sse) string {
+		var b strings.Builder
+		for i, e := range es {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			if e.id != 0 {
+				b.WriteString("#")
+			} else {
+				b.WriteString("-")
+			}
+		}
+		return b.String()
+	}
+
+	resp := openSSE(ctx, t, s, tok.Secret, run.ID, 0)
+	sc := bufio.NewScanner(resp.Body)
+	first := readSSE(t, sc, 1)
+	publish(probe("b1"), probe("b2"), probe("b3"))
+	first = append(first, readSSE(t, sc, 3)...)
+	_ = resp.Body.Close()
+	if got := names(first); got != "run.submitted step.note_probe:b1 step.note_probe:b2 step.note_probe:b3" {
+		t.Fatalf("live stream: %s", got)
+	}
+	if got := ids(first); got != "# - - #" || first[3].id <= first[0].id {
+		t.Fatalf("live stream's ids %s (%+v), want one on run.submitted and one on the batch's last", got, first)
+	}
+
+	// Resumed after the batch, live: none of it again.
+	resp = openSSE(ctx, t, s, tok.Secret, run.ID, first[3].id)
+	sc = bufio.NewScanner(resp.Body)
+	publish(probe("n4"))
+	after := readSSE(t, sc, 1)
+	s.mustCall(t, http.StatusOK, tok.Secret, "POST", "/v1/runs/"+run.ID+"/cancel", "", nil)
+	after = append(after, readSSE(t, sc, -1)...)
+	_ = resp.Body.Close()
+	if got := names(after); got != "step.note_probe:n4 run.canceled" {
+		t.Fatalf("resumed after the batch: %s, want n4 and the end", got)
+	}
+
+	// Ended: replayed from the start, and from before the batch.
+	resp = openSSE(ctx, t, s, tok.Secret, run.ID, 0)
+	all := readSSE(t, bufio.NewScanner(resp.Body), -1)
+	_ = resp.Body.Close()
+	if got := names(all) + " / " + ids(all); got != "run.submitted step.note_probe:b1 step.note_probe:b2 step.note_probe:b3 step.note_probe:n4 run.canceled / # - - # # #" {
+		t.Fatalf("ended run's stream: %s", got)
+	}
+	resp = openSSE(ctx, t, s, tok.Secret, run.ID, all[0].id)
+	tail := readSSE(t, bufio.NewScanner(resp.Body), -1)
+	_ = resp.Body.Close()
+	if got := names(tail); got != "step.note_probe:b1 step.note_probe:b2 step.note_probe:b3 step.note_probe:n4 run.canceled" {
+		t.Fatalf("ended run's stream after run.submitted: %s", got)
+	}
+
+	// pkg/client reads the batch's events too, the last with its id.
+	cl, err := client.New(s.url, tok.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if err := cl.WatchRun(ctx, run.ID, client.WatchOptions{After: all[0].id}, func(e api.Event) error {
+		got = append(got, fmt.Sprintf("%s@%d", e.Type, e.ID))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("step.note_probe@0 step.note_probe@0 step.note_probe@%d step.note_probe@%d run.canceled@%d", all[3].id, all[4].id, all[5].id)
+	if strings.Join(got, " ") != want {
+		t.Fatalf("client.WatchRun after run.submitted: %v, want %s", got, want)
+	}
+}
+
 // TestRunEventsExpired: an ended run whose events are gone from the events
 // stream (retention) gets a stream that says so and ends with the stored
 // run's end.
