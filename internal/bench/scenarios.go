@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 
+	"github.com/rath-run/rath/internal/bus"
 	"github.com/rath-run/rath/pkg/api"
 	"github.com/rath-run/rath/pkg/client"
 	"github.com/rath-run/rath/pkg/memory"
@@ -101,42 +102,18 @@ func newCommitter(t *Target) (*committer, error) {
 		return c, nil
 	}
 	handle := func(m *nats.Msg) {
-		parts := strings.Split(m.Subject, ".")
-		if len(parts) < 4 {
+		// A step that ends within its worker's linger sends its events
+		// and its run's end as one message, on the run end's subject.
+		es, err := bus.DecodeEvents(m.Subject, m.Data)
+		if err != nil {
 			return
 		}
-		var ev struct {
-			Time time.Time `json:"time"`
-			Data struct {
-				Version string `json:"version"`
-				Error   string `json:"error"`
-			} `json:"data"`
-		}
-		_ = json.Unmarshal(m.Data, &ev)
-		what, run := strings.Join(parts[3:], "."), parts[2]
-		if what == "step.started" {
-			// A one-step run's start; its commit comes after it on the
-			// same connection.
-			c.mu.Lock()
-			c.started[run] = ev.Time
-			c.mu.Unlock()
-			return
-		}
-		c.mu.Lock()
-		started := c.started[run]
-		delete(c.started, run)
-		c.mu.Unlock()
-		res := commitResult{version: ev.Data.Version, started: started, committed: ev.Time}
-		if what != "step.committed" {
-			res.err = fmt.Errorf("run %s: %s: %s", run, what, ev.Data.Error)
-		}
-		select {
-		case c.ch(run) <- res:
-		default:
+		for _, e := range es {
+			c.note(e)
 		}
 	}
-	for _, subj := range []string{"rath.events.*.step.committed", "rath.events.*.run.failed", "rath.events.*.step.started"} {
-		sub, err := t.NC.Subscribe(subj, handle)
+	for _, subj := range []string{"step.committed", "step.started", "run.completed", "run.failed"} {
+		sub, err := t.NC.Subscribe(bus.EventSubject("*", subj), handle)
 		if err != nil {
 			c.close()
 			return nil, fmt.Errorf("subscribe to %s: %w", subj, err)
@@ -148,6 +125,40 @@ func newCommitter(t *Target) (*committer, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// note records what e says of its run's first step: its start, or its
+// end (the commit, or the run's failure).
+func (c *committer) note(e bus.Event) {
+	var data struct {
+		Version string `json:"version"`
+		Error   string `json:"error"`
+	}
+	switch e.Type {
+	case "step.started":
+		// A one-step run's start; its commit comes after it on the
+		// same connection.
+		c.mu.Lock()
+		c.started[e.RunID] = e.Time
+		c.mu.Unlock()
+		return
+	case "step.committed", "run.failed":
+	default:
+		return
+	}
+	_ = json.Unmarshal(e.Data, &data)
+	c.mu.Lock()
+	started := c.started[e.RunID]
+	delete(c.started, e.RunID)
+	c.mu.Unlock()
+	res := commitResult{version: data.Version, started: started, committed: e.Time}
+	if e.Type != "step.committed" {
+		res.err = fmt.Errorf("run %s: %s: %s", e.RunID, e.Type, data.Error)
+	}
+	select {
+	case c.ch(e.RunID) <- res:
+	default:
+	}
 }
 
 func (c *committer) close() {

@@ -47,10 +47,11 @@ func (w *Worker) waitIfPaused(ctx context.Context, d *bus.Delivery, log *slog.Lo
 		return true
 	}
 	data := mustJSON(map[string]any{"version": ae.Session.ID(), "pending": ae.Pending})
-	w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.waiting", Data: data})
+	es := []bus.Event{{RunID: job.RunID, StepID: job.StepID, Type: "step.waiting", Data: data}}
 	if r.Status == runs.RunWaiting {
-		w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "run.waiting", Data: data})
+		es = append(es, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "run.waiting", Data: data})
 	}
+	w.publish(ctx, es...)
 	w.ack(ctx, d, log)
 	log.InfoContext(ctx, "step waiting for approval", slog.String("version", ae.Session.ID().String()), slog.Int("pending", len(ae.Pending)))
 	return true

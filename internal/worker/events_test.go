@@ -17,37 +17,74 @@ import (
 	"github.com/rath-run/rath/pkg/llm"
 )
 
-// ackRecorder is the bus as a worker's Events, noting which events asked
-// for the server's acknowledgement.
-type ackRecorder struct {
+// callRecorder is the bus as a worker's Events, noting each call: the
+// types it published, and whether it asked for the server's
+// acknowledgement.
+type callRecorder struct {
 	*bus.Bus
 	mu    sync.Mutex
-	acked map[string][]string // run → types published with PublishEvent
-	quiet map[string][]string // run → types published with PublishProgress
+	calls map[string][]eventCall // run → its calls, in order
 }
 
-func (a *ackRecorder) PublishEvent(ctx context.Context, e bus.Event) error {
-	a.mu.Lock()
-	a.acked[e.RunID] = append(a.acked[e.RunID], e.Type)
-	a.mu.Unlock()
-	return a.Bus.PublishEvent(ctx, e)
+type eventCall struct {
+	acked bool
+	types []string
 }
 
-func (a *ackRecorder) PublishProgress(ctx context.Context, e bus.Event) error {
-	a.mu.Lock()
-	a.quiet[e.RunID] = append(a.quiet[e.RunID], e.Type)
-	a.mu.Unlock()
-	return a.Bus.PublishProgress(ctx, e)
+func (c *callRecorder) note(acked bool, es []bus.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	call := eventCall{acked: acked}
+	for _, e := range es {
+		call.types = append(call.types, e.Type)
+	}
+	c.calls[es[0].RunID] = append(c.calls[es[0].RunID], call)
 }
 
-// A step whose commit ends its run asks for one acknowledgement, the run
-// end's: its step.committed goes before it unacknowledged (one message
-// less a step), and a watcher still reads started, committed, completed
-// in order. A step whose run goes on has its commit acknowledged.
-func TestOneStepRunAsksOneAcknowledgement(t *testing.T) {
+func (c *callRecorder) PublishEvents(ctx context.Context, es []bus.Event) error {
+	c.note(true, es)
+	return c.Bus.PublishEvents(ctx, es)
+}
+
+func (c *callRecorder) PublishProgressEvents(ctx context.Context, es []bus.Event) error {
+	c.note(false, es)
+	return c.Bus.PublishProgressEvents(ctx, es)
+}
+
+func (c *callRecorder) callsOf(run string) []eventCall {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.calls[run])
+}
+
+// storedMessages reads run's events from the events stream as stored:
+// each event's type, and the stream sequences of the messages they came
+// in.
+func (r *rig) storedMessages(t *testing.T, run string) (types []string, seqs []uint64) {
+	t.Helper()
+	_, err := r.bus.ReplayRun(context.Background(), run, 0, func(e bus.StoredEvent) error {
+		types = append(types, e.Type)
+		if len(seqs) == 0 || seqs[len(seqs)-1] != e.Seq {
+			seqs = append(seqs, e.Seq)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return types, seqs
+}
+
+// A step that ends within the linger sends its events and its end as one
+// message, acknowledged: started, the model's stream, committed, and the
+// run's end when the commit ends the run. The stream stores one message
+// where there were four, and a watcher reads the events as before.
+func TestFastStepSendsItsEventsAsOneMessage(t *testing.T) {
 	r := newRig(t)
-	rec := &ackRecorder{Bus: r.bus, acked: map[string][]string{}, quiet: map[string][]string{}}
-	r.startWorkerWith(t, r.runs, rec, worker.Config{Name: "acks", Slots: 2})
+	rec := &callRecorder{Bus: r.bus, calls: map[string][]eventCall{}}
+	// A linger no step here outlasts: what is measured is the batching,
+	// not the machine's speed.
+	r.startWorkerWith(t, r.runs, rec, worker.Config{Name: "batch", Slots: 2, EventLinger: time.Hour})
 	quick := agent.Spec{Name: "quick", Model: "scripted", Script: []llm.ScriptReply{{Content: "hi"}}}
 
 	one, _ := r.submitAgent(t, quick, 1)
@@ -60,25 +97,77 @@ func TestOneStepRunAsksOneAcknowledgement(t *testing.T) {
 	if !slices.Equal(seen, []string{"step.started", "step.committed", "run.completed"}) {
 		t.Errorf("the run's stream: %v, want step.started, step.committed, run.completed", seen)
 	}
-	rec.mu.Lock()
-	acked, quiet := slices.Clone(rec.acked[one.ID]), slices.Clone(rec.quiet[one.ID])
-	rec.mu.Unlock()
-	if !slices.Equal(acked, []string{"run.completed"}) || !slices.Contains(quiet, "step.committed") {
-		t.Errorf("a one-step run: acknowledged %v, unacknowledged %v; want only run.completed acknowledged", acked, quiet)
+	calls := rec.callsOf(one.ID)
+	if len(calls) != 1 || !calls[0].acked || calls[0].types[0] != "step.started" ||
+		!slices.Equal(calls[0].types[len(calls[0].types)-2:], []string{"step.committed", "run.completed"}) {
+		t.Errorf("a one-step run published %+v; want one acknowledged call: step.started … step.committed, run.completed", calls)
+	}
+	types, seqs := r.storedMessages(t, one.ID)
+	if len(seqs) != 1 || len(types) != len(calls[0].types) {
+		t.Errorf("the stream holds the run's %d events %v in messages %v, want all in one", len(types), types, seqs)
 	}
 
 	// Two steps, the second never published: the first's commit leaves the
-	// run going, and its event is acknowledged.
+	// run going, and its message ends with the commit.
 	two, _ := r.submitAgent(t, quick, 2)
-	testenv.Eventually(t, 30*time.Second, "the first step's commit event", func() bool {
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		return slices.Contains(rec.acked[two.ID], "step.committed") || slices.Contains(rec.quiet[two.ID], "step.committed")
+	testenv.Eventually(t, 30*time.Second, "the first step's events", func() bool { return len(rec.callsOf(two.ID)) > 0 })
+	calls = rec.callsOf(two.ID)
+	if last := calls[len(calls)-1]; len(calls) != 1 || !last.acked || last.types[len(last.types)-1] != "step.committed" {
+		t.Errorf("a commit that leaves its run going: published %+v, want one acknowledged call ending with step.committed", calls)
+	}
+}
+
+// gatedModel answers once its gate is closed.
+type gatedModel struct{ gate chan struct{} }
+
+func (g gatedModel) Chat(ctx context.Context, _ llm.Request) (llm.Response, error) {
+	select {
+	case <-g.gate:
+		return llm.Response{Content: "done"}, nil
+	case <-ctx.Done():
+		return llm.Response{}, ctx.Err()
+	}
+}
+
+// A step still running when its linger passes sends what it holds then
+// (its start), unacknowledged, while it runs: a watcher of a slow step
+// sees it start. Its end goes out after, acknowledged, with the run's.
+func TestSlowStepSendsItsStartAtTheLinger(t *testing.T) {
+	r := newRig(t)
+	rec := &callRecorder{Bus: r.bus, calls: map[string][]eventCall{}}
+	gate := make(chan struct{})
+	cons, err := r.bus.Consumer(context.Background(), bus.DefaultQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolve := func(agent.Spec) (llm.Provider, string, error) { return gatedModel{gate}, "gated", nil }
+	w, err := worker.New(r.graph, r.runs, cons, rec, resolve, worker.Config{Name: "linger", Slots: 1, EventLinger: time.Millisecond,
+		MaxDeliver: r.bus.Config().MaxDeliver, FetchWait: 200 * time.Millisecond, ShutdownTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+
+	run, _ := r.submitAgent(t, agent.Spec{Name: "slow", Model: "gated"}, 1)
+	// The model has not answered: only the linger can have sent the start.
+	testenv.Eventually(t, 30*time.Second, "step.started while the step runs", func() bool {
+		types, _ := r.storedMessages(t, run.ID)
+		return slices.Contains(types, "step.started")
 	})
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if slices.Contains(rec.quiet[two.ID], "step.committed") || slices.Contains(rec.acked[two.ID], "run.completed") {
-		t.Errorf("a commit that leaves its run going: acknowledged %v, unacknowledged %v; want step.committed acknowledged", rec.acked[two.ID], rec.quiet[two.ID])
+	close(gate)
+	if got := r.waitRun(t, run.ID); got.Status != runs.RunSucceeded {
+		t.Fatalf("run = %s, want succeeded", got.Status)
+	}
+	calls := rec.callsOf(run.ID)
+	if len(calls) < 2 || calls[0].acked || !slices.Equal(calls[0].types, []string{"step.started"}) {
+		t.Errorf("the slow step's first call: %+v, want step.started alone, unacknowledged", calls)
+	}
+	if last := calls[len(calls)-1]; !last.acked || !slices.Equal(last.types, []string{"step.committed", "run.completed"}) {
+		t.Errorf("the slow step's last call: %+v, want step.committed and run.completed, acknowledged", last)
+	}
+	types, seqs := r.storedMessages(t, run.ID)
+	if types[0] != "step.started" || types[len(types)-1] != "run.completed" || len(seqs) != len(calls) {
+		t.Errorf("stored: %v in %d messages, want step.started first, run.completed last, a message a call (%d)", types, len(seqs), len(calls))
 	}
 }
 

@@ -48,10 +48,11 @@ func (w *Worker) reviewIfAmbiguous(ctx context.Context, d *bus.Delivery, log *sl
 		w.retryOrFail(ctx, d, log, fmt.Errorf("record needs review: %w", rerr))
 		return true
 	}
-	w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: api.EventStepNeedsReview, Data: data})
+	es := []bus.Event{{RunID: job.RunID, StepID: job.StepID, Type: api.EventStepNeedsReview, Data: data}}
 	if r.Status == runs.RunWaiting {
-		w.publish(ctx, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: api.EventRunNeedsReview, Data: data})
+		es = append(es, bus.Event{RunID: job.RunID, StepID: job.StepID, Type: api.EventRunNeedsReview, Data: data})
 	}
+	w.publish(ctx, es...)
 	w.ack(ctx, d, log)
 	log.WarnContext(ctx, "step needs a review: ambiguous tool call", slog.String("call_id", amb.CallID),
 		slog.String("tool", amb.Tool), slog.Int("round", amb.Round), slog.String("started_on", amb.Worker))

@@ -83,6 +83,12 @@ type Config struct {
 	NoHeartbeat bool
 	// FetchWait bounds one pull request; default 1s.
 	FetchWait time.Duration
+	// EventLinger is how long a step holds its events so that a step
+	// ending within it sends them with its end as one message (see
+	// stepEvents); a watcher sees a longer step start at most this late.
+	// Default DefaultEventLinger (20ms); negative: every event goes out
+	// as it comes.
+	EventLinger time.Duration
 	// StepTimeout bounds one step unless its spec sets a shorter one;
 	// default 10m.
 	StepTimeout time.Duration
@@ -154,6 +160,7 @@ func (c Config) WithDefaults() Config {
 	c.Slots = cmp.Or(c.Slots, 4)
 	c.Heartbeat = cmp.Or(c.Heartbeat, 5*time.Second)
 	c.FetchWait = cmp.Or(c.FetchWait, time.Second)
+	c.EventLinger = cmp.Or(c.EventLinger, DefaultEventLinger)
 	c.StepTimeout = cmp.Or(c.StepTimeout, 10*time.Minute)
 	c.MaxDeliver = cmp.Or(c.MaxDeliver, 5)
 	c.RetryDelay = cmp.Or(c.RetryDelay, time.Second)
@@ -198,13 +205,14 @@ type Jobs interface {
 	Fetch(ctx context.Context, n int, maxWait time.Duration) ([]*bus.Delivery, error)
 }
 
-// Events is where a worker reports progress. PublishEvent asks for the
-// server's acknowledgement; PublishProgress does not, for the events inside
-// a step that the step's end event (acknowledged, published after them on
-// the same connection) follows.
+// Events is where a worker reports progress: each call publishes one
+// run's events, in order, as one message (a batch; bus.Bus.PublishEvents).
+// PublishEvents asks for the server's acknowledgement; PublishProgressEvents
+// does not, for the events inside a step that the step's end
+// (acknowledged, published after them on the same connection) follows.
 type Events interface {
-	PublishEvent(ctx context.Context, e bus.Event) error
-	PublishProgress(ctx context.Context, e bus.Event) error
+	PublishEvents(ctx context.Context, es []bus.Event) error
+	PublishProgressEvents(ctx context.Context, es []bus.Event) error
 }
 
 // ResolveFunc builds the provider for an agent spec and returns the model
@@ -379,6 +387,9 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		return
 	}
 	obs.started()
+	// The step's events go out together when it ends within the linger.
+	ctx, releaseEvents := w.holdEvents(ctx)
+	defer releaseEvents()
 	// A step whose run ended (canceled, timed out) is aborted at the next
 	// heartbeat: its context ends, and the redelivery finds it ended.
 	ctx, abort := context.WithCancelCause(ctx)
@@ -419,16 +430,10 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) {
 		}
 	}
 	w.crash(CrashAfterCommit, 0)
-	committed := bus.Event{RunID: job.RunID, StepID: job.StepID, Type: "step.committed", Data: mustJSON(committedData(out))}
-	if r.Status.Terminal() {
-		// The run's end follows on the same connection, acknowledged: the
-		// stream stores the two in order, so the commit's event needs no
-		// acknowledgement of its own (one message less a step).
-		w.progress(ctx, committed)
-		w.publishRunEnd(ctx, r)
-	} else {
-		w.publish(ctx, committed)
-	}
+	// The commit's event, and the run's end when the commit ends the run,
+	// go out with what the step holds, acknowledged, in one message.
+	w.publish(ctx, append([]bus.Event{{RunID: job.RunID, StepID: job.StepID, Type: "step.committed", Data: mustJSON(committedData(out))}},
+		runEnd(r)...)...)
 	w.ack(ctx, d, log)
 	obs.end("committed", nil)
 	log.InfoContext(ctx, "step committed", slog.String("version", out.ID().String()))
@@ -876,21 +881,22 @@ func (w *Worker) retryOrFail(ctx context.Context, d *bus.Delivery, log *slog.Log
 		_ = d.Nak(w.cfg.RetryDelay)
 		return "retry"
 	}
-	w.publish(bg, bus.Event{RunID: d.Job.RunID, StepID: d.Job.StepID, Type: "step.failed",
-		Data: mustJSON(map[string]string{"error": reason})})
-	if r.Status.Terminal() {
-		w.publishRunEnd(bg, r)
-	}
+	w.publish(bg, append([]bus.Event{{RunID: d.Job.RunID, StepID: d.Job.StepID, Type: "step.failed",
+		Data: mustJSON(map[string]string{"error": reason})}}, runEnd(r)...)...)
 	_ = d.Term(reason)
 	return "failed"
 }
 
-func (w *Worker) publishRunEnd(ctx context.Context, r runs.Run) {
+// runEnd returns the run's end event when r has ended, else none.
+func runEnd(r runs.Run) []bus.Event {
+	if !r.Status.Terminal() {
+		return nil
+	}
 	typ := "run." + string(r.Status)
 	if r.Status == runs.RunSucceeded {
 		typ = "run.completed"
 	}
-	w.publish(ctx, bus.Event{RunID: r.ID, Type: typ, Data: mustJSON(map[string]any{"output": r.Output, "error": r.Error})})
+	return []bus.Event{{RunID: r.ID, Type: typ, Data: mustJSON(map[string]any{"output": r.Output, "error": r.Error})}}
 }
 
 // ack settles a delivery whose outcome the store has recorded (committed,
@@ -900,23 +906,6 @@ func (w *Worker) publishRunEnd(ctx context.Context, r runs.Run) {
 func (w *Worker) ack(ctx context.Context, d *bus.Delivery, log *slog.Logger) {
 	if err := d.AckNoWait(); err != nil {
 		log.WarnContext(ctx, "ack failed", slog.Any("error", err))
-	}
-}
-
-func (w *Worker) publish(ctx context.Context, e bus.Event) { w.send(ctx, e, w.events.PublishEvent) }
-
-// progress publishes an event inside a step (started, tokens, the model's
-// events) without asking for an acknowledgement: the step ends with an
-// acknowledged event (committed, failed, waiting, needs review; a commit
-// that ends its run, the run's end) published after it on the same
-// connection, and the stream stores them in order.
-func (w *Worker) progress(ctx context.Context, e bus.Event) { w.send(ctx, e, w.events.PublishProgress) }
-
-// send stamps e and publishes it with pub; events are best effort.
-func (w *Worker) send(ctx context.Context, e bus.Event, pub func(context.Context, bus.Event) error) {
-	e.Time = time.Now().UTC()
-	if err := pub(ctx, e); err != nil {
-		w.log.Debug("event not published", slog.String("type", e.Type), slog.Any("error", err))
 	}
 }
 
