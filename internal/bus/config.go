@@ -46,10 +46,11 @@ type Config struct {
 	// they share JetStream's storage with the job stream: unbounded, they
 	// could fill it until no job could be published. The stream reserves
 	// this much of the server's (account's) storage, and the server holds
-	// an index of the stream's subjects in memory: with one run's events on
-	// subjects of their own, NATS' resident memory at the bound was ~1.5x
-	// the bound (docs/BENCHMARKS.md). Default 256 MiB; at least
-	// MinEventsMaxBytes.
+	// an index of the stream's subjects in memory: with every event a
+	// message on its run's own subject, NATS' resident memory at the bound
+	// was ~1.5x the bound; with fast steps' events in batches (one message
+	// a step, [Bus.PublishEvents]) about half the bound (docs/BENCHMARKS.md).
+	// Default 256 MiB; at least MinEventsMaxBytes.
 	EventsMaxBytes int64
 	// MaxAckPending caps the unacknowledged jobs of one queue consumer (all
 	// workers of the queue together). Default 1024. It also caps n in
@@ -76,10 +77,12 @@ const (
 	DefaultDedupeWindow  = 2 * time.Minute
 	DefaultEventsMaxAge  = 24 * time.Hour
 	DefaultMaxAckPending = 1024
-	// DefaultEventsMaxBytes holds about 130,000 steps' events at ~2 KiB a
-	// step (a scripted step's events on disk), and keeps NATS' resident
-	// memory for them (~380-410 MB at this bound, docs/BENCHMARKS.md,
-	// twenty-fourth round) inside the NATS pods' 512 MiB request.
+	// DefaultEventsMaxBytes holds the events of about 160,000 one-step
+	// runs sent an event a message, or 190,000 whose step ended within its
+	// worker's linger (one message), and keeps NATS' resident memory for
+	// them (~370-400 MB and ~110-140 MB at this bound, docs/BENCHMARKS.md,
+	// twenty-fourth and twenty-fifth rounds) inside the NATS pods' 512 MiB
+	// request.
 	DefaultEventsMaxBytes = 256 << 20
 	// MinEventsMaxBytes is the smallest EventsMaxBytes: several of the
 	// largest events.

@@ -3,7 +3,8 @@
 // the streams as a coordinator does, with -max-bytes as
 // --events-max-bytes, publishes -runs runs' events as a cluster's
 // one-step runs do (four events a run, on the run's own subjects; the
-// last acknowledged, the rest not), and every 50,000 runs prints the
+// last acknowledged, the rest not; with -batch as one message, as a
+// worker sends a step that ends within its linger), and every 50,000 runs prints the
 // server's resident memory (read from /proc, so the server runs on this
 // machine: -pid) with the stream's messages, bytes and subjects; then
 // again after 15 s idle.
@@ -47,16 +48,17 @@ func main() {
 	pid := flag.Int("pid", 0, "the nats-server's process id, for its resident memory")
 	maxBytes := flag.Int64("max-bytes", bus.DefaultEventsMaxBytes, "RATH_EVENTS' bound in bytes (--events-max-bytes)")
 	runs := flag.Int("runs", 400000, "runs to publish the events of")
+	batch := flag.Bool("batch", false, "publish a run's four events as one message (a batch), as a worker sends a step that ends within its linger")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	err := run(ctx, os.Stdout, *url, *pid, *maxBytes, *runs)
+	err := run(ctx, os.Stdout, *url, *pid, *maxBytes, *runs, *batch)
 	cancel()
 	if err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, w io.Writer, url string, pid int, maxBytes int64, runs int) error {
+func run(ctx context.Context, w io.Writer, url string, pid int, maxBytes int64, runs int, batch bool) error {
 	nc, err := nats.Connect(url)
 	if err != nil {
 		return err
@@ -78,14 +80,23 @@ func run(ctx context.Context, w io.Writer, url string, pid int, maxBytes int64, 
 	start := time.Now()
 	for i := range runs {
 		run := fmt.Sprintf("run-%026d", i)
+		es := make([]bus.Event, len(types))
 		for j, typ := range types {
-			e := bus.Event{RunID: run, StepID: run + "-s0", Type: typ, Data: data}
-			publish := b.PublishProgress
-			if j == len(types)-1 {
-				publish = b.PublishEvent
-			}
-			if err := publish(ctx, e); err != nil {
+			es[j] = bus.Event{RunID: run, StepID: run + "-s0", Type: typ, Data: data}
+		}
+		if batch {
+			if err := b.PublishEvents(ctx, es); err != nil {
 				return err
+			}
+		} else {
+			for j, e := range es {
+				publish := b.PublishProgress
+				if j == len(es)-1 {
+					publish = b.PublishEvent
+				}
+				if err := publish(ctx, e); err != nil {
+					return err
+				}
 			}
 		}
 		if i%5000 != 4999 {
