@@ -73,6 +73,7 @@ func run(ctx context.Context, args []string, opts Options) error {
 	ackWait := fs.Duration("ack-wait", 0, "ack deadline of a delivered job (default 30s)")
 	sandboxPolicy := fs.String("sandbox-policy", os.Getenv("RATH_SANDBOX_POLICY"), "operator's sandbox policy, a YAML file (default: docker only on Postgres; docs/sandboxes.md)")
 	heartbeat := fs.Duration("heartbeat", 0, "InProgress heartbeat interval of a running step (default min(5s, ack wait/3))")
+	linger := fs.Duration("event-linger", worker.DefaultEventLinger, "how long a step holds its events: one that ends within it sends them with its end as one message; a longer step's start is seen this late (negative: each event at once)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -113,7 +114,7 @@ func run(ctx context.Context, args []string, opts Options) error {
 	log.Info("sandbox policy", slog.Any("backends", pol.Backends), slog.String("default", pol.Default),
 		slog.String("egress_network", pol.Docker.EgressNetwork))
 	w, err := app.NewWorker(ctx, b, os.Getenv, worker.Config{
-		Name: *name, Queue: *queue, Slots: slots, ShutdownTimeout: *shutdown, Heartbeat: *heartbeat, Logger: log,
+		Name: *name, Queue: *queue, Slots: slots, ShutdownTimeout: *shutdown, Heartbeat: *heartbeat, EventLinger: *linger, Logger: log,
 		TracerProvider: tel.TracerProvider, Metrics: tel.Metrics, SandboxPolicy: pol, Tools: opts.Tools,
 	})
 	if err != nil {
