@@ -54,12 +54,13 @@ func (b *Bus) WatchRunAfter(ctx context.Context, runID string, after uint64) (<-
 
 // ReplayRun calls fn with each event of runID stored after stream sequence
 // after, in order, up to the last one stored when it reads it, and returns
-// the sequence of the last event it read (after when none). It creates no
-// consumer: each event is one direct get of the next message on
-// rath.events.<run>.> (the events stream allows direct gets), so
-// replaying holds nothing on the server between gets and costs one request
-// per event. Events whose payload cannot be decoded are skipped. An error
-// from fn ends the replay and is returned as is.
+// the sequence of the last message whose events it passed on whole (after
+// when none). It creates no consumer: each message (an event, or a batch
+// of them) is one direct get of the next message on rath.events.<run>.>
+// (the events stream allows direct gets), so replaying holds nothing on
+// the server between gets and costs one request per message. Messages
+// that cannot be decoded are skipped. An error from fn ends the replay and
+// is returned as is.
 func (b *Bus) ReplayRun(ctx context.Context, runID string, after uint64, fn func(StoredEvent) error) (uint64, error) {
 	if err := validRunID(runID); err != nil {
 		return after, fmt.Errorf("%w: %w", ErrInvalidEvent, err)

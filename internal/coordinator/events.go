@@ -247,9 +247,9 @@ type eventStream struct {
 
 // send writes e and reports whether the client is still there. A stored
 // event of a message at or before the last one sent whole is skipped
-// (true). The events of a batch go out with one flush, after its last. The first event
-// of a stream from the run's start that is not run.submitted is preceded
-// by an EventMissing notice.
+// (true). The events of a batch go out with one flush, after its last.
+// The first event of a stream from the run's start that is not
+// run.submitted is preceded by an EventMissing notice.
 func (s *eventStream) send(e bus.StoredEvent) bool {
 	if e.Seq != 0 && e.Seq <= s.after {
 		return true
