@@ -24,9 +24,10 @@ const DefaultEventLinger = 20 * time.Millisecond
 // its later events as they come, as before: a watcher of a slow step sees
 // it start at most a linger late, and no event is held longer.
 //
-// Every event keeps the time it happened (send stamps it when it is made,
-// not when it goes out). What is held when the step leaves without an end
-// event (handed back, retried, aborted) goes out on its way out.
+// Every event keeps the time it happened (publish and progress stamp it
+// when it is made, not when it goes out). What is held when the step
+// leaves without an end event (handed back, retried, aborted) goes out on
+// its way out.
 type stepEvents struct {
 	w   *Worker
 	ctx context.Context // the step's, without its cancellation: held events go out after an abort too
