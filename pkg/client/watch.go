@@ -53,10 +53,11 @@ func (c *Client) WatchRun(ctx context.Context, runID string, opts WatchOptions, 
 	if reconnects == 0 {
 		reconnects = 5
 	}
-	after := opts.After
+	at := watchCursor{after: opts.After}
 	for attempt := 0; ; attempt++ {
-		last, ended, err := c.watchOnce(ctx, runID, after, fn)
-		after = max(after, last)
+		var ended bool
+		var err error
+		at, ended, err = c.watchOnce(ctx, runID, at, fn)
 		if ended || ctx.Err() != nil {
 			if ended {
 				return nil
@@ -98,18 +99,30 @@ func unwrapFn(err error) error {
 	return err
 }
 
-// watchOnce reads one stream. It returns the id of the last event passed
-// to fn, whether the stream ended as the run's stream ends (after its end
-// event, or after run.waiting), and why else it stopped (nil: the server
-// closed the stream early).
-func (c *Client) watchOnce(ctx context.Context, runID string, after uint64, fn func(api.Event) error) (uint64, bool, error) {
+// watchCursor is where a watch stands: after the event with id after, and
+// past the first held events without an id that came after it. The server
+// sends the events of a batch (a step's events stored as one message) with
+// an id on the last only, and a stream reopened after an id starts again
+// with the batch's first event: the reopened stream's first held events
+// are the ones already passed to fn.
+type watchCursor struct {
+	after uint64
+	held  int
+}
+
+// watchOnce reads one stream from at. It returns where it stopped (the
+// last event passed to fn), whether the stream ended as the run's stream
+// ends (after its end event, or after run.waiting), and why else it
+// stopped (nil: the server closed the stream early).
+func (c *Client) watchOnce(ctx context.Context, runID string, at watchCursor, fn func(api.Event) error) (watchCursor, bool, error) {
+	after := at.after
 	path := "/v1/runs/" + url.PathEscape(runID) + "/events"
 	if after > 0 {
 		path += "?after=" + strconv.FormatUint(after, 10)
 	}
 	resp, err := c.send(ctx, http.MethodGet, path, nil)
 	if err != nil {
-		return after, false, err
+		return at, false, err
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
@@ -118,6 +131,7 @@ func (c *Client) watchOnce(ctx context.Context, runID string, after uint64, fn f
 		id       uint64
 		data     strings.Builder
 		lastType string
+		skip     = at.held // held events the reopened stream sends again
 	)
 	for sc.Scan() {
 		line := sc.Text()
@@ -128,29 +142,37 @@ func (c *Client) watchOnce(ctx context.Context, runID string, after uint64, fn f
 			}
 			var e api.Event
 			if err := json.Unmarshal([]byte(data.String()), &e); err != nil {
-				return after, false, fnError{fmt.Errorf("watch %s: bad event: %w", runID, err)}
+				return at, false, fnError{fmt.Errorf("watch %s: bad event: %w", runID, err)}
 			}
 			e.ID = id
 			data.Reset()
 			id = 0
-			if e.ID != 0 && e.ID <= after {
+			switch {
+			case e.ID != 0 && e.ID <= at.after:
+				continue
+			case e.ID == 0 && skip > 0:
+				// Passed to fn before the stream was cut inside its batch.
+				skip--
 				continue
 			}
 			if err := fn(e); err != nil {
-				return after, false, fnError{err}
+				return at, false, fnError{err}
 			}
 			if e.ID != 0 {
-				after = e.ID
+				at = watchCursor{after: e.ID}
+			} else {
+				at.held++
 			}
+			skip = 0
 			lastType = e.Type
 			if e.EndsRun() {
-				return after, true, nil
+				return at, true, nil
 			}
 		case strings.HasPrefix(line, "id:"):
 			v := strings.TrimSpace(strings.TrimPrefix(line, "id:"))
 			n, err := strconv.ParseUint(v, 10, 64)
 			if err != nil {
-				return after, false, fnError{fmt.Errorf("watch %s: bad event id %q", runID, v)}
+				return at, false, fnError{fmt.Errorf("watch %s: bad event id %q", runID, v)}
 			}
 			id = n
 		case strings.HasPrefix(line, "data:"):
@@ -161,9 +183,9 @@ func (c *Client) watchOnce(ctx context.Context, runID string, after uint64, fn f
 		}
 	}
 	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
-		return after, false, fmt.Errorf("watch %s: %w", runID, err)
+		return at, false, fmt.Errorf("watch %s: %w", runID, err)
 	}
 	// The server ends a waiting run's stream after run.waiting (or
 	// run.needs_review).
-	return after, lastType == api.EventRunWaiting || lastType == api.EventRunNeedsReview, nil
+	return at, lastType == api.EventRunWaiting || lastType == api.EventRunNeedsReview, nil
 }
