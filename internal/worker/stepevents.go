@@ -49,7 +49,11 @@ func (w *Worker) holdEvents(ctx context.Context) (context.Context, func()) {
 	if w.cfg.EventLinger < 0 {
 		se.live = true
 	} else {
+		// Under the lock: the timer may fire before AfterFunc returns,
+		// and release reads se.timer.
+		se.mu.Lock()
 		se.timer = time.AfterFunc(w.cfg.EventLinger, se.release)
+		se.mu.Unlock()
 	}
 	return context.WithValue(ctx, stepEventsKey{}, se), se.release
 }
