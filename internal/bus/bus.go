@@ -220,9 +220,10 @@ func (b *Bus) asyncPublishFailed(_ jetstream.JetStream, msg *nats.Msg, err error
 }
 
 // FlushEvents waits until every event published so far with
-// [Bus.PublishEvent] has been acknowledged by the server (or has failed),
-// and the server has received every event published with
-// [Bus.PublishProgress], or until ctx ends. A progress event is stored once
+// [Bus.PublishEvent] or [Bus.PublishEvents] has been acknowledged by the
+// server (or has failed), and the server has received every event
+// published with [Bus.PublishProgress] or [Bus.PublishProgressEvents], or
+// until ctx ends. A progress event is stored once
 // an event published after it is acknowledged (one connection's publishes
 // are stored in order). Call it before closing the connection when the
 // last events matter, and in tests.

@@ -45,6 +45,9 @@
 // [Bus.PublishEvent] publishes without waiting (events are best effort);
 // [Bus.PublishProgress] publishes without asking for an acknowledgement at
 // all, for the events inside a step that an acknowledged one follows;
+// [Bus.PublishEvents] and [Bus.PublishProgressEvents] publish one run's
+// events as one message (a batch, on its last event's subject), which
+// every reader below unpacks ([DecodeEvents] for readers of raw subjects);
 // [Bus.WatchRun] replays a run's events from the start and then follows it
 // live ([Bus.WatchRunAfter] from a stream sequence, with each event's
 // sequence), holding an ordered consumer while it lasts; [Bus.ReplayRun]

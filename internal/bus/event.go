@@ -197,6 +197,12 @@ func DecodeEvents(subject string, data []byte) ([]Event, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeBatch(le, subject, data)
+}
+
+// decodeBatch decodes data, a batch that arrived on subject, whose run and
+// type le holds (read from subject).
+func decodeBatch(le LiveEvent, subject string, data []byte) ([]Event, error) {
 	var es []Event
 	if err := json.Unmarshal(data, &es); err != nil {
 		return nil, fmt.Errorf("events on %s: %w", subject, err)

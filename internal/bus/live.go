@@ -78,7 +78,7 @@ func (b *Bus) SubscribeEvents(ctx context.Context, fn func(LiveEvent), types ...
 			fn(e)
 			return
 		}
-		es, err := DecodeEvents(m.Subject, m.Data)
+		es, err := decodeBatch(e, m.Subject, m.Data)
 		if err != nil {
 			b.cfg.Logger.Debug("bus: events skipped", "subject", m.Subject, "error", err.Error())
 			return
