@@ -304,7 +304,19 @@ async function runPage(id) {
   state.source = src;
   let redraw = null;
   const later = () => { if (!redraw) redraw = setTimeout(() => { redraw = null; refresh().catch(showError); }, 150); };
+  // A step's events stored as one message (a batch) stream with an id on
+  // the last alone. A stream cut inside a batch reopens after the last id
+  // this page saw, the one before the batch, and the server sends the
+  // batch again from its first event: those this page has shown already
+  // are skipped. An event is known by its type and data (its time is
+  // stamped to the nanosecond); only the events since the last id are kept.
+  let lastID = "";
+  const sinceID = new Set();
   const onEvent = (e) => {
+    if (e.lastEventId !== lastID) { lastID = e.lastEventId; sinceID.clear(); }
+    const key = e.type + "\n" + e.data;
+    if (sinceID.has(key)) return;
+    sinceID.add(key);
     let ev = {};
     try { ev = JSON.parse(e.data); } catch (err) { /* keep empty */ }
     const type = ev.type || e.type;
