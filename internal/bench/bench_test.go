@@ -43,7 +43,7 @@ func devTarget(t *testing.T, storeURL string, workers int) *bench.Target {
 	if storeURL == "" {
 		storeURL = "sqlite:" + filepath.Join(dir, "rath.db")
 	}
-	return &bench.Target{Name: "test dev stack", Client: cl, NC: d.Backend.NC, StoreURL: storeURL, Memory: d.Backend.Memory, InProcess: true, Statements: stmts}
+	return &bench.Target{Name: "test dev stack", Client: cl, NC: d.Backend.NC, StoreURL: storeURL, Memory: d.Backend.Memory, InProcess: true, OneClock: true, Statements: stmts}
 }
 
 func shortConfig(t *testing.T, scenarios ...string) bench.Config {
@@ -136,21 +136,24 @@ func TestRunAllScenariosOnDevStack(t *testing.T) {
 	if slices.ContainsFunc(r.CPU, func(c bench.ProcessCPU) bool { return strings.Contains(c.Process, "load generator (") }) {
 		t.Errorf("a load generator's share without a profile of the loaded phase: %+v", r.CPU)
 	}
-	var split float64
-	for _, name := range []string{"loaded, mean: submit → step started", "loaded, mean: step started → committed", "loaded, mean: committed → step.committed seen"} {
-		v, ok := figure(name)
-		if !ok || !(v > 0) {
-			t.Errorf("%s: %v (present %v), want a positive mean", name, v, ok)
+	// Both phases, serial and loaded, are split.
+	for _, phase := range []string{"serial", "loaded"} {
+		var split float64
+		for _, name := range []string{"mean: submit → step started", "mean: step started → committed", "mean: committed → step.committed seen"} {
+			v, ok := figure(phase + ", " + name)
+			if !ok || !(v > 0) {
+				t.Errorf("%s, %s: %v (present %v), want a positive mean", phase, name, v, ok)
+			}
+			split += v
 		}
-		split += v
-	}
-	if req, ok := figure("loaded, mean: of which the submit request"); !ok || !(req > 0) {
-		t.Errorf("submit request's round trip: %v (present %v), want a positive mean", req, ok)
-	}
-	p50, _ := figure("loaded submit→commit p50")
-	p99, _ := figure("loaded submit→commit p99")
-	if !(split >= p50/4 && split <= p99) {
-		t.Errorf("the latency's four parts add up to %.3f ms; the latency's p50 is %.3f ms, its p99 %.3f ms", split, p50, p99)
+		if req, ok := figure(phase + ", mean: of which the submit request"); !ok || !(req > 0) {
+			t.Errorf("%s: submit request's round trip: %v (present %v), want a positive mean", phase, req, ok)
+		}
+		p50, _ := figure(phase + " submit→commit p50")
+		p99, _ := figure(phase + " submit→commit p99")
+		if !(split >= p50/4 && split <= p99) {
+			t.Errorf("%s: the latency's four parts add up to %.3f ms; the latency's p50 is %.3f ms, its p99 %.3f ms", phase, split, p50, p99)
+		}
 	}
 	// steps/s is shown as a ratio to the commit limit.
 	if !slices.ContainsFunc(r.Figures, func(f bench.Figure) bool {
@@ -250,12 +253,16 @@ func TestStepsOnPostgresMeasuresPgbench(t *testing.T) {
 
 func TestStepsOnARemoteTargetSaysWhatIsNotMeasured(t *testing.T) {
 	tg := devTarget(t, testdb.Postgres(t), 1)
-	tg.InProcess, tg.Statements = false, nil
+	tg.InProcess, tg.OneClock, tg.Statements = false, false, nil
 	rep, err := bench.Run(t.Context(), tg, shortConfig(t, "steps"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r, _ := decode(t, rep)
+	// Another machine's clock: no latency is split by its event stamps.
+	if i := slices.IndexFunc(r.Figures, func(f bench.Figure) bool { return strings.Contains(f.Name, ", mean: ") }); i >= 0 {
+		t.Errorf("a split latency on a target of another clock: %+v", r.Figures[i])
+	}
 	if !slices.ContainsFunc(r.CPU, func(c bench.ProcessCPU) bool {
 		return strings.HasPrefix(c.NA, "n/a (remote") && strings.HasPrefix(c.Process, "rath")
 	}) {

@@ -292,9 +292,10 @@ func (b *runner) steps(ctx context.Context) error {
 		return err
 	}
 	defer c.close()
-	// In the loaded phase, on an in-process stack (one clock for the
-	// client and the worker's event stamps), op also keeps each latency's
-	// split; splitting is set before that phase's goroutines start.
+	// In the serial and the loaded phase, when the stack reads this
+	// process's clock (Target.OneClock: the worker's event stamps and the
+	// client's times compare), op also keeps each latency's split;
+	// splitting is set before the serial phase's goroutine starts.
 	//
 	// The loaded phase also notes when each step's commit was seen, for
 	// its steady rate: the steps seen in the phase's second half, when
@@ -302,24 +303,32 @@ func (b *runner) steps(ctx context.Context) error {
 	// yet. The phase's rate counts from the start, when all sessions
 	// submit at once, to the end of the last step, when fewer and fewer
 	// are left in flight: with a 500 ms model and a 10 s phase both ends
-	// weigh.
+	// weigh. noting is set before the loaded phase's goroutines start.
 	var (
-		phaseMu   sync.Mutex
-		split     []phases
-		splitting bool
-		seen      []time.Time
-		noting    bool
+		phaseMu     sync.Mutex
+		serialSplit []phases
+		split       []phases
+		splitting   bool
+		seen        []time.Time
+		noting      bool
 	)
 	op := func(ctx context.Context) (time.Duration, error) {
 		_, l, ph, err := b.submitPhases(ctx, c, "")
-		if err == nil && noting { // splitting is only ever set with noting
-			phaseMu.Lock()
-			seen = append(seen, time.Now())
-			if splitting && ph != (phases{}) {
-				split = append(split, ph)
-			}
-			phaseMu.Unlock()
+		if err != nil || (!noting && !splitting) {
+			return l, err
 		}
+		phaseMu.Lock()
+		if noting {
+			seen = append(seen, time.Now())
+		}
+		if splitting && ph != (phases{}) {
+			if noting {
+				split = append(split, ph)
+			} else {
+				serialSplit = append(serialSplit, ph)
+			}
+		}
+		phaseMu.Unlock()
 		return l, err
 	}
 	for range 5 { // warm up connections and the consumer
@@ -327,6 +336,7 @@ func (b *runner) steps(ctx context.Context) error {
 			return err
 		}
 	}
+	splitting = b.t.OneClock && b.t.NC != nil
 	instant := b.cfg.ModelLatency == 0
 	serial, _, err := drive(ctx, 1, b.cfg.Duration/3, b.p, "serial", op)
 	if err != nil {
@@ -351,6 +361,7 @@ func (b *runner) steps(ctx context.Context) error {
 	}{{"serial submit→commit p50", 0.50, budget(3)}, {"serial submit→commit p95", 0.95, 0}, {"serial submit→commit p99", 0.99, budget(15)}} {
 		b.r.add(Figure{Scenario: "steps", Name: q.name, Value: quantile(serial, q.p), Unit: "ms", Limit: limit(q.budget), LimitValue: q.budget})
 	}
+	b.reportPhases("serial", serialSplit)
 	// A profile of the loaded phase also tells, in-process, the load
 	// generator's CPU from the stack's (loadShare). It is not taken
 	// unasked: the profiler's signals cost a CPU-bound loop 11–20% of its
@@ -362,7 +373,6 @@ func (b *runner) steps(ctx context.Context) error {
 			return fmt.Errorf("profile of the loaded phase: %w", err)
 		}
 	}
-	splitting = b.t.InProcess && b.t.NC != nil
 	noting = true
 	m := b.startMeter(ctx)
 	phase := b.cfg.Duration * 2 / 3
@@ -401,7 +411,7 @@ func (b *runner) steps(ctx context.Context) error {
 	}
 	b.r.add(Figure{Scenario: "steps", Name: "loaded submit→commit p50", Value: quantile(loaded, 0.5), Unit: "ms"})
 	b.r.add(Figure{Scenario: "steps", Name: "loaded submit→commit p99", Value: quantile(loaded, 0.99), Unit: "ms"})
-	b.reportPhases(split)
+	b.reportPhases("loaded", split)
 	if b.t.StartStack == nil || len(b.cfg.WorkerSweep) == 0 {
 		return nil
 	}
@@ -446,15 +456,15 @@ func steadyRate(seen []time.Time, from, to time.Time) float64 {
 	return float64(n) / to.Sub(from).Seconds()
 }
 
-// reportPhases adds where the loaded phase's submit→commit latency went,
-// as means: from the submit to the worker's step.started stamp (the
-// submit request: the run's commit and the job's publish; then the fetch
-// and the step's start), from that stamp to the step.committed stamp (the
-// agent, the model's latency included, and the commit), and from that
-// stamp to the event's arrival at the client. The three add up to the
-// mean latency of the steps whose start was seen; the submit request's
-// round trip, a part of the first, is shown as well.
-func (b *runner) reportPhases(split []phases) {
+// reportPhases adds where a phase's submit→commit latency went, as
+// means: from the submit to the worker's step.started stamp (the submit
+// request: the run's commit and the job's publish; then the fetch and the
+// step's start), from that stamp to the step.committed stamp (the agent,
+// the model's latency included, and the commit), and from that stamp to
+// the event's arrival at the client. The three add up to the mean latency
+// of the phase's steps whose start was seen; the submit request's round
+// trip, a part of the first, is shown as well.
+func (b *runner) reportPhases(phase string, split []phases) {
 	if len(split) == 0 {
 		return
 	}
@@ -470,12 +480,12 @@ func (b *runner) reportPhases(split []phases) {
 		name string
 		d    time.Duration
 	}{
-		{"loaded, mean: submit → step started", sum.toStart},
-		{"loaded, mean: of which the submit request (POST /v1/runs)", sum.request},
-		{"loaded, mean: step started → committed (model included)", sum.toCommit},
-		{"loaded, mean: committed → step.committed seen", sum.toSeen},
+		{"mean: submit → step started", sum.toStart},
+		{"mean: of which the submit request (POST /v1/runs)", sum.request},
+		{"mean: step started → committed (model included)", sum.toCommit},
+		{"mean: committed → step.committed seen", sum.toSeen},
 	} {
-		b.r.add(Figure{Scenario: "steps", Name: f.name, Value: mean(f.d), Unit: "ms"})
+		b.r.add(Figure{Scenario: "steps", Name: phase + ", " + f.name, Value: mean(f.d), Unit: "ms"})
 	}
 }
 

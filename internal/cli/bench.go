@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -281,13 +283,37 @@ func devTarget(ctx context.Context, dir, storeURL string, workers, slots int) (*
 	}
 	t := &bench.Target{
 		Name:   fmt.Sprintf("in-process dev stack (%s store, embedded NATS, %d workers × %d slots)", kind, workers, slots),
-		Client: cl, NC: d.Backend.NC, StoreURL: url, Memory: d.Backend.Memory, InProcess: true,
+		Client: cl, NC: d.Backend.NC, StoreURL: url, Memory: d.Backend.Memory, InProcess: true, OneClock: true,
 		Statements: stmts,
 	}
 	if sq, ok := d.Backend.Store.(*sqlitestore.Store); ok {
 		t.GroupCommits = sq.GroupCommits
 	}
 	return t, d.Close, nil
+}
+
+// oneClock reports whether a cluster's processes read this machine's
+// clock, so that its workers' event stamps and the bench's times compare:
+// its coordinator is on a loopback address and every --process names a
+// pid here (make bench-cluster). A loopback address alone is not enough:
+// a port forwarded to a remote cluster is one too.
+func oneClock(server string, procs []bench.Process) bool {
+	u, err := url.Parse(server)
+	if err != nil || len(procs) == 0 {
+		return false
+	}
+	host := u.Hostname()
+	ip := net.ParseIP(host)
+	loopback := host == "localhost" || ip != nil && ip.IsLoopback()
+	if !loopback {
+		return false
+	}
+	for _, p := range procs {
+		if !strings.HasPrefix(p.Source, "pid:") {
+			return false
+		}
+	}
+	return true
 }
 
 // remoteTarget is a running cluster; --store and --nats add its limits.
@@ -305,6 +331,7 @@ func remoteTarget(ctx context.Context, f *benchFlags) (*bench.Target, func(), er
 		}
 		t.Processes = append(t.Processes, p)
 	}
+	t.OneClock = oneClock(server, t.Processes)
 	var closers []func()
 	closeAll := func() {
 		for _, c := range closers {

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rath-run/rath/internal/bench"
 )
 
 func TestBenchRejectsBadFlags(t *testing.T) {
@@ -124,5 +126,32 @@ func TestBenchProfilesTheLoadedPhase(t *testing.T) {
 	without := value(`CPU per step, loaded, Rath \(one process: the store is SQLite in it\), the load generator's part taken out`)
 	if !(load > 0 && load < process) || math.Abs(whole-without-load) > 1 {
 		t.Errorf("load generator %.1f µs of the process's %.1f; CPU per step %.1f, %.1f without it: want a part, taken out of the whole", load, process, whole, without)
+	}
+}
+
+// TestBenchOneClock: a cluster's latency is split by its workers' event
+// stamps only when its processes read this machine's clock: the
+// coordinator on a loopback address and every --process a pid here. A
+// loopback address alone may be a port forwarded to a remote cluster.
+func TestBenchOneClock(t *testing.T) {
+	pid := bench.Process{Name: "worker1", Source: "pid:42"}
+	metrics := bench.Process{Name: "coordinator", Source: "http://10.0.0.7:9090/metrics"}
+	for _, c := range []struct {
+		server string
+		procs  []bench.Process
+		want   bool
+	}{
+		{"http://127.0.0.1:8080", []bench.Process{pid}, true},
+		{"http://localhost:8080", []bench.Process{pid, pid}, true},
+		{"http://[::1]:8080", []bench.Process{pid}, true},
+		{"http://127.0.0.1:8080", nil, false},                           // port-forwarded, maybe
+		{"http://127.0.0.1:8080", []bench.Process{pid, metrics}, false}, // one process elsewhere
+		{"http://rath.example.com:8080", []bench.Process{pid}, false},   // another machine
+		{"http://10.0.0.7:8080", []bench.Process{pid}, false},           // not loopback
+		{"::not a url", []bench.Process{pid}, false},
+	} {
+		if got := oneClock(c.server, c.procs); got != c.want {
+			t.Errorf("oneClock(%q, %v) = %v, want %v", c.server, c.procs, got, c.want)
+		}
 	}
 }
