@@ -12,7 +12,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/app/apptest"
 	"github.com/rath-run/rath/internal/runs"
 	"github.com/rath-run/rath/internal/testenv"
@@ -197,19 +196,7 @@ func TestBrowser(t *testing.T) {
 	if status != "pending" {
 		t.Fatalf("live run shows %q before any worker serves its queue, want pending", status)
 	}
-	wctx, stopWorker := context.WithCancel(ctx)
-	w, err := app.NewWorker(wctx, d.Backend, func(string) string { return "" }, worker.Config{Name: "late-worker", Queue: "later", ShutdownTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	defer func() {
-		stopWorker()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	}()
+	runWorker(t, d, nil, worker.Config{Name: "late-worker", Queue: "later", ShutdownTimeout: 5 * time.Second})
 	if err := chromedp.Do(bctx,
 		chromedp.WaitVisible(css(`#events li[data-type="step.committed"]`)),
 		chromedp.WaitVisible(css(`#events li[data-type="run.completed"]`)),

@@ -67,6 +67,30 @@ func devStack(t *testing.T, workers int, tp trace.TracerProvider) (*app.Dev, *cl
 	return d, cl
 }
 
+// runWorker runs a worker of the test's own on the dev stack's backend
+// (its queue, its settings) until the test ends, and reports its error
+// then. getenv nil reads nothing.
+func runWorker(t *testing.T, d *app.Dev, getenv func(string) string, cfg worker.Config) {
+	t.Helper()
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	w, err := app.NewWorker(ctx, d.Backend, getenv, cfg)
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("worker %s: %v", cfg.Name, err)
+		}
+	})
+}
+
 // textOf reads the rendered text of the element sel selects in one
 // evaluation in the page. The live panels are drawn anew as events
 // arrive, so a node chromedp.Text has found can be gone by the time it
@@ -332,19 +356,7 @@ func TestBrowserLiveStep(t *testing.T) {
 	t.Cleanup(release)
 
 	env := map[string]string{"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": srv.URL + "/v1"}
-	wctx, stopWorker := context.WithCancel(ctx)
-	w, err := app.NewWorker(wctx, d.Backend, func(k string) string { return env[k] }, worker.Config{Name: "live-worker", Queue: "live", ShutdownTimeout: 5 * time.Second, TracerProvider: tp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	t.Cleanup(func() {
-		stopWorker()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	})
+	runWorker(t, d, func(k string) string { return env[k] }, worker.Config{Name: "live-worker", Queue: "live", ShutdownTimeout: 5 * time.Second, TracerProvider: tp})
 
 	var r runs.Run
 	spec := json.RawMessage(`{"name":"guide","model":"gpt-test","tools":["builtin"]}`)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/rath-run/rath/internal/app"
 	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/internal/worker"
 	"github.com/rath-run/rath/pkg/api"
@@ -120,20 +119,7 @@ func TestBrowserResumesInsideABatch(t *testing.T) {
 	d, cl := devStack(t, 1, nil)
 	// A worker of its own that holds a step's events until the step ends,
 	// however long a loaded machine takes: they are one batch.
-	wctx, stopWorker := context.WithCancel(ctx)
-	w, err := app.NewWorker(wctx, d.Backend, func(string) string { return "" },
-		worker.Config{Name: "batch-worker", Queue: "batch", ShutdownTimeout: 5 * time.Second, EventLinger: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	t.Cleanup(func() {
-		stopWorker()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	})
+	runWorker(t, d, nil, worker.Config{Name: "batch-worker", Queue: "batch", ShutdownTimeout: 5 * time.Second, EventLinger: time.Minute})
 	run, err := cl.SubmitAgent(ctx, api.SubmitRequest{Agent: json.RawMessage(liveAgent), Message: "Anyone there?", Queue: "batch"})
 	if err != nil {
 		t.Fatal(err)
