@@ -69,9 +69,9 @@ type Target struct {
 	// InProcess: the whole stack runs in this process (a dev stack), so
 	// the process's CPU time is the stack's, reported per step.
 	InProcess bool
-	// OneClock: the stack's processes read this process's clock (in
-	// process, or on this machine), so the steps scenario splits each
-	// step's latency by the worker's event stamps (with NC).
+	// OneClock: a remote stack's processes read this machine's clock, so
+	// the steps scenario splits each step's latency by the worker's event
+	// stamps (with NC), as it does for an InProcess one.
 	OneClock bool
 	// StoreURL, when set, is the Session Graph store: the commit-rate limit
 	// is measured on its database and storage growth is read from it.

@@ -43,7 +43,7 @@ func devTarget(t *testing.T, storeURL string, workers int) *bench.Target {
 	if storeURL == "" {
 		storeURL = "sqlite:" + filepath.Join(dir, "rath.db")
 	}
-	return &bench.Target{Name: "test dev stack", Client: cl, NC: d.Backend.NC, StoreURL: storeURL, Memory: d.Backend.Memory, InProcess: true, OneClock: true, Statements: stmts}
+	return &bench.Target{Name: "test dev stack", Client: cl, NC: d.Backend.NC, StoreURL: storeURL, Memory: d.Backend.Memory, InProcess: true, Statements: stmts}
 }
 
 func shortConfig(t *testing.T, scenarios ...string) bench.Config {

@@ -293,8 +293,9 @@ func (b *runner) steps(ctx context.Context) error {
 	}
 	defer c.close()
 	// In the serial and the loaded phase, when the stack reads this
-	// process's clock (Target.OneClock: the worker's event stamps and the
-	// client's times compare), op also keeps each latency's split;
+	// machine's clock (Target.InProcess or OneClock: the worker's event
+	// stamps and the client's times compare), op also keeps each
+	// latency's split;
 	// splitting is set before the serial phase's goroutine starts.
 	//
 	// The loaded phase also notes when each step's commit was seen, for
@@ -336,7 +337,7 @@ func (b *runner) steps(ctx context.Context) error {
 			return err
 		}
 	}
-	splitting = b.t.OneClock && b.t.NC != nil
+	splitting = (b.t.InProcess || b.t.OneClock) && b.t.NC != nil
 	instant := b.cfg.ModelLatency == 0
 	serial, _, err := drive(ctx, 1, b.cfg.Duration/3, b.p, "serial", op)
 	if err != nil {

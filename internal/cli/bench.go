@@ -283,7 +283,7 @@ func devTarget(ctx context.Context, dir, storeURL string, workers, slots int) (*
 	}
 	t := &bench.Target{
 		Name:   fmt.Sprintf("in-process dev stack (%s store, embedded NATS, %d workers × %d slots)", kind, workers, slots),
-		Client: cl, NC: d.Backend.NC, StoreURL: url, Memory: d.Backend.Memory, InProcess: true, OneClock: true,
+		Client: cl, NC: d.Backend.NC, StoreURL: url, Memory: d.Backend.Memory, InProcess: true,
 		Statements: stmts,
 	}
 	if sq, ok := d.Backend.Store.(*sqlitestore.Store); ok {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/rath-run/rath/internal/testenv"
 	"github.com/rath-run/rath/internal/worker"
 	"github.com/rath-run/rath/pkg/api"
 )
@@ -57,6 +56,10 @@ func (p *cutProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.resumes = append(p.resumes, r.Header.Get("Last-Event-ID"))
 	}
 	p.mu.Unlock()
+	if !first {
+		p.proxy.ServeHTTP(w, r) // it flushes an event stream as it comes
+		return
+	}
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, p.upstream.ResolveReference(r.URL).String(), nil)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
@@ -77,10 +80,6 @@ func (p *cutProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if f, ok := w.(http.Flusher); ok {
 			f.Flush()
 		}
-	}
-	if !first {
-		_, _ = io.Copy(w, resp.Body) // no buffering: each write goes out
-		return
 	}
 	_, _ = io.WriteString(w, "retry: 100\n\n")
 	flush()
@@ -124,12 +123,11 @@ func TestBrowserResumesInsideABatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, "the run to end", func() bool {
-		if run, err = cl.GetRun(ctx, run.ID); err != nil {
-			t.Fatal(err)
-		}
-		return run.Terminal()
-	})
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if run, err = cl.WaitRun(wctx, run.ID); err != nil {
+		t.Fatal(err)
+	}
 	if run.Status != "succeeded" {
 		t.Fatalf("run %s: %s", run.Status, run.Error)
 	}
